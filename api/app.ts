@@ -1,0 +1,62 @@
+/**
+ * Composition of the HTTP API: request logging, authentication, body parsing,
+ * the /v1 and /v2 routers, the OpenAPI document, and errors in the spec's shape.
+ */
+import express, { type Request, type Response } from 'express';
+import swaggerUi from 'swagger-ui-express';
+import type { ApiDeps } from './deps';
+import { badRequest } from './errors';
+import { authenticate } from './middleware/auth';
+import { errorHandler, routeNotFound } from './middleware/errors';
+import { requestLogging } from './middleware/request-context';
+import { createRegistry, generateDocument } from './openapi/document';
+import { ApiRouter } from './route';
+import { addAccountRoutes } from './routes/account';
+import { addSystemRoutes } from './routes/system';
+
+export function createApp(deps: ApiDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestLogging(deps.logger));
+
+  const registry = createRegistry();
+  const v1 = new ApiRouter(registry, '/v1');
+  const v2 = new ApiRouter(registry, '/v2');
+  const unversioned = new ApiRouter(registry, '');
+
+  addAccountRoutes(v1);
+  addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
+  addSystemRoutes(v1, deps);
+
+  // Public by design: liveness for orchestrators, and the API's own description.
+  // Neither says anything about any project.
+  app.get('/healthz', (_req: Request, res: Response) => {
+    res.json({ status: 'ok' });
+  });
+  const document = generateDocument(registry);
+  app.get('/v1/openapi.json', (_req: Request, res: Response) => {
+    res.json(document);
+  });
+  app.use('/v1/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Gantry API' }));
+
+  // Everything else authenticates first, then parses bodies (no parsing for strangers).
+  const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
+  app.use(authenticate(deps.db), json);
+
+  // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
+  app.all('/v1/compute/clusters/regions', () => {
+    throw badRequest(
+      "'/compute/clusters/regions' is not a route. Regions are listed at GET /v1/compute/regions.",
+      null,
+      'invalid_route',
+    );
+  });
+
+  app.use('/v1', v1.router);
+  app.use('/v2', v2.router);
+  app.use(unversioned.router);
+
+  app.use(routeNotFound);
+  app.use(errorHandler);
+  return app;
+}

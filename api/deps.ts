@@ -1,0 +1,12 @@
+import type { Client } from '@temporalio/client';
+import type { GantryConfig } from '../common/config';
+import type { Logger } from '../common/logger';
+import type { Db } from '../db/pool';
+
+/** What routes may use. Injected by api/server.ts, and by tests with the same real parts. */
+export interface ApiDeps {
+  config: GantryConfig;
+  db: Db;
+  temporal: Client;
+  logger: Logger;
+}

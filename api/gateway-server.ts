@@ -1,0 +1,25 @@
+/** The inference gateway process: `npm run gateway` (started by `./dev up`). */
+import type { Server } from 'node:http';
+import { loadConfig, requireDatabaseUrl } from '../common/config';
+import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
+import { createLogger } from '../common/logger';
+import { createPool } from '../db/pool';
+import { createGatewayApp } from './gateway';
+
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger('gateway', config.logLevel);
+  const db = createPool(requireDatabaseUrl(config));
+  await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);
+  const app = createGatewayApp({ config, db, logger });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.gatewayPort, config.host, () => resolve(s)).on('error', reject);
+  });
+  logger.info({ url: `http://${config.host}:${config.gatewayPort}` }, 'inference gateway listening');
+  onShutdownSignal(logger, async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await db.end();
+  });
+}
+
+main().catch(exitOnStartupError(createLogger('gateway')));

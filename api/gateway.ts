@@ -1,0 +1,24 @@
+/**
+ * The inference gateway ({inference_url}/v1/...): routes inference calls to
+ * endpoint replicas. It authenticates like the API; its routes arrive with the
+ * dedicated-inference work, until then every path is a 404 in the spec's shape.
+ */
+import express from 'express';
+import type { ApiDeps } from './deps';
+import { authenticate } from './middleware/auth';
+import { errorHandler, routeNotFound } from './middleware/errors';
+import { requestLogging } from './middleware/request-context';
+
+export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config'>): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestLogging(deps.logger));
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.use(authenticate(deps.db));
+  app.use('/v1', express.Router());
+  app.use(routeNotFound);
+  app.use(errorHandler);
+  return app;
+}

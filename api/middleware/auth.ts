@@ -1,0 +1,53 @@
+/**
+ * Bearer-key authentication for every route. The key resolves to a Principal
+ * (key, project, organization, roles); handlers scope every query by
+ * principal.projectId, so another project's resources are simply not found.
+ */
+import type { NextFunction, Request, Response } from 'express';
+import { findPrincipalByApiKey, type Principal } from '../../db/accounts';
+import type { Db } from '../../db/pool';
+import { forbidden, unauthorized } from '../errors';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+// Longer than any key Gantry issues; anything bigger is not worth a lookup.
+const MAX_KEY_LENGTH = 256;
+
+export function authenticate(db: Db) {
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    try {
+      const header = req.headers.authorization;
+      if (!header) {
+        throw unauthorized('Missing API key. Send it as `Authorization: Bearer <API_KEY>`.');
+      }
+      const match = BEARER.exec(header);
+      if (!match) {
+        throw unauthorized('Malformed Authorization header. Expected `Authorization: Bearer <API_KEY>`.');
+      }
+      const secret = match[1];
+      const principal = secret.length <= MAX_KEY_LENGTH ? await findPrincipalByApiKey(db, secret) : null;
+      if (!principal) throw unauthorized('Invalid API key.');
+      req.principal = principal;
+      (req as Request & { log?: { setBindings?: (b: object) => void } }).log?.setBindings?.({
+        project: principal.projectId,
+        apiKeyId: principal.apiKeyId,
+      });
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+export type Access = 'project' | 'platform-admin';
+
+export function checkAccess(principal: Principal, access: Access): void {
+  if (access === 'platform-admin' && !principal.isPlatformAdmin) {
+    throw forbidden('This route is for operators of this Gantry installation.', 'platform_admin_required');
+  }
+}

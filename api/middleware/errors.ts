@@ -1,0 +1,71 @@
+/**
+ * Every failure leaves the API in the spec's error shape. Known causes (body
+ * parsing, Temporal or PostgreSQL unavailable) map to their status; anything
+ * else is a 500 that names the request id and is logged in full, server side.
+ */
+import type { NextFunction, Request, Response } from 'express';
+import { ApiError, badRequest, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
+
+interface BodyParserError extends Error {
+  type?: string;
+  limit?: number;
+  status?: number;
+}
+
+const PG_UNAVAILABLE = /^(08|57P0)/; // connection exceptions, admin/crash shutdown
+const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH']);
+
+function isTemporalUnavailable(err: unknown): boolean {
+  // @temporalio/client wraps gRPC failures in ServiceError; 14 = UNAVAILABLE, 4 = DEADLINE_EXCEEDED.
+  const e = err as { name?: string; code?: number; cause?: { code?: number } };
+  if (e?.name !== 'ServiceError') return false;
+  const code = e.code ?? e.cause?.code;
+  return code === 14 || code === 4;
+}
+
+function toApiError(err: unknown): ApiError | null {
+  if (err instanceof ApiError) return err;
+  const e = err as BodyParserError & { code?: string };
+  switch (e?.type) {
+    case 'entity.parse.failed':
+      return badRequest(`Malformed JSON body: ${e.message}.`, null, 'invalid_json');
+    case 'entity.too.large':
+      return payloadTooLarge(`Request body is larger than the limit of ${e.limit} bytes.`);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return badRequest(e.message, null, 'unsupported_encoding');
+    case 'request.aborted':
+      return badRequest('The request was aborted before its body was received.', null, 'request_aborted');
+  }
+  if (isTemporalUnavailable(err)) {
+    return serviceUnavailable('The workflow service (Temporal) is unavailable. Retry with exponential backoff.');
+  }
+  if ((typeof e?.code === 'string' && (PG_UNAVAILABLE.test(e.code) || NET_UNAVAILABLE.has(e.code))) ||
+      /Connection terminated|timeout exceeded when trying to connect/i.test(String(e?.message))) {
+    return serviceUnavailable('The database is unavailable. Retry with exponential backoff.');
+  }
+  return null;
+}
+
+export function routeNotFound(req: Request, _res: Response, next: NextFunction) {
+  next(notFound(`No route for ${req.method} ${req.path}.`, 'route_not_found'));
+}
+
+export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
+  const known = toApiError(err);
+  const requestId = String(res.getHeader('X-Request-Id') ?? '');
+  const apiError =
+    known ??
+    new ApiError(500, `Internal server error. Quote request id ${requestId} when reporting it.`, 'api_error', null, 'internal_error');
+  if (apiError.status >= 500) {
+    req.log?.error({ err }, 'request failed');
+  }
+  if (res.headersSent) {
+    // A streamed response already started: the connection is all we can end.
+    res.destroy(err instanceof Error ? err : undefined);
+    return;
+  }
+  // Tell pino-http what went wrong without putting bodies into logs.
+  if (!known && err instanceof Error) (res as Response & { err?: Error }).err = err;
+  res.set(apiError.headers).status(apiError.status).json(apiError.toBody());
+}

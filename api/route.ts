@@ -1,0 +1,141 @@
+/**
+ * The one way routes are added. A route declares its method, path, access,
+ * zod schemas for path params, query and body, and its response schema; from
+ * that one declaration it is mounted on Express with validation and appears in
+ * the OpenAPI document. Handlers receive parsed, typed input and the caller's
+ * Principal, and return the response body.
+ */
+import express, { type Request, type Response } from 'express';
+import type { OpenAPIRegistry, RouteConfig } from '@asteasolutions/zod-to-openapi';
+import { z, type ZodObject, type ZodType } from 'zod';
+import type { Principal } from '../db/accounts';
+import { checkAccess, type Access } from './middleware/auth';
+import { badRequest } from './errors';
+import { parseOrThrow } from './validation';
+import { ErrorResponseSchema } from './schemas/common';
+
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+type AnyObject = ZodObject;
+
+export interface RouteContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  principal: Principal;
+  req: Request;
+  res: Response;
+}
+
+export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType> {
+  method: Method;
+  /** Express-style path relative to the router, e.g. `/system/self-checks/:id`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  /** Who may call it; every route authenticates. Default: any key of the project. */
+  access?: Access;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Refuse query parameters and body fields the schemas do not name (400 naming the field). */
+  strict?: boolean;
+  response: { status: number; description: string; schema: R };
+  /** Error statuses worth documenting beyond 400/401. */
+  errors?: number[];
+  /** Returns the body; or writes `res` itself (streams, redirects) and returns undefined. */
+  handler: (ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<z.input<R> | undefined>;
+}
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid request; `param` names the offending field',
+  401: 'Missing or invalid API key',
+  403: 'The key may not use this route',
+  404: 'Not found in this project',
+  409: 'Conflicts with the resource state',
+  413: 'Request body too large',
+  429: 'Too many requests; retry after Retry-After seconds',
+  503: 'A backing service is unavailable; retry with backoff',
+};
+
+const hasBody = (req: Request) =>
+  Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+
+/** Response bodies are checked against their schema outside production so the document cannot drift. */
+const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
+
+export class ApiRouter {
+  readonly router = express.Router();
+
+  constructor(
+    private readonly registry: OpenAPIRegistry,
+    /** Mount prefix of this router, for the OpenAPI paths, e.g. `/v1`. */
+    private readonly prefix: string,
+  ) {}
+
+  add<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType>(spec: RouteSpec<P, Q, B, R>) {
+    this.document(spec);
+    const access = spec.access ?? 'project';
+    const strict = spec.strict ?? false;
+    this.router[spec.method](spec.path, async (req: Request, res: Response) => {
+      const principal = req.principal;
+      if (!principal) throw new Error(`route ${spec.operationId} reached without authentication`);
+      checkAccess(principal, access);
+      if (spec.body && hasBody(req) && !req.is(['application/json', 'application/*+json'])) {
+        throw badRequest(
+          `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as application/json.`,
+          null,
+          'unsupported_content_type',
+        );
+      }
+      const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
+      const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
+      const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
+      const result = await spec.handler({ params, query, body, principal, req, res } as RouteContext<
+        z.output<P>,
+        z.output<Q>,
+        z.output<B>
+      >);
+      if (res.headersSent || result === undefined) return;
+      if (CHECK_RESPONSES) {
+        const check = spec.response.schema.safeParse(result);
+        if (!check.success) {
+          throw new Error(
+            `response of ${spec.operationId} does not match its schema: ${JSON.stringify(check.error.issues[0])}`,
+          );
+        }
+      }
+      res.status(spec.response.status).json(result);
+    });
+  }
+
+  private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>) {
+    const statuses = [400, 401, ...(spec.access === 'platform-admin' ? [403] : []), ...(spec.errors ?? [])];
+    const responses: RouteConfig['responses'] = {
+      [spec.response.status]: {
+        description: spec.response.description,
+        content: { 'application/json': { schema: spec.response.schema } },
+      },
+    };
+    for (const s of new Set(statuses)) {
+      responses[s] = {
+        description: ERROR_DESCRIPTIONS[s] ?? 'Error',
+        content: { 'application/json': { schema: ErrorResponseSchema } },
+      };
+    }
+    this.registry.registerPath({
+      method: spec.method,
+      path: this.prefix + spec.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}'),
+      operationId: spec.operationId,
+      summary: spec.summary,
+      tags: spec.tags,
+      security: [{ bearerAuth: [] }],
+      request: {
+        params: spec.params,
+        query: spec.query,
+        body: spec.body ? { required: true, content: { 'application/json': { schema: spec.body } } } : undefined,
+      },
+      responses,
+    });
+  }
+}

@@ -1,0 +1,41 @@
+/** The API process: `npm run api` (started by `./dev up`). */
+import type { Server } from 'node:http';
+import { Client, Connection } from '@temporalio/client';
+import { loadConfig, requireDatabaseUrl } from '../common/config';
+import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
+import { createLogger } from '../common/logger';
+import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
+import { migrate } from '../db/migrate';
+import { createPool } from '../db/pool';
+import { createApp } from './app';
+
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger('api', config.logLevel);
+  const db = createPool(requireDatabaseUrl(config));
+  const applied = await retryUntilReady('PostgreSQL', () => migrate(db), logger);
+  if (applied.length) logger.info({ applied }, 'migrations applied');
+
+  const connection = await retryUntilReady(
+    `Temporal at ${config.temporal.address}`,
+    () => Connection.connect(temporalConnectionOptions(config.temporal)),
+    logger,
+  );
+  await ensureSearchAttributes(connection, config.temporal.namespace);
+  const temporal = new Client({ connection, namespace: config.temporal.namespace });
+
+  const app = createApp({ config, db, temporal, logger });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.apiPort, config.host, () => resolve(s)).on('error', reject);
+  });
+  logger.info({ url: `http://${config.host}:${config.apiPort}` }, 'API listening');
+
+  onShutdownSignal(logger, async () => {
+    // Stop accepting, let in-flight requests finish, then release connections.
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await db.end();
+    await connection.close();
+  });
+}
+
+main().catch(exitOnStartupError(createLogger('api')));

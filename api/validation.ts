@@ -1,0 +1,60 @@
+/**
+ * Turns zod failures into the spec's 400: `param` names the offending field,
+ * `message` says what was expected. Also finds fields a strict route does not
+ * know, so they can be refused by name.
+ */
+import { z, type ZodType } from 'zod';
+import { ApiError, badRequest } from './errors';
+
+export type Location = 'body' | 'query' | 'path';
+
+function describe(issue: z.core.$ZodIssue, param: string): string {
+  if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) {
+    return `Missing required field '${param}'.`;
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return `Unknown field '${param}'.`;
+  }
+  return `Invalid value for '${param}': ${issue.message}.`;
+}
+
+export function zodErrorToApiError(error: z.ZodError, location: Location): ApiError {
+  const issue = error.issues[0];
+  if (issue.path.length === 0 && issue.code === 'invalid_type') {
+    return badRequest(
+      location === 'body' ? 'The request body must be a JSON object.' : `Invalid ${location} parameters.`,
+      null,
+      'invalid_request',
+    );
+  }
+  const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
+  const param = path.map(String).join('.');
+  return badRequest(describe(issue, param), param, issue.code === 'unrecognized_keys' ? 'unknown_field' : 'invalid_value');
+}
+
+/** Names the first key of `input` that an object schema does not declare, if any. */
+export function firstUnknownKey(schema: ZodType, input: unknown): string | null {
+  if (!(schema instanceof z.ZodObject) || typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return null;
+  }
+  const known = new Set(Object.keys(schema.shape));
+  return Object.keys(input).find((k) => !known.has(k)) ?? null;
+}
+
+export function parseOrThrow<S extends ZodType>(
+  schema: S,
+  input: unknown,
+  location: Location,
+  strict: boolean,
+): z.output<S> {
+  if (strict) {
+    const unknown = firstUnknownKey(schema, input);
+    if (unknown !== null) {
+      const what = location === 'query' ? 'query parameter' : 'field';
+      throw badRequest(`Unknown ${what} '${unknown}'.`, unknown, location === 'query' ? 'unknown_parameter' : 'unknown_field');
+    }
+  }
+  const result = schema.safeParse(input);
+  if (!result.success) throw zodErrorToApiError(result.error, location);
+  return result.data;
+}

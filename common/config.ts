@@ -1,0 +1,128 @@
+/**
+ * Every setting Gantry reads from its environment, parsed in one place.
+ * Processes call loadConfig() once at start; nothing else reads process.env.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import { GPU_TYPES, type GpuType } from './gpu-types';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+const csvGpuTypes = z
+  .string()
+  .transform((s) => s.split(',').map((t) => t.trim()).filter(Boolean))
+  .pipe(z.array(z.enum(GPU_TYPES)));
+
+const EnvSchema = z.object({
+  GANTRY_DATA_DIR: z.string().default('.data'),
+  GANTRY_HOST: z.string().default('127.0.0.1'),
+  GANTRY_API_PORT: port.default(8080),
+  GANTRY_GATEWAY_PORT: port.default(8081),
+  GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  DATABASE_URL: z.string().optional(),
+  /** Port of the embedded PostgreSQL that `./dev up` starts when DATABASE_URL is unset. */
+  GANTRY_POSTGRES_PORT: port.default(5433),
+  /** Ports of the Temporal dev server that `./dev up` starts when TEMPORAL_ADDRESS is unset. */
+  GANTRY_TEMPORAL_PORT: port.default(7233),
+  GANTRY_TEMPORAL_UI_PORT: port.default(8233),
+  /** An existing Temporal CLI binary; otherwise it is built with `go install` into a cache. */
+  TEMPORAL_CLI: z.string().optional(),
+
+  TEMPORAL_ADDRESS: z.string().optional(),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_TLS: bool.default(false),
+  TEMPORAL_TLS_CERT: z.string().optional(),
+  TEMPORAL_TLS_KEY: z.string().optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
+  TEMPORAL_API_KEY: z.string().optional(),
+
+  /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
+  GANTRY_GPU_TYPES: csvGpuTypes.default(['H100_SXM']),
+  /** How the GPU worker learns what its host has: nvidia-smi, a simulator, or auto-detect. */
+  GANTRY_ACCELERATOR: z.enum(['auto', 'nvidia', 'simulated']).default('auto'),
+  /** How long a GPU activity may wait for a worker on its queue before the workflow reports it. */
+  GANTRY_GPU_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(30),
+  /** How long workers give in-flight activities to finish on shutdown before cancelling them. */
+  GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
+});
+
+export interface TemporalSettings {
+  address: string;
+  namespace: string;
+  tls?: { serverName?: string; clientCertPair?: { crt: string; key: string } } | boolean;
+  apiKey?: string;
+}
+
+export interface GantryConfig {
+  dataDir: string;
+  host: string;
+  apiPort: number;
+  gatewayPort: number;
+  jsonBodyLimit: string;
+  logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
+  databaseUrl?: string;
+  postgresPort: number;
+  temporalPort: number;
+  temporalUiPort: number;
+  temporalCli?: string;
+  /** True when TEMPORAL_ADDRESS points at an existing cluster (no dev server is started). */
+  externalTemporal: boolean;
+  temporal: TemporalSettings & { tlsCertPath?: string; tlsKeyPath?: string; tlsServerName?: string; tlsEnabled: boolean };
+  gpuTypes: GpuType[];
+  accelerator: 'auto' | 'nvidia' | 'simulated';
+  gpuQueueWaitSeconds: number;
+  workerShutdownGraceSeconds: number;
+}
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid environment:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    dataDir: path.resolve(e.GANTRY_DATA_DIR),
+    host: e.GANTRY_HOST,
+    apiPort: e.GANTRY_API_PORT,
+    gatewayPort: e.GANTRY_GATEWAY_PORT,
+    jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
+    logLevel: e.LOG_LEVEL,
+    databaseUrl: e.DATABASE_URL,
+    postgresPort: e.GANTRY_POSTGRES_PORT,
+    temporalPort: e.GANTRY_TEMPORAL_PORT,
+    temporalUiPort: e.GANTRY_TEMPORAL_UI_PORT,
+    temporalCli: e.TEMPORAL_CLI,
+    externalTemporal: Boolean(e.TEMPORAL_ADDRESS),
+    temporal: {
+      address: e.TEMPORAL_ADDRESS ?? `127.0.0.1:${e.GANTRY_TEMPORAL_PORT}`,
+      namespace: e.TEMPORAL_NAMESPACE,
+      tlsEnabled: e.TEMPORAL_TLS || Boolean(e.TEMPORAL_TLS_CERT) || Boolean(e.TEMPORAL_API_KEY),
+      tlsCertPath: e.TEMPORAL_TLS_CERT,
+      tlsKeyPath: e.TEMPORAL_TLS_KEY,
+      tlsServerName: e.TEMPORAL_TLS_SERVER_NAME,
+      apiKey: e.TEMPORAL_API_KEY,
+    },
+    gpuTypes: e.GANTRY_GPU_TYPES,
+    accelerator: e.GANTRY_ACCELERATOR,
+    gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
+    workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,
+  };
+}
+
+export function requireDatabaseUrl(config: GantryConfig): string {
+  if (!config.databaseUrl) {
+    throw new ConfigError(
+      'DATABASE_URL is not set. Start the whole platform with `./dev up` (embedded PostgreSQL), or point DATABASE_URL at a PostgreSQL server.',
+    );
+  }
+  return config.databaseUrl;
+}

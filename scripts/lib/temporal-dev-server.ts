@@ -1,0 +1,88 @@
+/**
+ * Runs `temporal server start-dev`: a real Temporal server (SQLite-backed,
+ * with the Temporal UI) for local use and tests.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Connection } from '@temporalio/client';
+
+export interface TemporalDevServer {
+  address: string;
+  uiUrl: string | null;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export interface TemporalDevServerOptions {
+  cli: string;
+  port: number;
+  uiPort?: number;
+  /** SQLite file for history that survives restarts; omitted: in memory. */
+  dbFile?: string;
+  headless?: boolean;
+  httpPort?: number;
+  metricsPort?: number;
+  log: (line: string) => void;
+  readyTimeoutMs?: number;
+}
+
+export async function startTemporalDevServer(o: TemporalDevServerOptions): Promise<TemporalDevServer> {
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(o.port), '--log-level', 'warn'];
+  if (o.dbFile) args.push('--db-filename', o.dbFile);
+  if (o.headless) args.push('--headless');
+  else if (o.uiPort) args.push('--ui-port', String(o.uiPort));
+  if (o.httpPort) args.push('--http-port', String(o.httpPort));
+  if (o.metricsPort) args.push('--metrics-port', String(o.metricsPort));
+
+  const child = spawn(o.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let exited: string | null = null;
+  const output: string[] = [];
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      output.push(line);
+      if (output.length > 50) output.shift();
+      o.log(line);
+    }
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  child.on('exit', (code, signal) => {
+    exited = `exited with ${signal ?? code}`;
+  });
+
+  const address = `127.0.0.1:${o.port}`;
+  const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (exited) {
+      throw new Error(`temporal server start-dev ${exited} before it was ready:\n${output.join('\n')}`);
+    }
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      await connection.workflowService.describeNamespace({ namespace: 'default' });
+      await connection.close();
+      break;
+    } catch (err) {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`Temporal dev server not ready on ${address}: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  return {
+    address,
+    uiUrl: o.headless ? null : `http://127.0.0.1:${o.uiPort ?? o.port + 1000}`,
+    process: child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exited) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Records a finished workflow's history into test/replay/histories/ so the
+ * replay test guards its determinism from then on.
+ *
+ *   npm run record-history -- <workflowId> [label]
+ *
+ * Uses TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (default: the local dev server).
+ * The file is named <WorkflowType>-<label>.json; label defaults to the date.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { loadConfig } from '../common/config';
+import { temporalConnectionOptions } from '../common/temporal';
+
+export const HISTORIES_DIR = path.resolve(__dirname, '..', 'test', 'replay', 'histories');
+
+async function main() {
+  const [workflowId, label = new Date().toISOString().slice(0, 10)] = process.argv.slice(2);
+  if (!workflowId) {
+    process.stderr.write('usage: npm run record-history -- <workflowId> [label]\n');
+    process.exit(2);
+  }
+  if (!/^[a-z0-9-]+$/i.test(label)) throw new Error('label may hold only letters, digits and dashes');
+  const config = loadConfig();
+  const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
+  try {
+    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const handle = client.workflow.getHandle(workflowId);
+    const description = await handle.describe();
+    if (description.status.name === 'RUNNING') {
+      throw new Error(`${workflowId} is still running; record finished runs so the history is complete.`);
+    }
+    const history = await handle.fetchHistory();
+    mkdirSync(HISTORIES_DIR, { recursive: true });
+    const file = path.join(HISTORIES_DIR, `${description.type}-${label}.json`);
+    writeFileSync(file, historyToJSON(history) + '\n');
+    process.stdout.write(`wrote ${path.relative(process.cwd(), file)} (${history.events?.length} events)\n`);
+  } finally {
+    await connection.close();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`record-history: ${(err as Error).message}\n`);
+  process.exit(1);
+});

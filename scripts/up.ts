@@ -1,0 +1,167 @@
+/**
+ * `./dev up`: the whole platform on one machine.
+ *
+ *   Temporal dev server (SQLite under .data/, UI)   unless TEMPORAL_ADDRESS is set
+ *   embedded PostgreSQL under .data/postgres       unless DATABASE_URL is set
+ *   API, inference gateway, control worker, GPU worker (simulated host here)
+ *
+ * Ctrl-C (or SIGTERM) stops the Gantry processes first, letting workers hand
+ * in-flight activities back to Temporal, then Temporal and PostgreSQL.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { loadConfig } from '../common/config';
+import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
+import { bootstrapDefaultAccount } from '../db/bootstrap';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../db/embedded';
+import { migrate } from '../db/migrate';
+import { createPool } from '../db/pool';
+import { ensureTemporalCli } from './lib/temporal-cli';
+import { isPortFree } from './lib/ports';
+import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-dev-server';
+
+const ROOT = path.resolve(__dirname, '..');
+const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
+
+const PROCESSES = [
+  { name: 'api', entry: 'api/server.ts' },
+  { name: 'gateway', entry: 'api/gateway-server.ts' },
+  { name: 'worker-control', entry: 'workers/control.ts' },
+  { name: 'worker-gpu', entry: 'workers/gpu.ts' },
+];
+
+async function requireFreePort(port: number, what: string, envVar: string) {
+  if (!(await isPortFree(port))) {
+    throw new Error(`Port ${port} for ${what} is in use. Stop what holds it, or set ${envVar} to another port.`);
+  }
+}
+
+async function main() {
+  const config = loadConfig();
+  mkdirSync(config.dataDir, { recursive: true });
+  const env: NodeJS.ProcessEnv = { ...process.env, GANTRY_DATA_DIR: config.dataDir };
+  let postgres: EmbeddedPostgresHandle | null = null;
+  let temporal: TemporalDevServer | null = null;
+  const children = new Map<string, ChildProcess>();
+  let shuttingDown = false;
+
+  const shutdown = async (code: number) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    say('stopping Gantry processes...');
+    await Promise.all(
+      [...children.values()].map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.exitCode !== null || c.signalCode !== null) return resolve();
+            const timer = setTimeout(() => c.kill('SIGKILL'), 30_000);
+            c.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            c.kill('SIGTERM');
+          }),
+      ),
+    );
+    if (temporal) {
+      say('stopping Temporal...');
+      await temporal.stop();
+    }
+    if (postgres) {
+      say('stopping PostgreSQL...');
+      await postgres.stop();
+    }
+    say('stopped.');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void shutdown(0));
+  process.on('SIGTERM', () => void shutdown(0));
+
+  try {
+    await requireFreePort(config.apiPort, 'the API', 'GANTRY_API_PORT');
+    await requireFreePort(config.gatewayPort, 'the inference gateway', 'GANTRY_GATEWAY_PORT');
+
+    if (!config.databaseUrl) {
+      await requireFreePort(config.postgresPort, 'PostgreSQL', 'GANTRY_POSTGRES_PORT');
+      say(`starting embedded PostgreSQL on 127.0.0.1:${config.postgresPort} (data in ${config.dataDir}/postgres)`);
+      postgres = await startEmbeddedPostgres({
+        dir: path.join(config.dataDir, 'postgres'),
+        port: config.postgresPort,
+        persistent: true,
+      });
+      env.DATABASE_URL = postgres.url;
+    }
+
+    if (!config.externalTemporal) {
+      await requireFreePort(config.temporalPort, 'Temporal', 'GANTRY_TEMPORAL_PORT');
+      await requireFreePort(config.temporalUiPort, 'the Temporal UI', 'GANTRY_TEMPORAL_UI_PORT');
+      const cli = await ensureTemporalCli({ configured: config.temporalCli, log: say });
+      say(`starting Temporal dev server on ${config.temporal.address} (history in ${config.dataDir}/temporal.sqlite)`);
+      temporal = await startTemporalDevServer({
+        cli,
+        port: config.temporalPort,
+        uiPort: config.temporalUiPort,
+        dbFile: path.join(config.dataDir, 'temporal.sqlite'),
+        log: (line) => say(`temporal: ${line}`),
+      });
+      env.TEMPORAL_ADDRESS = temporal.address;
+    }
+
+    const db = createPool(env.DATABASE_URL!);
+    const applied = await migrate(db);
+    if (applied.length) say(`migrations applied: ${applied.join(', ')}`);
+    const created = await bootstrapDefaultAccount(db);
+    await db.end();
+    const keyFile = path.join(config.dataDir, 'admin-api-key');
+    if (created) {
+      writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
+      chmodSync(keyFile, 0o600);
+      // Printed once, to the terminal only (not through the log pipeline).
+      process.stderr.write(
+        `\n  First start: created the default organization, project 'default' and an admin API key:\n\n` +
+          `      ${created.apiKey}\n\n  It is also in ${keyFile} (readable only by you). It will not be shown again.\n\n`,
+      );
+    }
+
+    const connection = await Connection.connect(temporalConnectionOptions({ ...config.temporal, address: env.TEMPORAL_ADDRESS ?? config.temporal.address }));
+    const registered = await ensureSearchAttributes(connection, config.temporal.namespace);
+    if (registered.length) say(`registered search attributes: ${registered.join(', ')}`);
+    await connection.close();
+
+    for (const p of PROCESSES) {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, p.entry)], {
+        cwd: ROOT,
+        env,
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+      children.set(p.name, child);
+      child.on('exit', (code, signal) => {
+        if (shuttingDown) return;
+        say(`${p.name} exited unexpectedly (${signal ?? `code ${code}`}); stopping the platform.`);
+        void shutdown(1);
+      });
+    }
+
+    const apiUrl = `http://${config.host}:${config.apiPort}`;
+    const deadline = Date.now() + 120_000;
+    while (!(await fetch(`${apiUrl}/healthz`).then((r) => r.ok).catch(() => false))) {
+      if (shuttingDown) return;
+      if (Date.now() > deadline) throw new Error('the API did not become ready within 120s');
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    say('ready:');
+    say(`  API               ${apiUrl}/v1   (docs: ${apiUrl}/v1/docs)`);
+    say(`  inference gateway http://${config.host}:${config.gatewayPort}/v1`);
+    say(`  Temporal          ${env.TEMPORAL_ADDRESS ?? config.temporal.address} namespace ${config.temporal.namespace}`);
+    if (temporal?.uiUrl) say(`  Temporal UI       ${temporal.uiUrl}`);
+    say(`  admin API key     ${keyFile}`);
+    say(`  try: curl -H "Authorization: Bearer $(cat ${path.relative(process.cwd(), keyFile)})" ${apiUrl}/v1/whoami`);
+  } catch (err) {
+    say(`failed to start: ${(err as Error).message}`);
+    await shutdown(1);
+  }
+}
+
+void main();

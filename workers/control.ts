@@ -1,0 +1,34 @@
+/**
+ * The control worker: every workflow, and the activities that need no
+ * accelerator, on task queue `control`. SIGINT/SIGTERM drain it: polling stops,
+ * in-flight activities get the shutdown grace time, then are handed back to
+ * Temporal (cancelled and retried elsewhere).
+ */
+import { loadConfig, requireDatabaseUrl } from '../common/config';
+import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
+import { createLogger } from '../common/logger';
+import { migrate } from '../db/migrate';
+import { createPool } from '../db/pool';
+import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
+
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger('worker-control', config.logLevel);
+  installRuntime(logger);
+  const db = createPool(requireDatabaseUrl(config));
+  await retryUntilReady('PostgreSQL', () => migrate(db), logger);
+  const connection = await connectWorkerConnection(config, logger);
+  const worker = await createControlWorker({
+    connection,
+    namespace: config.temporal.namespace,
+    shutdownGraceSeconds: config.workerShutdownGraceSeconds,
+    db,
+  });
+  logger.info({ taskQueue: 'control' }, 'control worker polling');
+  await worker.run(); // resolves after a shutdown signal has drained the worker
+  await connection.close();
+  await db.end();
+  logger.info('control worker stopped');
+}
+
+main().catch(exitOnStartupError(createLogger('worker-control')));

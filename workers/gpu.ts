@@ -1,0 +1,37 @@
+/**
+ * A GPU worker: activities that need an accelerator, on `gpu.<type>` for each
+ * type in GANTRY_GPU_TYPES. On a host without NVIDIA GPUs it runs as a
+ * simulated accelerator host and says so. It needs Temporal only: no database.
+ */
+import { loadConfig } from '../common/config';
+import { exitOnStartupError } from '../common/lifecycle';
+import { createLogger } from '../common/logger';
+import { detectAcceleratorHost } from '../providers/accelerator/host';
+import { connectWorkerConnection, createGpuWorkers, installRuntime } from './runtime';
+import { gpuTaskQueue } from './task-queues';
+
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger('worker-gpu', config.logLevel);
+  installRuntime(logger);
+  const host = await detectAcceleratorHost(config.accelerator);
+  const connection = await connectWorkerConnection(config, logger);
+  const workers = await createGpuWorkers({
+    connection,
+    namespace: config.temporal.namespace,
+    shutdownGraceSeconds: config.workerShutdownGraceSeconds,
+    gpuTypes: config.gpuTypes,
+    host,
+  });
+  logger.info(
+    { taskQueues: config.gpuTypes.map(gpuTaskQueue), accelerator: host.kind },
+    host.kind === 'simulated'
+      ? 'GPU worker polling as a SIMULATED accelerator host (no physical GPU)'
+      : 'GPU worker polling',
+  );
+  await Promise.all(workers.map((w) => w.run()));
+  await connection.close();
+  logger.info('GPU worker stopped');
+}
+
+main().catch(exitOnStartupError(createLogger('worker-gpu')));

@@ -1,0 +1,84 @@
+/**
+ * Building blocks shared by the worker processes and by tests: the Temporal
+ * runtime (logs into pino), the connection, where workflow code comes from,
+ * and the control and GPU workers themselves.
+ */
+import { hostname } from 'node:os';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { GantryConfig } from '../common/config';
+import type { Logger } from '../common/logger';
+import { retryUntilReady } from '../common/lifecycle';
+import { temporalConnectionOptions } from '../common/temporal';
+import type { GpuType } from '../common/gpu-types';
+import type { Db } from '../db/pool';
+import type { AcceleratorHost } from '../providers/accelerator/host';
+import { createAcceleratorActivities } from '../activities/accelerator';
+import { createSystemActivities } from '../activities/system';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
+
+/** Sends the Temporal SDK's own logs through pino, so every line is structured. */
+export function installRuntime(logger: Logger): void {
+  Runtime.install({
+    logger: new DefaultLogger('INFO', (entry) => {
+      const level = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+      logger[level]({ sdk: entry.meta }, entry.message);
+    }),
+  });
+}
+
+export function connectWorkerConnection(config: GantryConfig, logger: Logger): Promise<NativeConnection> {
+  return retryUntilReady(
+    `Temporal at ${config.temporal.address}`,
+    () => NativeConnection.connect(temporalConnectionOptions(config.temporal)),
+    logger,
+  );
+}
+
+/**
+ * Workflow code: a prebuilt bundle when GANTRY_WORKFLOW_BUNDLE names one (the
+ * test runner bundles once for all test files), else bundled from source.
+ */
+export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+  const bundle = process.env.GANTRY_WORKFLOW_BUNDLE;
+  if (bundle) return { workflowBundle: { codePath: bundle } };
+  return { workflowsPath: require.resolve('../workflows') };
+}
+
+interface CommonWorkerDeps {
+  connection: NativeConnection;
+  namespace: string;
+  shutdownGraceSeconds: number;
+}
+
+export function createControlWorker(deps: CommonWorkerDeps & { db: Db }): Promise<Worker> {
+  return Worker.create({
+    connection: deps.connection,
+    namespace: deps.namespace,
+    taskQueue: CONTROL_TASK_QUEUE,
+    identity: `control@${hostname()}:${process.pid}`,
+    ...workflowSource(),
+    activities: { ...createSystemActivities({ db: deps.db }) },
+    // In-flight activities get this long to finish on shutdown; after that they are
+    // cancelled and Temporal retries them on another worker.
+    shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+  });
+}
+
+/** One activity-only worker per accelerator type this host serves. */
+export function createGpuWorkers(
+  deps: CommonWorkerDeps & { gpuTypes: GpuType[]; host: AcceleratorHost },
+): Promise<Worker[]> {
+  const activities = createAcceleratorActivities({ host: deps.host });
+  return Promise.all(
+    deps.gpuTypes.map((gpuType) =>
+      Worker.create({
+        connection: deps.connection,
+        namespace: deps.namespace,
+        taskQueue: gpuTaskQueue(gpuType),
+        identity: `gpu(${gpuType}, ${deps.host.kind})@${hostname()}:${process.pid}`,
+        activities,
+        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+      }),
+    ),
+  );
+}

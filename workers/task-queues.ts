@@ -1,0 +1,16 @@
+/**
+ * Every Temporal task queue name lives here.
+ *
+ * - `control`: all workflows, and activities that need no accelerator.
+ * - `gpu.<GPU_TYPE>`: activities that need an accelerator of that type; served
+ *   by GPU workers started on hosts that have it.
+ */
+import { GPU_TYPES, type GpuType } from '../common/gpu-types';
+
+export const CONTROL_TASK_QUEUE = 'control';
+
+export function gpuTaskQueue(gpuType: GpuType): string {
+  return `gpu.${gpuType}`;
+}
+
+export const ALL_GPU_TASK_QUEUES: readonly string[] = GPU_TYPES.map(gpuTaskQueue);

@@ -1,0 +1,2 @@
+// The workflow bundle's entry: every workflow type is exported from here.
+export * from './system';
