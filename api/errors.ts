@@ -37,7 +37,8 @@ export class ApiError extends Error {
 
 export const badRequest = (message: string, param: string | null = null, code: string | null = null) =>
   new ApiError(400, message, 'invalid_request_error', param, code);
-export const unauthorized = (message: string) => new ApiError(401, message, 'authentication_error', null, 'invalid_api_key');
+export const unauthorized = (message: string) =>
+  new ApiError(401, message, 'authentication_error', null, 'invalid_api_key');
 export const forbidden = (message: string, code: string | null = null) =>
   new ApiError(403, message, 'permission_error', null, code);
 export const notFound = (message: string, code: string | null = null) =>

@@ -29,7 +29,11 @@ export function zodErrorToApiError(error: z.ZodError, location: Location): ApiEr
   }
   const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
   const param = path.map(String).join('.');
-  return badRequest(describe(issue, param), param, issue.code === 'unrecognized_keys' ? 'unknown_field' : 'invalid_value');
+  return badRequest(
+    describe(issue, param),
+    param,
+    issue.code === 'unrecognized_keys' ? 'unknown_field' : 'invalid_value',
+  );
 }
 
 /** Names the first key of `input` that an object schema does not declare, if any. */
@@ -51,7 +55,11 @@ export function parseOrThrow<S extends ZodType>(
     const unknown = firstUnknownKey(schema, input);
     if (unknown !== null) {
       const what = location === 'query' ? 'query parameter' : 'field';
-      throw badRequest(`Unknown ${what} '${unknown}'.`, unknown, location === 'query' ? 'unknown_parameter' : 'unknown_field');
+      throw badRequest(
+        `Unknown ${what} '${unknown}'.`,
+        unknown,
+        location === 'query' ? 'unknown_parameter' : 'unknown_field',
+      );
     }
   }
   const result = schema.safeParse(input);

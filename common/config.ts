@@ -14,7 +14,12 @@ const port = z.coerce.number().int().min(0).max(65535);
 
 const csvGpuTypes = z
   .string()
-  .transform((s) => s.split(',').map((t) => t.trim()).filter(Boolean))
+  .transform((s) =>
+    s
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(z.enum(GPU_TYPES)));
 
 const EnvSchema = z.object({
@@ -73,7 +78,12 @@ export interface GantryConfig {
   temporalCli?: string;
   /** True when TEMPORAL_ADDRESS points at an existing cluster (no dev server is started). */
   externalTemporal: boolean;
-  temporal: TemporalSettings & { tlsCertPath?: string; tlsKeyPath?: string; tlsServerName?: string; tlsEnabled: boolean };
+  temporal: TemporalSettings & {
+    tlsCertPath?: string;
+    tlsKeyPath?: string;
+    tlsServerName?: string;
+    tlsEnabled: boolean;
+  };
   gpuTypes: GpuType[];
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;

@@ -1,4 +1,4 @@
-import pino, { type Logger, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 /**
  * Structured logs, one JSON line per event. Anything that can carry a secret
@@ -21,14 +21,19 @@ export const REDACTED_PATHS = [
   'databaseUrl',
 ];
 
-export function createLogger(name: string, level: LoggerOptions['level'] = 'info'): Logger {
-  return pino({
+export function createLogger(
+  name: string,
+  level: LoggerOptions['level'] = 'info',
+  destination?: DestinationStream,
+): Logger {
+  const options: LoggerOptions = {
     name,
     level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     base: { process: name, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 export type { Logger };

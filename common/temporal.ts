@@ -91,7 +91,11 @@ export async function describeTaskQueuePollers(client: Client, name: string, now
       const seconds = p.lastAccessTime?.seconds;
       const at = seconds != null ? Number(seconds) * 1000 + Math.floor((p.lastAccessTime?.nanos ?? 0) / 1e6) : null;
       if (at !== null && now - at > LIVE_POLLER_WINDOW_MS) continue;
-      result.pollers.push({ identity: p.identity ?? '', kind, last_access_time: at ? new Date(at).toISOString() : null });
+      result.pollers.push({
+        identity: p.identity ?? '',
+        kind,
+        last_access_time: at ? new Date(at).toISOString() : null,
+      });
       if (kind === 'workflow') result.workflow_pollers++;
       else result.activity_pollers++;
     }

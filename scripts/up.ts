@@ -125,7 +125,9 @@ async function main() {
       );
     }
 
-    const connection = await Connection.connect(temporalConnectionOptions({ ...config.temporal, address: env.TEMPORAL_ADDRESS ?? config.temporal.address }));
+    const connection = await Connection.connect(
+      temporalConnectionOptions({ ...config.temporal, address: env.TEMPORAL_ADDRESS ?? config.temporal.address }),
+    );
     const registered = await ensureSearchAttributes(connection, config.temporal.namespace);
     if (registered.length) say(`registered search attributes: ${registered.join(', ')}`);
     await connection.close();
@@ -146,7 +148,11 @@ async function main() {
 
     const apiUrl = `http://${config.host}:${config.apiPort}`;
     const deadline = Date.now() + 120_000;
-    while (!(await fetch(`${apiUrl}/healthz`).then((r) => r.ok).catch(() => false))) {
+    while (
+      !(await fetch(`${apiUrl}/healthz`)
+        .then((r) => r.ok)
+        .catch(() => false))
+    ) {
       if (shuttingDown) return;
       if (Date.now() > deadline) throw new Error('the API did not become ready within 120s');
       await new Promise((r) => setTimeout(r, 300));
@@ -154,7 +160,9 @@ async function main() {
     say('ready:');
     say(`  API               ${apiUrl}/v1   (docs: ${apiUrl}/v1/docs)`);
     say(`  inference gateway http://${config.host}:${config.gatewayPort}/v1`);
-    say(`  Temporal          ${env.TEMPORAL_ADDRESS ?? config.temporal.address} namespace ${config.temporal.namespace}`);
+    say(
+      `  Temporal          ${env.TEMPORAL_ADDRESS ?? config.temporal.address} namespace ${config.temporal.namespace}`,
+    );
     if (temporal?.uiUrl) say(`  Temporal UI       ${temporal.uiUrl}`);
     say(`  admin API key     ${keyFile}`);
     say(`  try: curl -H "Authorization: Bearer $(cat ${path.relative(process.cwd(), keyFile)})" ${apiUrl}/v1/whoami`);

@@ -37,9 +37,7 @@ async function probeGpuQueue(input: SelfCheckInput, gpuType: GpuType): Promise<v
   });
   const startedAt = Date.now();
   try {
-    const host = await gpu.describeAcceleratorHost.executeWithOptions({ summary: `probe ${taskQueue}` }, [
-      { gpuType },
-    ]);
+    const host = await gpu.describeAcceleratorHost.executeWithOptions({ summary: `probe ${taskQueue}` }, [{ gpuType }]);
     await control.recordSelfCheckProbe({
       checkId: input.checkId,
       taskQueue,

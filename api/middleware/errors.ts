@@ -40,8 +40,10 @@ function toApiError(err: unknown): ApiError | null {
   if (isTemporalUnavailable(err)) {
     return serviceUnavailable('The workflow service (Temporal) is unavailable. Retry with exponential backoff.');
   }
-  if ((typeof e?.code === 'string' && (PG_UNAVAILABLE.test(e.code) || NET_UNAVAILABLE.has(e.code))) ||
-      /Connection terminated|timeout exceeded when trying to connect/i.test(String(e?.message))) {
+  if (
+    (typeof e?.code === 'string' && (PG_UNAVAILABLE.test(e.code) || NET_UNAVAILABLE.has(e.code))) ||
+    /Connection terminated|timeout exceeded when trying to connect/i.test(String(e?.message))
+  ) {
     return serviceUnavailable('The database is unavailable. Retry with exponential backoff.');
   }
   return null;
@@ -56,7 +58,13 @@ export function errorHandler(err: unknown, req: Request, res: Response, _next: N
   const requestId = String(res.getHeader('X-Request-Id') ?? '');
   const apiError =
     known ??
-    new ApiError(500, `Internal server error. Quote request id ${requestId} when reporting it.`, 'api_error', null, 'internal_error');
+    new ApiError(
+      500,
+      `Internal server error. Quote request id ${requestId} when reporting it.`,
+      'api_error',
+      null,
+      'internal_error',
+    );
   if (apiError.status >= 500) {
     req.log?.error({ err }, 'request failed');
   }

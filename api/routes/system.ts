@@ -5,12 +5,8 @@
 import { GPU_TYPES, type GpuType } from '../../common/gpu-types';
 import { newId } from '../../common/ids';
 import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
-import {
-  SELF_CHECK_RESOURCE_TYPE,
-  selfCheckWorkflowId,
-  type SelfCheckInput,
-} from '../../common/self-check';
-import { describeTaskQueuePollers } from '../../common/temporal';
+import { SELF_CHECK_RESOURCE_TYPE, selfCheckWorkflowId, type SelfCheckInput } from '../../common/self-check';
+import { describeTaskQueuePollers, type QueuePollers } from '../../common/temporal';
 import { deleteSelfCheck, getSelfCheck, insertSelfCheck, listSelfChecks, type SelfCheckRow } from '../../db/system';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../workers/task-queues';
 import type { systemSelfCheck } from '../../workflows/system';
@@ -37,6 +33,10 @@ function toSelfCheck(row: SelfCheckRow) {
     probes: row.probes.map((p) => ({ ...p, updated_at: new Date(p.updated_at).toISOString() })),
   };
 }
+
+/** Bounds on calls to Temporal made inside a request, so an outage is a prompt 503, not a hang. */
+const STATUS_DEADLINE_MS = 3_000;
+const TEMPORAL_CALL_DEADLINE_MS = 5_000;
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -73,11 +73,14 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         address: config.temporal.address,
         namespace: config.temporal.namespace,
       };
-      const taskQueues = [];
+      let taskQueues: QueuePollers[] = [];
       try {
-        for (const name of [CONTROL_TASK_QUEUE, ...GPU_TYPES.map(gpuTaskQueue)]) {
-          taskQueues.push(await describeTaskQueuePollers(temporal, name));
-        }
+        // A status page must answer even when Temporal does not: bound the wait.
+        taskQueues = await temporal.connection.withDeadline(Date.now() + STATUS_DEADLINE_MS, () =>
+          Promise.all(
+            [CONTROL_TASK_QUEUE, ...GPU_TYPES.map(gpuTaskQueue)].map((q) => describeTaskQueuePollers(temporal, q)),
+          ),
+        );
         temporalStatus.ok = true;
       } catch (err) {
         temporalStatus.error = errorText(err);
@@ -110,11 +113,10 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         gpuTypes = [...new Set(body.gpu_types)];
       } else {
         // Default: the GPU queues that have a live worker right now.
-        gpuTypes = [];
-        for (const t of GPU_TYPES) {
-          const q = await describeTaskQueuePollers(temporal, gpuTaskQueue(t));
-          if (q.activity_pollers > 0) gpuTypes.push(t);
-        }
+        const queues = await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
+          Promise.all(GPU_TYPES.map((t) => describeTaskQueuePollers(temporal, gpuTaskQueue(t)))),
+        );
+        gpuTypes = GPU_TYPES.filter((_, i) => queues[i].activity_pollers > 0);
       }
       const id = newId('sc');
       const workflowId = selfCheckWorkflowId(id);
@@ -127,22 +129,24 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         queueWaitSeconds: config.gpuQueueWaitSeconds,
       };
       try {
-        await temporal.workflow.start<typeof systemSelfCheck>('systemSelfCheck', {
-          workflowId,
-          taskQueue: CONTROL_TASK_QUEUE,
-          args: [input],
-          typedSearchAttributes: [
-            { key: SA_PROJECT_ID, value: principal.projectId },
-            { key: SA_RESOURCE_TYPE, value: SELF_CHECK_RESOURCE_TYPE },
-            { key: SA_RESOURCE_ID, value: id },
-            { key: SA_STATUS, value: 'running' },
-          ],
-          staticSummary: `Self-check ${id}: ${queues.join(', ')}`,
-          staticDetails: [
-            `Started by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
-            `GPU queues wait up to ${config.gpuQueueWaitSeconds}s for a worker before reporting \`no_worker\`.`,
-          ].join('\n\n'),
-        });
+        await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
+          temporal.workflow.start<typeof systemSelfCheck>('systemSelfCheck', {
+            workflowId,
+            taskQueue: CONTROL_TASK_QUEUE,
+            args: [input],
+            typedSearchAttributes: [
+              { key: SA_PROJECT_ID, value: principal.projectId },
+              { key: SA_RESOURCE_TYPE, value: SELF_CHECK_RESOURCE_TYPE },
+              { key: SA_RESOURCE_ID, value: id },
+              { key: SA_STATUS, value: 'running' },
+            ],
+            staticSummary: `Self-check ${id}: ${queues.join(', ')}`,
+            staticDetails: [
+              `Started by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
+              `GPU queues wait up to ${config.gpuQueueWaitSeconds}s for a worker before reporting \`no_worker\`.`,
+            ].join('\n\n'),
+          }),
+        );
       } catch (err) {
         // No workflow, no row: the caller sees the failure and nothing dangles.
         await deleteSelfCheck(db, id);

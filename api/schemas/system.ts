@@ -56,7 +56,11 @@ const TaskQueueStatusSchema = z.object({
   workflow_pollers: z.number().int(),
   activity_pollers: z.number().int(),
   pollers: z.array(
-    z.object({ identity: z.string(), kind: z.enum(['workflow', 'activity']), last_access_time: IsoDateTime.nullable() }),
+    z.object({
+      identity: z.string(),
+      kind: z.enum(['workflow', 'activity']),
+      last_access_time: IsoDateTime.nullable(),
+    }),
   ),
 });
 

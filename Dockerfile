@@ -1,0 +1,34 @@
+# One image for every Gantry process: the API (default), the inference gateway,
+# the control and GPU workers, and the one-shot bootstrap. docker-compose.yml
+# picks the process with `command:`. TypeScript runs through tsx (a regular
+# dependency), so there is no build step.
+FROM node:20-bookworm-slim
+
+# production: the API skips its development-time check of every response body
+# against the OpenAPI schema (api/route.ts), and npm leaves devDependencies out.
+ENV NODE_ENV=production
+
+WORKDIR /app
+
+# Dependencies first, in their own layer: rebuilt only when these two change.
+COPY package.json package-lock.json ./
+# `npm install` rather than `npm ci`: the lockfile omits registry URLs, and
+# npm ci then rejects it for lacking other platforms' optional packages.
+# devDependencies (tsc, @types/*) are left out: tsx runs the code without them.
+RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
+    && npm cache clean --force
+
+COPY . .
+
+# Where the bootstrap service writes the admin API key. Created here, owned by
+# `node`, so a named volume mounted on it starts out writable by that user.
+RUN mkdir -p /var/lib/gantry && chown node:node /var/lib/gantry
+
+# In a container the servers must listen beyond loopback to be reachable at all.
+ENV GANTRY_HOST=0.0.0.0 \
+    GANTRY_DATA_DIR=/var/lib/gantry
+
+USER node
+
+EXPOSE 8080 8081
+CMD ["node", "--import", "tsx", "api/server.ts"]

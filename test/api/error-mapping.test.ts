@@ -1,0 +1,71 @@
+/**
+ * The error handler on its own: causes no route produces yet (an unexpected
+ * exception, rate limiting, a database outage) still leave in the spec's shape.
+ */
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import express from 'express';
+import { tooManyRequests } from '../../api/errors';
+import { errorHandler, routeNotFound } from '../../api/middleware/errors';
+import { requestLogging } from '../../api/middleware/request-context';
+import { createLogger } from '../../common/logger';
+import { call, LogCapture } from '../helpers/platform';
+
+describe('error mapping', () => {
+  const logs = new LogCapture();
+  let base = '';
+  let close: () => void;
+
+  before(async () => {
+    const app = express();
+    app.use(requestLogging(createLogger('api', 'info', logs)));
+    app.get('/boom', () => {
+      throw new Error('db password is hunter2');
+    });
+    app.get('/slow-down', () => {
+      throw tooManyRequests('Too many requests for this key. Retry after 7 seconds.', 7);
+    });
+    app.get('/db-down', () => {
+      throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    });
+    app.use(routeNotFound);
+    app.use(errorHandler);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    close = () => server.close();
+  });
+  after(() => close());
+
+  test('an unexpected exception is a 500 that names the request id and hides the cause', async () => {
+    const res = await call(base, 'GET', '/boom', { headers: { 'x-request-id': 'req-500' } });
+    assert.equal(res.status, 500);
+    assert.deepEqual(res.body, {
+      error: {
+        message: 'Internal server error. Quote request id req-500 when reporting it.',
+        type: 'api_error',
+        param: null,
+        code: 'internal_error',
+      },
+    });
+    // The cause is in the server log for operators, with the request id.
+    const line = logs.lines.map((l) => JSON.parse(l)).find((l) => l.req?.id === 'req-500' && l.err);
+    assert.ok(line, 'the failure is logged with its request id');
+    assert.match(JSON.stringify(line.err), /hunter2/);
+  });
+
+  test('429 carries Retry-After', async () => {
+    const res = await call(base, 'GET', '/slow-down');
+    assert.equal(res.status, 429);
+    assert.equal(res.headers.get('retry-after'), '7');
+    assert.equal(res.body.error.type, 'rate_limit_error');
+  });
+
+  test('a database that cannot be reached is a 503 with Retry-After', async () => {
+    const res = await call(base, 'GET', '/db-down');
+    assert.equal(res.status, 503);
+    assert.ok(res.headers.get('retry-after'));
+    assert.match(res.body.error.message, /database is unavailable/);
+  });
+});

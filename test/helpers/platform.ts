@@ -1,0 +1,128 @@
+/**
+ * A whole Gantry in the test process: the real API app on an ephemeral port,
+ * real control and GPU workers, against the Temporal server and PostgreSQL
+ * that test/run.ts started (DATABASE_URL, TEMPORAL_ADDRESS).
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { createApp } from '../../api/app';
+import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../common/config';
+import type { GpuType } from '../../common/gpu-types';
+import { createLogger } from '../../common/logger';
+import { temporalConnectionOptions } from '../../common/temporal';
+import { createPool, type Db } from '../../db/pool';
+import { SimulatedHost } from '../../providers/accelerator/host';
+import { createControlWorker, createGpuWorkers } from '../../workers/runtime';
+
+let runtimeInstalled = false;
+
+/** Every log line the API wrote during the test, as text (to check what is, and is not, logged). */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void) {
+    this.lines.push(chunk.toString('utf8'));
+    done();
+  }
+  text() {
+    return this.lines.join('');
+  }
+}
+
+export interface TestPlatform {
+  baseUrl: string;
+  config: GantryConfig;
+  db: Db;
+  temporal: Client;
+  logs: LogCapture;
+  stop(): Promise<void>;
+}
+
+export async function startTestPlatform(
+  opts: { gpuTypes?: GpuType[]; queueWaitSeconds?: number; env?: Record<string, string> } = {},
+): Promise<TestPlatform> {
+  const config = loadConfig({
+    ...process.env,
+    GANTRY_GPU_QUEUE_WAIT_SECONDS: String(opts.queueWaitSeconds ?? 3),
+    GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '2',
+    ...opts.env,
+  });
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+    runtimeInstalled = true;
+  }
+  const db = createPool(requireDatabaseUrl(config));
+  const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
+  const temporal = new Client({ connection, namespace: config.temporal.namespace });
+  const native = await NativeConnection.connect(temporalConnectionOptions(config.temporal));
+  const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
+  const workers: Worker[] = [
+    await createControlWorker({ ...common, db }),
+    ...(await createGpuWorkers({ ...common, gpuTypes: opts.gpuTypes ?? ['H100_SXM'], host: new SimulatedHost() })),
+  ];
+  const running = workers.map((w) => w.run());
+
+  const logs = new LogCapture();
+  const logger = createLogger('api', 'info', logs);
+  const app = createApp({ config, db, temporal, logger });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    config,
+    db,
+    temporal,
+    logs,
+    async stop() {
+      await new Promise<void>((r) => server.close(() => r()));
+      for (const w of workers) w.shutdown();
+      await Promise.all(running);
+      await native.close();
+      await connection.close();
+      await db.end();
+    },
+  };
+}
+
+export interface HttpResult<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export async function call<T = any>(
+  baseUrl: string,
+  method: string,
+  path: string,
+  opts: { key?: string; json?: unknown; body?: string | Buffer; headers?: Record<string, string> } = {},
+): Promise<HttpResult<T>> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+  let body: string | Buffer | undefined = opts.body;
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(baseUrl + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  if ((res.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
+  return { status: res.status, body: parsed as T, headers: res.headers };
+}
+
+/** Polls `fn` until `done` holds for its result, or fails after `timeoutMs`. */
+export async function eventually<T>(fn: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (done(v)) return v;
+    if (Date.now() > deadline)
+      throw new Error(`condition not met within ${timeoutMs}ms; last value: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Determinism guard: every recorded history in test/replay/histories replays
+ * against the current workflow code, and every workflow type has one.
+ * Record new ones with `npm run record-history -- <workflowId> <label>`.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import * as workflows from '../../workflows';
+import { workflowSource } from '../../workers/runtime';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const DIR = path.join(__dirname, 'histories');
+const files = readdirSync(DIR)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+
+function workflowTypeOf(history: ReturnType<typeof historyFromJSON>): string {
+  const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const name = started?.workflowType?.name;
+  if (!name) throw new Error('history does not begin with WorkflowExecutionStarted');
+  return name;
+}
+
+describe('replay of recorded histories', () => {
+  test('there are histories to replay', () => {
+    assert.ok(files.length > 0, `no histories in ${DIR}`);
+  });
+
+  test('every workflow type has at least one recorded history', () => {
+    const recorded = new Set(
+      files.map((f) => workflowTypeOf(historyFromJSON(JSON.parse(readFileSync(path.join(DIR, f), 'utf8'))))),
+    );
+    const missing = Object.keys(workflows).filter((name) => !recorded.has(name));
+    assert.deepEqual(missing, [], `workflow types without a recorded history: ${missing.join(', ')}`);
+  });
+
+  for (const file of files) {
+    test(`replays ${file}`, async () => {
+      const history = historyFromJSON(JSON.parse(readFileSync(path.join(DIR, file), 'utf8')));
+      // Throws DeterminismViolationError if the code no longer produces the recorded commands.
+      await Worker.runReplayHistory(workflowSource(), history, file);
+    });
+  }
+});
