@@ -24,6 +24,8 @@ const csvGpuTypes = z
 
 const EnvSchema = z.object({
   GANTRY_DATA_DIR: z.string().default('.data'),
+  /** Where the first start writes the admin API key (default: <data dir>/admin-api-key). */
+  GANTRY_ADMIN_KEY_FILE: z.string().optional(),
   GANTRY_HOST: z.string().default('127.0.0.1'),
   GANTRY_API_PORT: port.default(8080),
   GANTRY_GATEWAY_PORT: port.default(8081),
@@ -66,6 +68,7 @@ export interface TemporalSettings {
 
 export interface GantryConfig {
   dataDir: string;
+  adminKeyFile: string;
   host: string;
   apiPort: number;
   gatewayPort: number;
@@ -101,6 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
   const e = parsed.data;
   return {
     dataDir: path.resolve(e.GANTRY_DATA_DIR),
+    adminKeyFile: path.resolve(e.GANTRY_ADMIN_KEY_FILE ?? path.join(e.GANTRY_DATA_DIR, 'admin-api-key')),
     host: e.GANTRY_HOST,
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,

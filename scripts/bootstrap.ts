@@ -8,11 +8,12 @@
  * idempotent and take advisory locks, so a rerun (or a race with the API's own
  * migration run) changes nothing.
  */
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
 import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
+import { writeSecretFile } from '../common/secret-file';
 import { bootstrapDefaultAccount } from '../db/bootstrap';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
@@ -22,8 +23,7 @@ const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
 async function main() {
   const config = loadConfig();
   const logger = createLogger('bootstrap', config.logLevel);
-  // Read here rather than in loadConfig(): only this one-shot script uses it.
-  const keyFile = path.resolve(process.env.GANTRY_ADMIN_KEY_FILE || path.join(config.dataDir, 'admin-api-key'));
+  const keyFile = config.adminKeyFile;
   // Before touching the database: the key's secret is never stored there, so
   // an unwritable directory found after the account exists would lose it.
   mkdirSync(path.dirname(keyFile), { recursive: true });
@@ -34,9 +34,7 @@ async function main() {
     if (applied.length) say(`migrations applied: ${applied.join(', ')}`);
     const created = await bootstrapDefaultAccount(db);
     if (created) {
-      writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
-      // mode applies only when the file is new; an older file keeps its own.
-      chmodSync(keyFile, 0o600);
+      writeSecretFile(keyFile, created.apiKey);
       // Where, not what: this output ends up in container logs, which are
       // neither private nor short-lived.
       say(`created the default organization, project 'default' and an admin API key; the key is in ${keyFile}`);

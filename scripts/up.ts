@@ -9,10 +9,11 @@
  * in-flight activities back to Temporal, then Temporal and PostgreSQL.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { loadConfig } from '../common/config';
+import { writeSecretFile } from '../common/secret-file';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { bootstrapDefaultAccount } from '../db/bootstrap';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../db/embedded';
@@ -114,10 +115,9 @@ async function main() {
     if (applied.length) say(`migrations applied: ${applied.join(', ')}`);
     const created = await bootstrapDefaultAccount(db);
     await db.end();
-    const keyFile = path.join(config.dataDir, 'admin-api-key');
+    const keyFile = config.adminKeyFile;
     if (created) {
-      writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
-      chmodSync(keyFile, 0o600);
+      writeSecretFile(keyFile, created.apiKey);
       // Printed once, to the terminal only (not through the log pipeline).
       process.stderr.write(
         `\n  First start: created the default organization, project 'default' and an admin API key:\n\n` +
