@@ -4,8 +4,8 @@
  * Never substitutes anything that is not Temporal: without Go or a CLI it
  * stops and says what to install.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 
@@ -20,16 +20,20 @@ export function temporalCliCacheDir(): string {
 function isExecutable(file: string): boolean {
   try {
     accessSync(file, constants.X_OK);
-    return true;
+    return statSync(file).isFile();
   } catch {
     return false;
   }
 }
 
+/** The first executable named `cmd` on the PATH (what `command -v` answers, without a shell). */
 function onPath(cmd: string): string | null {
-  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
-  const found = r.stdout.trim();
-  return r.status === 0 && found ? found : null;
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, cmd);
+    if (isExecutable(candidate)) return candidate;
+  }
+  return null;
 }
 
 export async function ensureTemporalCli(opts: { configured?: string; log: (line: string) => void }): Promise<string> {
