@@ -1,9 +1,9 @@
 /** The inference gateway process: `npm run gateway` (started by `./dev up`). */
-import type { Server } from 'node:http';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
 import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { createPool } from '../db/pool';
+import { listen } from './listen';
 import { createGatewayApp } from './gateway';
 
 async function main() {
@@ -12,12 +12,10 @@ async function main() {
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);
   const app = createGatewayApp({ config, db, logger });
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.gatewayPort, config.host, () => resolve(s)).on('error', reject);
-  });
+  const http = await listen(app, config.gatewayPort, config.host);
   logger.info({ url: `http://${config.host}:${config.gatewayPort}` }, 'inference gateway listening');
   onShutdownSignal(logger, async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await http.close();
     await db.end();
   });
 }

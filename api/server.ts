@@ -1,5 +1,4 @@
 /** The API process: `npm run api` (started by `./dev up`). */
-import type { Server } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
 import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
@@ -7,6 +6,7 @@ import { createLogger } from '../common/logger';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { listen } from './listen';
 import { createApp } from './app';
 
 async function main() {
@@ -25,14 +25,12 @@ async function main() {
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
 
   const app = createApp({ config, db, temporal, logger });
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.apiPort, config.host, () => resolve(s)).on('error', reject);
-  });
+  const http = await listen(app, config.apiPort, config.host);
   logger.info({ url: `http://${config.host}:${config.apiPort}` }, 'API listening');
 
   onShutdownSignal(logger, async () => {
     // Stop accepting, let in-flight requests finish, then release connections.
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await http.close();
     await db.end();
     await connection.close();
   });
