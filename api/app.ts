@@ -10,8 +10,11 @@ import { authenticate } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
+import { FileIdParams, FileObjectSchema } from './schemas/files';
+import { UploadUrlQuery } from './uploads/presigned';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
+import { addFileRoutes, presignedUploadHandler } from './routes/files';
 import { addSystemRoutes } from './routes/system';
 
 export function createApp(deps: ApiDeps): express.Express {
@@ -27,21 +30,41 @@ export function createApp(deps: ApiDeps): express.Express {
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
   addSystemRoutes(v1, deps);
+  addFileRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.
   app.get('/healthz', (_req: Request, res: Response) => {
     res.json({ status: 'ok' });
   });
-  const document = generateDocument(registry);
+  // Generated on first use: every route, including the ones added below, is registered by then.
+  let document: ReturnType<typeof generateDocument> | undefined;
+  const openapi = () => (document ??= generateDocument(registry));
   app.get('/v1/openapi.json', (_req: Request, res: Response) => {
-    res.json(document);
+    res.json(openapi());
   });
-  app.use('/v1/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Gantry API' }));
+  app.use('/v1/docs', swaggerUi.serve, (req: Request, res: Response, next: express.NextFunction) =>
+    swaggerUi.setup(openapi(), { customSiteTitle: 'Gantry API' })(req, res, next),
+  );
+
+  // Pre-signed upload URLs carry their own credential (an HMAC signature), not an API key.
+  app.put('/v1/files/:id/upload', presignedUploadHandler(deps));
+  v1.documentUnkeyed({
+    method: 'put',
+    path: '/files/:id/upload',
+    operationId: 'putFileContent',
+    summary: 'PUT the bytes to a pre-signed upload URL (from POST /v1/files); single use, expires',
+    tags: ['files'],
+    params: FileIdParams,
+    query: UploadUrlQuery,
+    errors: [403, 404, 413],
+    response: { status: 200, description: 'The uploaded file; validation starts', schema: FileObjectSchema },
+  });
 
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
-  app.use(authenticate(deps.db), json);
+  const form = express.urlencoded({ extended: false, limit: '64kb' });
+  app.use(authenticate(deps.db), json, form);
 
   // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
   app.all('/v1/compute/clusters/regions', () => {

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { GantryConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { Db } from '../db/pool';
+import type { BlobStore } from '../providers/storage/blob-store';
 
 /** What routes may use. Injected by api/server.ts, and by tests with the same real parts. */
 export interface ApiDeps {
@@ -9,4 +10,5 @@ export interface ApiDeps {
   db: Db;
   temporal: Client;
   logger: Logger;
+  blobs: BlobStore;
 }

@@ -5,7 +5,7 @@
  * the OpenAPI document. Handlers receive parsed, typed input and the caller's
  * Principal, and return the response body.
  */
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import type { OpenAPIRegistry, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodObject, type ZodType } from 'zod';
 import type { Principal } from '../db/accounts';
@@ -15,6 +15,13 @@ import { parseOrThrow } from './validation';
 import { ErrorResponseSchema } from './schemas/common';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type BodyType = 'json' | 'form' | 'multipart';
+
+const MEDIA_TYPES: Record<BodyType, string[]> = {
+  json: ['application/json', 'application/*+json'],
+  form: ['application/x-www-form-urlencoded'],
+  multipart: ['multipart/form-data'],
+};
 type AnyObject = ZodObject;
 
 export interface RouteContext<P, Q, B> {
@@ -40,7 +47,13 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
   body?: B;
   /** Refuse query parameters and body fields the schemas do not name (400 naming the field). */
   strict?: boolean;
-  response: { status: number; description: string; schema: R };
+  /** Body encodings accepted (default json). `multipart` needs a parser in `before`. */
+  bodyTypes?: BodyType[];
+  /** Middleware run after authentication and the content-type check, before validation (e.g. multer). */
+  before?: RequestHandler[];
+  /** Undoes what `before` did (e.g. a stored upload) when validation or the handler fails. */
+  cleanup?: (req: Request) => Promise<void>;
+  response: { status: number; description: string; schema: R; mediaType?: string };
   /** Error statuses worth documenting beyond 400/401. */
   errors?: number[];
   /** Returns the body; or writes `res` itself (streams, redirects) and returns undefined. */
@@ -77,25 +90,37 @@ export class ApiRouter {
     this.document(spec);
     const access = spec.access ?? 'project';
     const strict = spec.strict ?? false;
-    this.router[spec.method](spec.path, async (req: Request, res: Response) => {
+    const bodyTypes = spec.bodyTypes ?? ['json'];
+    const accepted = bodyTypes.flatMap((t) => MEDIA_TYPES[t]);
+    const gate: RequestHandler = (req, _res, next) => {
       const principal = req.principal;
       if (!principal) throw new Error(`route ${spec.operationId} reached without authentication`);
       checkAccess(principal, access);
-      if (spec.body && hasBody(req) && !req.is(['application/json', 'application/*+json'])) {
+      if (spec.body && (hasBody(req) || bodyTypes.includes('multipart')) && !req.is(accepted)) {
         throw badRequest(
-          `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as application/json.`,
+          `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as ${accepted.join(' or ')}.`,
           null,
           'unsupported_content_type',
         );
       }
-      const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
-      const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
-      const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
-      const result = await spec.handler({ params, query, body, principal, req, res } as RouteContext<
-        z.output<P>,
-        z.output<Q>,
-        z.output<B>
-      >);
+      next();
+    };
+    this.router[spec.method](spec.path, gate, ...(spec.before ?? []), async (req: Request, res: Response) => {
+      const principal = req.principal!;
+      let result: z.input<R> | undefined;
+      try {
+        const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
+        const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
+        const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
+        result = await spec.handler({ params, query, body, principal, req, res } as RouteContext<
+          z.output<P>,
+          z.output<Q>,
+          z.output<B>
+        >);
+      } catch (err) {
+        if (spec.cleanup) await spec.cleanup(req).catch((e) => req.log?.error({ err: e }, 'cleanup failed'));
+        throw err;
+      }
       if (res.headersSent || result === undefined) return;
       if (CHECK_RESPONSES) {
         const check = spec.response.schema.safeParse(result);
@@ -109,12 +134,25 @@ export class ApiRouter {
     });
   }
 
-  private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>) {
-    const statuses = [400, 401, ...(spec.access === 'platform-admin' ? [403] : []), ...(spec.errors ?? [])];
+  /**
+   * Documents a route that is mounted by hand because it does not take an API
+   * key (a pre-signed URL authenticates by its signature instead).
+   */
+  documentUnkeyed(spec: Omit<RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, 'handler'>) {
+    this.document({ ...spec, handler: async () => undefined }, false);
+  }
+
+  private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, keyed = true) {
+    const statuses = [
+      400,
+      ...(keyed ? [401] : []),
+      ...(spec.access === 'platform-admin' ? [403] : []),
+      ...(spec.errors ?? []),
+    ];
     const responses: RouteConfig['responses'] = {
       [spec.response.status]: {
         description: spec.response.description,
-        content: { 'application/json': { schema: spec.response.schema } },
+        content: { [spec.response.mediaType ?? 'application/json']: { schema: spec.response.schema } },
       },
     };
     for (const s of new Set(statuses)) {
@@ -129,11 +167,18 @@ export class ApiRouter {
       operationId: spec.operationId,
       summary: spec.summary,
       tags: spec.tags,
-      security: [{ bearerAuth: [] }],
+      security: keyed ? [{ bearerAuth: [] }] : [],
       request: {
         params: spec.params,
         query: spec.query,
-        body: spec.body ? { required: true, content: { 'application/json': { schema: spec.body } } } : undefined,
+        body: spec.body
+          ? {
+              required: true,
+              content: Object.fromEntries(
+                (spec.bodyTypes ?? ['json']).map((t) => [MEDIA_TYPES[t][0], { schema: spec.body! }]),
+              ),
+            }
+          : undefined,
       },
       responses,
     });

@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { listen } from './listen';
 import { createApp } from './app';
 
@@ -24,7 +25,10 @@ async function main() {
   await ensureSearchAttributes(connection, config.temporal.namespace);
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
 
-  const app = createApp({ config, db, temporal, logger });
+  if (!config.signingSecret) {
+    logger.warn('GANTRY_SIGNING_SECRET is not set: pre-signed upload URLs (POST /v1/files) are refused');
+  }
+  const app = createApp({ config, db, temporal, logger, blobs: new FilesystemBlobStore(config.blobDir) });
   const http = await listen(app, config.apiPort, config.host);
   logger.info({ url: `http://${config.host}:${config.apiPort}` }, 'API listening');
 

@@ -30,6 +30,19 @@ const EnvSchema = z.object({
   GANTRY_API_PORT: port.default(8080),
   GANTRY_GATEWAY_PORT: port.default(8081),
   GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
+  /** Largest file upload accepted (the spec's 25 GB for fine-tuning files). */
+  GANTRY_MAX_UPLOAD_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(25 * 1024 ** 3),
+  /** Base URL clients reach the API at; pre-signed upload URLs point here. */
+  GANTRY_PUBLIC_URL: z.url().optional(),
+  /** HMAC key for pre-signed URLs. Every API replica needs the same one. */
+  GANTRY_SIGNING_SECRET: z.string().min(32).optional(),
+  GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
+  /** How long a validating activity may go silent before Temporal retries it on another worker. */
+  GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
   DATABASE_URL: z.string().optional(),
@@ -73,6 +86,12 @@ export interface GantryConfig {
   apiPort: number;
   gatewayPort: number;
   jsonBodyLimit: string;
+  maxUploadBytes: number;
+  publicUrl: string;
+  signingSecret?: string;
+  uploadUrlTtlSeconds: number;
+  validationHeartbeatTimeoutSeconds: number;
+  blobDir: string;
   logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
   databaseUrl?: string;
   postgresPort: number;
@@ -109,6 +128,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
+    maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,
+    publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),
+    signingSecret: e.GANTRY_SIGNING_SECRET,
+    uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
+    validationHeartbeatTimeoutSeconds: e.GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS,
+    blobDir: path.resolve(e.GANTRY_DATA_DIR, 'blobs'),
     logLevel: e.LOG_LEVEL,
     databaseUrl: e.DATABASE_URL,
     postgresPort: e.GANTRY_POSTGRES_PORT,

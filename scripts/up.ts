@@ -9,7 +9,8 @@
  * in-flight activities back to Temporal, then Temporal and PostgreSQL.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { loadConfig } from '../common/config';
@@ -43,6 +44,12 @@ async function main() {
   const config = loadConfig();
   mkdirSync(config.dataDir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, GANTRY_DATA_DIR: config.dataDir };
+  if (!config.signingSecret) {
+    // One key for pre-signed URLs, kept across restarts so issued URLs stay valid.
+    const secretFile = path.join(config.dataDir, 'signing-secret');
+    if (!existsSync(secretFile)) writeSecretFile(secretFile, randomBytes(32).toString('hex'));
+    env.GANTRY_SIGNING_SECRET = readFileSync(secretFile, 'utf8').trim();
+  }
   let postgres: EmbeddedPostgresHandle | null = null;
   let temporal: TemporalDevServer | null = null;
   const children = new Map<string, ChildProcess>();

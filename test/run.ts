@@ -118,6 +118,8 @@ async function main() {
             TEMPORAL_ADDRESS: temporal.address,
             TEMPORAL_NAMESPACE: 'default',
             TEMPORAL_CLI: cli,
+            GANTRY_DATA_DIR: path.join(work, 'data'),
+            GANTRY_SIGNING_SECRET: randomBytes(32).toString('hex'),
             GANTRY_WORKFLOW_BUNDLE: bundlePath,
             LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
           },

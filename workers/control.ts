@@ -9,6 +9,7 @@ import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
@@ -23,6 +24,7 @@ async function main() {
     namespace: config.temporal.namespace,
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
+    blobs: new FilesystemBlobStore(config.blobDir),
   });
   logger.info({ taskQueue: 'control' }, 'control worker polling');
   await worker.run(); // resolves after a shutdown signal has drained the worker

@@ -13,7 +13,9 @@ import type { GpuType } from '../common/gpu-types';
 import type { Db } from '../db/pool';
 import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
+import { createFileActivities } from '../activities/files';
 import { createSystemActivities } from '../activities/system';
+import type { BlobStore } from '../providers/storage/blob-store';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
 
 /** Sends the Temporal SDK's own logs through pino, so every line is structured. */
@@ -50,14 +52,17 @@ interface CommonWorkerDeps {
   shutdownGraceSeconds: number;
 }
 
-export function createControlWorker(deps: CommonWorkerDeps & { db: Db }): Promise<Worker> {
+export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: BlobStore }): Promise<Worker> {
   return Worker.create({
     connection: deps.connection,
     namespace: deps.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     identity: `control@${hostname()}:${process.pid}`,
     ...workflowSource(),
-    activities: { ...createSystemActivities({ db: deps.db }) },
+    activities: {
+      ...createSystemActivities({ db: deps.db }),
+      ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
+    },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.
     shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,

@@ -1,2 +1,3 @@
 // The workflow bundle's entry: every workflow type is exported from here.
+export * from './files';
 export * from './system';

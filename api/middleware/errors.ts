@@ -4,6 +4,8 @@
  * else is a 500 that names the request id and is logged in full, server side.
  */
 import type { NextFunction, Request, Response } from 'express';
+import multer from 'multer';
+import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { ApiError, badRequest, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 
 interface BodyParserError extends Error {
@@ -36,6 +38,25 @@ function toApiError(err: unknown): ApiError | null {
       return badRequest(e.message, null, 'unsupported_encoding');
     case 'request.aborted':
       return badRequest('The request was aborted before its body was received.', null, 'request_aborted');
+  }
+  if (err instanceof multer.MulterError) {
+    switch (err.code) {
+      case 'LIMIT_FILE_SIZE':
+        return payloadTooLarge('The file is larger than the upload limit.', 'file');
+      case 'LIMIT_UNEXPECTED_FILE':
+        return badRequest(
+          `Unexpected file field '${err.field}': send exactly one file, as 'file'.`,
+          err.field ?? null,
+          'unexpected_file',
+        );
+      default:
+        return badRequest(`Malformed multipart request: ${err.message}.`, err.field ?? null, 'invalid_multipart');
+    }
+  }
+  if (err instanceof BlobTooLargeError)
+    return payloadTooLarge(`The file is larger than the limit of ${err.limit} bytes.`, 'file');
+  if (/^(Unexpected end of form|Malformed part header|Multipart: Boundary not found)/.test(String(e?.message))) {
+    return badRequest(`Malformed multipart request: ${e.message}.`, null, 'invalid_multipart');
   }
   if (isTemporalUnavailable(err)) {
     return serviceUnavailable('The workflow service (Temporal) is unavailable. Retry with exponential backoff.');

@@ -3,7 +3,7 @@
  * real control and GPU workers, against the Temporal server and PostgreSQL
  * that test/run.ts started (DATABASE_URL, TEMPORAL_ADDRESS).
  */
-import type { Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
@@ -15,6 +15,8 @@ import { createLogger } from '../../common/logger';
 import { temporalConnectionOptions } from '../../common/temporal';
 import { createPool, type Db } from '../../db/pool';
 import { SimulatedHost } from '../../providers/accelerator/host';
+import type { BlobStore } from '../../providers/storage/blob-store';
+import { FilesystemBlobStore } from '../../providers/storage/filesystem';
 import { createControlWorker, createGpuWorkers } from '../../workers/runtime';
 
 let runtimeInstalled = false;
@@ -36,6 +38,7 @@ export interface TestPlatform {
   config: GantryConfig;
   db: Db;
   temporal: Client;
+  blobs: BlobStore;
   logs: LogCapture;
   stop(): Promise<void>;
 }
@@ -43,7 +46,7 @@ export interface TestPlatform {
 export async function startTestPlatform(
   opts: { gpuTypes?: GpuType[]; queueWaitSeconds?: number; env?: Record<string, string> } = {},
 ): Promise<TestPlatform> {
-  const config = loadConfig({
+  const base = loadConfig({
     ...process.env,
     GANTRY_GPU_QUEUE_WAIT_SECONDS: String(opts.queueWaitSeconds ?? 3),
     GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '2',
@@ -53,30 +56,34 @@ export async function startTestPlatform(
     Runtime.install({ logger: new DefaultLogger('WARN') });
     runtimeInstalled = true;
   }
+  // Listen first: pre-signed URLs must name the port this API really serves.
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const config: GantryConfig = { ...base, publicUrl: baseUrl };
+  const blobs = new FilesystemBlobStore(config.blobDir);
   const db = createPool(requireDatabaseUrl(config));
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
   const native = await NativeConnection.connect(temporalConnectionOptions(config.temporal));
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
-    await createControlWorker({ ...common, db }),
+    await createControlWorker({ ...common, db, blobs }),
     ...(await createGpuWorkers({ ...common, gpuTypes: opts.gpuTypes ?? ['H100_SXM'], host: new SimulatedHost() })),
   ];
   const running = workers.map((w) => w.run());
 
   const logs = new LogCapture();
   const logger = createLogger('api', 'info', logs);
-  const app = createApp({ config, db, temporal, logger });
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-  });
-  const { port } = server.address() as AddressInfo;
+  const app = createApp({ config, db, temporal, logger, blobs });
+  server.on('request', app);
 
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl,
     config,
     db,
     temporal,
+    blobs,
     logs,
     async stop() {
       await new Promise<void>((r) => server.close(() => r()));
@@ -99,16 +106,16 @@ export async function call<T = any>(
   baseUrl: string,
   method: string,
   path: string,
-  opts: { key?: string; json?: unknown; body?: string | Buffer; headers?: Record<string, string> } = {},
+  opts: { key?: string; json?: unknown; body?: string | Buffer | FormData; headers?: Record<string, string> } = {},
 ): Promise<HttpResult<T>> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
-  let body: string | Buffer | undefined = opts.body;
+  let body: string | Buffer | FormData | undefined = opts.body;
   if (opts.json !== undefined) {
     body = JSON.stringify(opts.json);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await fetch(baseUrl + path, { method, headers, body });
+  const res = await fetch(baseUrl + path, { method, headers, body, redirect: 'manual' });
   const text = await res.text();
   let parsed: unknown = text;
   if ((res.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);

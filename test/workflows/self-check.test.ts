@@ -157,7 +157,13 @@ describe('system self-check workflow', () => {
     // An API wired to a Temporal address where nothing listens.
     const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, connectTimeout: 500 });
     const temporal = new Client({ connection, namespace: 'default' });
-    const app = createApp({ config: p.config, db: p.db, temporal, logger: createLogger('api', 'silent') });
+    const app = createApp({
+      config: p.config,
+      db: p.db,
+      temporal,
+      logger: createLogger('api', 'silent'),
+      blobs: p.blobs,
+    });
     const server = app.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));
     const base = `http://127.0.0.1:${(server.address() as any).port}`;

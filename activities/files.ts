@@ -1,0 +1,122 @@
+/**
+ * Activities of the file workflow. validateFile streams the blob through the
+ * right driver, heartbeats its position, and on a retry (worker lost, storage
+ * hiccup) continues from the last heartbeat instead of the first byte.
+ */
+import { Readable } from 'node:stream';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { FilePurpose, ProcessingStatus, ValidationReport } from '../common/files';
+import { validateCsv } from '../datasets/csv';
+import { validateJsonl } from '../datasets/jsonl';
+import { validateParquet } from '../datasets/parquet';
+import type { ValidationOutcome, ValidationProgress } from '../datasets/progress';
+import { initialRecordsState } from '../datasets/records';
+import { buildReport } from '../datasets/report';
+import { deleteFileRow, getFileById, recordFileEvent, recordFileStatus } from '../db/files';
+import type { Db } from '../db/pool';
+import type { BlobStore } from '../providers/storage/blob-store';
+
+// Larger reads than the 64 KiB default: fewer chunks, fewer partial lines to carry.
+const READ_CHUNK_BYTES = 1024 * 1024;
+
+export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
+  return {
+    async recordFileStatus(p: {
+      fileId: string;
+      status: ProcessingStatus;
+      message?: string;
+      report?: ValidationReport | null;
+      note?: string | null;
+    }): Promise<void> {
+      await recordFileStatus(db, p);
+    },
+
+    /** Removes a file whose upload never completed: its row, and any partial blob. */
+    async discardUnfinishedUpload({ fileId }: { fileId: string }): Promise<void> {
+      const file = await getFileById(db, fileId);
+      if (!file || file.uploaded_at) return;
+      await deleteFileRow(db, fileId);
+      await blobs.delete(file.blob_key);
+    },
+
+    async validateFile({ fileId }: { fileId: string }): Promise<ValidationReport> {
+      const ctx = Context.current();
+      const file = await getFileById(db, fileId);
+      if (!file) throw ApplicationFailure.nonRetryable(`file ${fileId} no longer exists`, 'FileGone');
+      const size = Number(file.bytes);
+      const resume = ctx.info.heartbeatDetails as ValidationProgress | undefined;
+
+      await recordFileStatus(db, { fileId, status: 'RUNNING', message: 'Validating.' });
+      if (resume && resume.line > 0) {
+        await recordFileEvent(
+          db,
+          fileId,
+          'RUNNING',
+          `Attempt ${ctx.info.attempt} resumed after line ${resume.line} (byte ${resume.offset}).`,
+        );
+      }
+
+      // Heartbeat on every unit of progress, and on a timer in between so a
+      // long stretch of work (a large Parquet row group) is not mistaken for a
+      // lost worker. The SDK throttles what actually goes to the server.
+      let latest: ValidationProgress | undefined = resume;
+      const onProgress = (p: ValidationProgress) => {
+        latest = structuredClone(p);
+        ctx.heartbeat(latest);
+      };
+      const ticker = setInterval(() => ctx.heartbeat(latest), 1000);
+      try {
+        const outcome = await runDriver(file.file_type, file.purpose, {
+          read: (start) =>
+            start >= size
+              ? Readable.from([])
+              : blobs.read(file.blob_key, { start, end: size - 1 }, { chunkBytes: READ_CHUNK_BYTES }),
+          path: () => blobs.localPath(file.blob_key),
+          size,
+          resume,
+          onProgress,
+          signal: ctx.cancellationSignal,
+        });
+        return buildReport(fileId, file.file_type, outcome);
+      } finally {
+        clearInterval(ticker);
+      }
+    },
+  };
+}
+
+async function runDriver(
+  fileType: string,
+  purpose: FilePurpose,
+  io: {
+    read: (start: number) => Readable;
+    path: () => string;
+    size: number;
+    resume?: ValidationProgress;
+    onProgress: (p: ValidationProgress) => void;
+    signal: AbortSignal;
+  },
+): Promise<ValidationOutcome> {
+  const datasetPurpose = purpose === 'eval' ? 'eval' : 'fine-tune';
+  const opts = { resume: io.resume, onProgress: io.onProgress, signal: io.signal };
+  switch (fileType) {
+    case 'jsonl':
+      return validateJsonl(io.read(io.resume?.offset ?? 0), datasetPurpose, opts);
+    case 'csv':
+      if (datasetPurpose === 'fine-tune') {
+        return {
+          ok: false,
+          line: 1,
+          reason: 'CSV files are not supported for fine-tuning; upload JSONL or Parquet',
+          progress: { offset: 0, line: 0, state: initialRecordsState() },
+        };
+      }
+      return validateCsv(io.read(io.resume?.offset ?? 0), opts);
+    case 'parquet':
+      return validateParquet(io.path(), datasetPurpose, { ...opts, fileBytes: io.size });
+    default:
+      throw ApplicationFailure.nonRetryable(`unknown file type ${fileType}`, 'UnknownFileType');
+  }
+}
+
+export type FileActivities = ReturnType<typeof createFileActivities>;

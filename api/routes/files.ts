@@ -1,0 +1,407 @@
+/**
+ * Files (spec: Files; the official SDK's `files` resource for shapes):
+ * multipart upload, the SDKs' pre-signed upload flow, list, retrieve, content
+ * (with HTTP Range), delete, and the processing history. Every upload starts
+ * the file's workflow (`file-validation/<file-id>`).
+ */
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import express, { type Request, type Response } from 'express';
+import multer from 'multer';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
+import { newId } from '../../common/ids';
+import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
+import {
+  consumeUploadToken,
+  deleteFileRow,
+  fileLeaseHolders,
+  getFile,
+  getFileById,
+  insertFile,
+  insertUploadToken,
+  listFileEvents,
+  listFiles,
+  markUploaded,
+  type FileRow,
+} from '../../db/files';
+import { BlobTooLargeError } from '../../providers/storage/blob-store';
+import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import {
+  uploadFinishedSignal,
+  uploadStartedSignal,
+  type fileValidation,
+  type FileWorkflowInput,
+} from '../../workflows/files';
+import type { ApiDeps } from '../deps';
+import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import type { ApiRouter } from '../route';
+import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
+import { uploadUrl, verifyUploadUrl } from '../uploads/presigned';
+import {
+  CreateFileUploadBody,
+  FileDeletedSchema,
+  FileEventsSchema,
+  FileIdParams,
+  FileListSchema,
+  FileObjectSchema,
+  UploadFileFields,
+} from '../schemas/files';
+import { z } from 'zod';
+
+export function toFileObject(row: FileRow) {
+  return {
+    id: row.id,
+    object: 'file' as const,
+    created_at: Math.floor(new Date(row.created_at).getTime() / 1000),
+    filename: row.filename,
+    bytes: row.bytes === null ? 0 : Number(row.bytes),
+    purpose: row.purpose,
+    Processed: row.uploaded_at !== null,
+    FileType: row.file_type,
+    processing_status: row.processing_status,
+    ...(row.validation_report ? { validation_report: row.validation_report } : {}),
+    ...(row.processing_note ? { processing_note: row.processing_note } : {}),
+  };
+}
+
+function inferFileType(fileName: string, given: FileType | undefined): FileType {
+  if (given) return given;
+  const ext = path.extname(fileName).slice(1).toLowerCase();
+  if (ext === 'jsonl' || ext === 'csv' || ext === 'parquet') return ext;
+  throw badRequest(
+    `Cannot tell the file type from '${fileName}': set file_type to jsonl, csv or parquet.`,
+    'file_type',
+    'invalid_value',
+  );
+}
+
+export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config, blobs } = deps;
+
+  async function startFileWorkflow(row: FileRow, awaitUploadUntil?: Date): Promise<void> {
+    const input: FileWorkflowInput = {
+      fileId: row.id,
+      projectId: row.project_id,
+      purpose: row.purpose,
+      heartbeatTimeoutSeconds: config.validationHeartbeatTimeoutSeconds,
+      ...(awaitUploadUntil ? { awaitUploadUntil: awaitUploadUntil.toISOString() } : {}),
+    };
+    await temporal.connection.withDeadline(Date.now() + 5_000, () =>
+      temporal.workflow.start<typeof fileValidation>('fileValidation', {
+        workflowId: fileValidationWorkflowId(row.id),
+        taskQueue: CONTROL_TASK_QUEUE,
+        args: [input],
+        typedSearchAttributes: [
+          { key: SA_PROJECT_ID, value: row.project_id },
+          { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
+          { key: SA_RESOURCE_ID, value: row.id },
+          { key: SA_STATUS, value: row.processing_status },
+        ],
+        staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
+        staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
+      }),
+    );
+  }
+
+  const upload = multer({
+    storage: new BlobStorageEngine(blobs, config.maxUploadBytes),
+    limits: { fileSize: config.maxUploadBytes, files: 1, fields: 8, fieldSize: 4096, parts: 12 },
+  }).single('file');
+
+  router.add({
+    method: 'post',
+    path: '/files/upload',
+    operationId: 'uploadFile',
+    summary: 'Upload a file (multipart); validation starts after the upload',
+    tags: ['files'],
+    bodyTypes: ['multipart'],
+    body: UploadFileFields,
+    before: [upload],
+    cleanup: async (req) => {
+      const stored = req.file as unknown as StoredUpload | undefined;
+      if (stored?.blobKey) await blobs.delete(stored.blobKey);
+    },
+    errors: [413, 503],
+    response: { status: 200, description: 'The file, processing_status PENDING', schema: FileObjectSchema },
+    handler: async ({ body, principal, req }) => {
+      const stored = req.file as unknown as StoredUpload | undefined;
+      if (!stored) throw badRequest("Missing required field 'file'.", 'file', 'invalid_value');
+      const row = await insertFile(db, {
+        id: stored.fileId,
+        projectId: principal.projectId,
+        filename: body.file_name,
+        purpose: body.purpose,
+        fileType: inferFileType(body.file_name, body.file_type),
+        blobKey: stored.blobKey,
+        stored: { bytes: stored.size, sha256: stored.sha256 },
+      });
+      try {
+        await startFileWorkflow(row);
+      } catch (err) {
+        await deleteFileRow(db, row.id); // the blob goes in cleanup
+        throw err;
+      }
+      return toFileObject(row);
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/files',
+    operationId: 'createFileUpload',
+    summary: "Start the official SDKs' upload flow: 302 to a pre-signed URL that takes a PUT of the bytes",
+    tags: ['files'],
+    bodyTypes: ['form', 'json'],
+    body: CreateFileUploadBody,
+    errors: [413, 503],
+    response: {
+      status: 302,
+      description: 'Location: the pre-signed upload URL; X-Together-File-Id: the new file id',
+      schema: FileObjectSchema,
+    },
+    handler: async ({ body, principal, res }) => {
+      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (body.bytes !== undefined && body.bytes > config.maxUploadBytes) {
+        throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'bytes');
+      }
+      const fileId = newId('file');
+      const fileType = inferFileType(body.file_name, body.file_type);
+      const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
+      const row = await insertFile(db, {
+        id: fileId,
+        projectId: principal.projectId,
+        filename: body.file_name,
+        purpose: body.purpose,
+        fileType,
+        blobKey: fileBlobKey(principal.projectId, fileId),
+      });
+      const grant = {
+        fileId,
+        tokenId: randomBytes(16).toString('base64url'),
+        maxBytes: body.bytes ?? config.maxUploadBytes,
+        exactBytes: body.bytes ?? null,
+        expires: Math.floor(expiresAt.getTime() / 1000),
+      };
+      await insertUploadToken(db, {
+        id: grant.tokenId,
+        fileId,
+        maxBytes: grant.maxBytes,
+        exactBytes: grant.exactBytes,
+        expiresAt,
+      });
+      try {
+        await startFileWorkflow(row, expiresAt);
+      } catch (err) {
+        await deleteFileRow(db, fileId);
+        throw err;
+      }
+      res
+        .status(302)
+        .set({ Location: uploadUrl(config.publicUrl, config.signingSecret, grant), 'X-Together-File-Id': fileId })
+        .json(toFileObject(row));
+      return undefined;
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/files',
+    operationId: 'listFiles',
+    summary: "The project's files, newest first",
+    tags: ['files'],
+    response: { status: 200, description: 'Files', schema: FileListSchema },
+    handler: async ({ principal }) => ({
+      object: 'list' as const,
+      data: (await listFiles(db, principal.projectId)).map(toFileObject),
+    }),
+  });
+
+  const findFile = async (projectId: string, id: string) => {
+    const row = await getFile(db, projectId, id);
+    if (!row) throw notFound(`File '${id}' not found.`);
+    return row;
+  };
+
+  router.add({
+    method: 'get',
+    path: '/files/:id',
+    operationId: 'retrieveFile',
+    summary: 'A file, with processing_status and validation_report',
+    tags: ['files'],
+    params: FileIdParams,
+    errors: [404],
+    response: { status: 200, description: 'The file', schema: FileObjectSchema },
+    handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
+  });
+
+  router.add({
+    method: 'get',
+    path: '/files/:id/events',
+    operationId: 'listFileEvents',
+    summary: 'Every processing_status move of a file, oldest first',
+    tags: ['files'],
+    params: FileIdParams,
+    errors: [404],
+    response: { status: 200, description: 'Status history', schema: FileEventsSchema },
+    handler: async ({ params, principal }) => {
+      await findFile(principal.projectId, params.id);
+      const events = await listFileEvents(db, params.id);
+      return {
+        object: 'list' as const,
+        data: events.map((e) => ({ ...e, created_at: new Date(e.created_at).toISOString() })),
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/files/:id/content',
+    operationId: 'retrieveFileContent',
+    summary: 'The bytes of a file, streamed; supports a single HTTP Range',
+    tags: ['files'],
+    params: FileIdParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'The file content (206 for a range)',
+      schema: z.string().meta({ format: 'binary' }),
+      mediaType: 'application/octet-stream',
+    },
+    handler: async ({ params, principal, req, res }) => {
+      const row = await findFile(principal.projectId, params.id);
+      if (row.bytes === null) throw notFound(`File '${params.id}' has no content yet: its upload has not completed.`);
+      await sendBlob(req, res, row);
+      return undefined;
+    },
+  });
+
+  router.add({
+    method: 'delete',
+    path: '/files/:id',
+    operationId: 'deleteFile',
+    summary: 'Delete a file and its content',
+    tags: ['files'],
+    params: FileIdParams,
+    errors: [404, 409],
+    response: { status: 200, description: 'Deleted', schema: FileDeletedSchema },
+    handler: async ({ params, principal }) => {
+      const row = await findFile(principal.projectId, params.id);
+      const holders = await fileLeaseHolders(db, row.id);
+      if (holders.length) {
+        throw conflict(
+          `File '${row.id}' is in use by ${holders.join(', ')}, which is still running. Cancel it or wait for it to finish, then delete the file.`,
+          'file_in_use',
+        );
+      }
+      // Stop validation first, so no activity reads a blob that is going away.
+      try {
+        await temporal.workflow.getHandle(fileValidationWorkflowId(row.id)).cancel();
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      await deleteFileRow(db, row.id);
+      await blobs.delete(row.blob_key);
+      return { id: row.id, object: 'file' as const, deleted: true as const };
+    },
+  });
+
+  async function sendBlob(req: Request, res: Response, row: FileRow) {
+    const size = Number(row.bytes);
+    const ranges = req.headers.range ? req.range(size, { combine: true }) : undefined;
+    if (ranges === -1) {
+      throw new ApiError(
+        416,
+        `The requested range is outside the file's ${size} bytes.`,
+        'invalid_request_error',
+        'Range',
+        'range_not_satisfiable',
+        { 'Content-Range': `bytes */${size}` },
+      );
+    }
+    res.set({ 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', ETag: `"${row.sha256}"` });
+    res.attachment(path.basename(row.filename));
+    if (Array.isArray(ranges) && ranges.length === 1 && size > 0) {
+      const { start, end } = ranges[0];
+      res
+        .status(206)
+        .set({ 'Content-Range': `bytes ${start}-${end}/${size}`, 'Content-Length': String(end - start + 1) });
+      await pipeline(blobs.read(row.blob_key, { start, end }), res);
+      return;
+    }
+    // No Range, a malformed one (-2), or several: the whole file, as HTTP allows.
+    res.status(200).set('Content-Length', String(size));
+    if (size === 0) return void res.end();
+    await pipeline(blobs.read(row.blob_key), res);
+  }
+
+  return { startFileWorkflow };
+}
+
+/**
+ * PUT of the bytes to a pre-signed URL (no API key: the URL's signature is the
+ * credential). Mounted before key authentication by app.ts.
+ */
+export function presignedUploadHandler(deps: ApiDeps) {
+  const { db, temporal, config, blobs } = deps;
+  return async (req: Request, res: Response) => {
+    if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    const fileId = z.string().min(1).max(128).parse(req.params.id);
+    const grant = verifyUploadUrl(config.signingSecret, fileId, req.query);
+    const declared = Number(req.headers['content-length']);
+    if (!req.headers['content-length'] || !Number.isSafeInteger(declared) || declared < 0) {
+      throw badRequest('Send the upload with a Content-Length header.', 'Content-Length', 'length_required');
+    }
+    if (declared > grant.maxBytes) {
+      throw payloadTooLarge(
+        `This upload URL accepts at most ${grant.maxBytes} bytes; the request declares ${declared}.`,
+      );
+    }
+    if (grant.exactBytes !== null && declared !== grant.exactBytes) {
+      throw badRequest(
+        `This upload URL is for exactly ${grant.exactBytes} bytes; the request declares ${declared}.`,
+        'Content-Length',
+        'size_mismatch',
+      );
+    }
+    // Single use: the first PUT consumes the token, any later one (a replay) is refused.
+    const token = await consumeUploadToken(db, grant.tokenId, fileId);
+    if (!token) {
+      throw new ApiError(
+        403,
+        'This upload URL was already used or has expired.',
+        'permission_error',
+        null,
+        'upload_url_used',
+      );
+    }
+    const row = await getFileById(db, fileId);
+    if (!row) throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
+    const workflow = temporal.workflow.getHandle(fileValidationWorkflowId(fileId));
+    await workflow.signal(uploadStartedSignal);
+    let stored;
+    try {
+      stored = await blobs.put(row.blob_key, req, { maxBytes: declared });
+      if (stored.bytes !== declared) {
+        await blobs.delete(row.blob_key);
+        throw badRequest(`The upload ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
+      }
+    } catch (err) {
+      await workflow.signal(uploadFinishedSignal, { ok: false, error: (err as Error).message }).catch(() => undefined);
+      if (err instanceof BlobTooLargeError)
+        throw payloadTooLarge(`The upload is larger than the declared ${declared} bytes.`);
+      throw err;
+    }
+    const updated = await markUploaded(db, fileId, stored);
+    await workflow.signal(uploadFinishedSignal, { ok: true });
+    res.status(200).json(toFileObject(updated));
+  };
+}
+
+export const presignedUploadRoute = {
+  method: 'put' as const,
+  path: '/files/:id/upload',
+  expressPath: '/v1/files/:id/upload',
+  parser: express.raw({ limit: 0, type: () => false }),
+};

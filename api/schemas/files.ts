@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { FILE_PURPOSES, FILE_TYPES, PROCESSING_STATUSES } from '../../common/files';
+import { IsoDateTime, listOf } from './common';
+
+/** The spec's file_name rule: valid UTF-8, no NUL, at most 128 bytes. Metadata only: never a path. */
+export const FileName = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((s) => !s.includes('\u0000'), 'must not contain NUL characters')
+  // Form fields arrive decoded; bytes that were not UTF-8 become U+FFFD.
+  .refine((s) => !s.includes('\uFFFD'), 'must be valid UTF-8')
+  .refine((s) => Buffer.byteLength(s, 'utf8') <= 128, 'must be at most 128 bytes of UTF-8');
+
+export const FileIdParams = z.object({ id: z.string().min(1).max(128) });
+
+export const UploadFileFields = z
+  .object({
+    purpose: z.enum(FILE_PURPOSES),
+    file_name: FileName,
+    file_type: z.enum(FILE_TYPES).optional(),
+    file: z.any().optional().meta({ type: 'string', format: 'binary', description: 'The file content' }),
+  })
+  .meta({ id: 'UploadFileRequest' });
+
+export const CreateFileUploadBody = z
+  .object({
+    purpose: z.enum(FILE_PURPOSES),
+    file_name: FileName,
+    file_type: z.enum(FILE_TYPES).optional(),
+    bytes: z.coerce.number().int().nonnegative().optional().describe('Size of the upload, to bind the URL to it'),
+  })
+  .meta({ id: 'CreateFileUploadRequest' });
+
+export const ValidationReportSchema = z.object({
+  valid: z.boolean(),
+  file_id: z.string(),
+  nlines: z.number().int(),
+  dataset_format: z.string().optional(),
+  dataset_has_sample_weights: z.boolean(),
+  dataset_has_message_weights: z.boolean(),
+  dataset_is_multimodal: z.boolean(),
+  dataset_has_tools: z.boolean(),
+  dataset_has_parallel_tool_calls: z.boolean(),
+  dataset_has_reasoning: z.boolean(),
+  error_type: z.literal('INVALID_FORMAT').optional(),
+  error: z.string().optional(),
+});
+
+export const FileObjectSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('file'),
+    created_at: z.number().int().describe('Unix seconds'),
+    filename: z.string(),
+    bytes: z.number().int(),
+    purpose: z.enum(FILE_PURPOSES),
+    Processed: z.boolean().describe('Deprecated: whether the file is fully uploaded'),
+    FileType: z.enum(FILE_TYPES),
+    processing_status: z.enum(PROCESSING_STATUSES),
+    validation_report: ValidationReportSchema.optional(),
+    processing_note: z.string().optional().describe('Why validation was skipped or could not finish'),
+  })
+  .meta({ id: 'File' });
+
+export const FileListSchema = listOf(FileObjectSchema).meta({ id: 'FileList' });
+
+export const FileDeletedSchema = z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) });
+
+export const FileEventsSchema = listOf(
+  z.object({ status: z.enum(PROCESSING_STATUSES), message: z.string().nullable(), created_at: IsoDateTime }),
+);

@@ -1,0 +1,64 @@
+/**
+ * Pre-signed upload URLs for the official SDKs' flow (POST /files answers 302
+ * to a URL that takes a PUT of the bytes without an API key). A URL is bound
+ * to one file, one token, a size bound and an expiry, all under an HMAC; the
+ * token is single-use in PostgreSQL, so a URL cannot be replayed.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import { forbidden } from '../errors';
+import { parseOrThrow } from '../validation';
+
+export interface UploadGrant {
+  fileId: string;
+  tokenId: string;
+  maxBytes: number;
+  /** Exact size when the client declared it; otherwise only the bound applies. */
+  exactBytes: number | null;
+  /** Unix seconds. */
+  expires: number;
+}
+
+function sign(secret: string, g: UploadGrant): string {
+  const payload = ['v1', g.fileId, g.tokenId, g.maxBytes, g.exactBytes ?? '', g.expires].join('\n');
+  return createHmac('sha256', secret).update(payload).digest('hex');
+}
+
+export function uploadUrl(publicUrl: string, secret: string, g: UploadGrant): string {
+  const q = new URLSearchParams({
+    token: g.tokenId,
+    max_bytes: String(g.maxBytes),
+    expires: String(g.expires),
+    signature: sign(secret, g),
+  });
+  if (g.exactBytes !== null) q.set('bytes', String(g.exactBytes));
+  return `${publicUrl}/v1/files/${encodeURIComponent(g.fileId)}/upload?${q}`;
+}
+
+export const UploadUrlQuery = z.object({
+  token: z.string().min(1).max(64),
+  max_bytes: z.coerce.number().int().positive(),
+  bytes: z.coerce.number().int().nonnegative().optional(),
+  expires: z.coerce.number().int().positive(),
+  signature: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
+/** Checks signature and expiry; the caller then consumes the token once. */
+export function verifyUploadUrl(secret: string, fileId: string, query: unknown, now = Date.now()): UploadGrant {
+  const q = parseOrThrow(UploadUrlQuery, query, 'query', true);
+  const grant: UploadGrant = {
+    fileId,
+    tokenId: q.token,
+    maxBytes: q.max_bytes,
+    exactBytes: q.bytes ?? null,
+    expires: q.expires,
+  };
+  const expected = Buffer.from(sign(secret, grant), 'hex');
+  if (!timingSafeEqual(expected, Buffer.from(q.signature, 'hex'))) {
+    throw forbidden('The upload URL is not valid (its signature does not match).', 'invalid_signature');
+  }
+  if (now / 1000 > q.expires) {
+    throw forbidden('The upload URL has expired. Start the upload again with POST /v1/files.', 'upload_url_expired');
+  }
+  return grant;
+}

@@ -1,0 +1,182 @@
+/** Read model of files: rows, status history, leases and upload tokens. */
+import type { FilePurpose, FileType, ProcessingStatus, ValidationReport } from '../common/files';
+import type { Queryable } from './pool';
+
+export interface FileRow {
+  id: string;
+  project_id: string;
+  filename: string;
+  purpose: FilePurpose;
+  file_type: FileType;
+  blob_key: string;
+  bytes: string | null; // bigint comes back as text
+  sha256: string | null;
+  uploaded_at: Date | null;
+  processing_status: ProcessingStatus;
+  processing_note: string | null;
+  validation_report: ValidationReport | null;
+  created_at: Date;
+}
+
+export async function insertFile(
+  db: Queryable,
+  f: {
+    id: string;
+    projectId: string;
+    filename: string;
+    purpose: FilePurpose;
+    fileType: FileType;
+    blobKey: string;
+    stored?: { bytes: number; sha256: string };
+  },
+): Promise<FileRow> {
+  const { rows } = await db.query<FileRow>(
+    `INSERT INTO files (id, project_id, filename, purpose, file_type, blob_key, bytes, sha256, uploaded_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7::bigint IS NULL THEN NULL ELSE now() END)
+     RETURNING *`,
+    [
+      f.id,
+      f.projectId,
+      f.filename,
+      f.purpose,
+      f.fileType,
+      f.blobKey,
+      f.stored?.bytes ?? null,
+      f.stored?.sha256 ?? null,
+    ],
+  );
+  await db.query(`INSERT INTO file_status_events (file_id, status, message) VALUES ($1, 'PENDING', $2)`, [
+    f.id,
+    f.stored ? 'Uploaded.' : 'Waiting for the upload.',
+  ]);
+  return rows[0];
+}
+
+export async function markUploaded(
+  db: Queryable,
+  id: string,
+  stored: { bytes: number; sha256: string },
+): Promise<FileRow> {
+  const { rows } = await db.query<FileRow>(
+    `UPDATE files SET bytes = $2, sha256 = $3, uploaded_at = now() WHERE id = $1 RETURNING *`,
+    [id, stored.bytes, stored.sha256],
+  );
+  await db.query(`INSERT INTO file_status_events (file_id, status, message) VALUES ($1, 'PENDING', 'Uploaded.')`, [id]);
+  return rows[0];
+}
+
+/** Scoped by project: another project's file is not found. */
+export async function getFile(db: Queryable, projectId: string, id: string): Promise<FileRow | null> {
+  const { rows } = await db.query<FileRow>('SELECT * FROM files WHERE id = $1 AND project_id = $2', [id, projectId]);
+  return rows[0] ?? null;
+}
+
+/** For activities, which act on behalf of the workflow that already checked the project. */
+export async function getFileById(db: Queryable, id: string): Promise<FileRow | null> {
+  const { rows } = await db.query<FileRow>('SELECT * FROM files WHERE id = $1', [id]);
+  return rows[0] ?? null;
+}
+
+export async function listFiles(db: Queryable, projectId: string): Promise<FileRow[]> {
+  const { rows } = await db.query<FileRow>('SELECT * FROM files WHERE project_id = $1 ORDER BY created_at DESC, id', [
+    projectId,
+  ]);
+  return rows;
+}
+
+/**
+ * Moves processing_status and records the move. Idempotent for retried
+ * activities: repeating the same move records nothing new.
+ */
+export async function recordFileStatus(
+  db: Queryable,
+  p: {
+    fileId: string;
+    status: ProcessingStatus;
+    message?: string;
+    report?: ValidationReport | null;
+    note?: string | null;
+  },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE files
+        SET processing_status = $2,
+            validation_report = CASE WHEN $3::boolean THEN $4::jsonb ELSE validation_report END,
+            processing_note = CASE WHEN $5::boolean THEN $6 ELSE processing_note END
+      WHERE id = $1 AND processing_status IS DISTINCT FROM $2`,
+    [p.fileId, p.status, p.report !== undefined, p.report ?? null, p.note !== undefined, p.note ?? null],
+  );
+  if (rowCount) {
+    await db.query('INSERT INTO file_status_events (file_id, status, message) VALUES ($1, $2, $3)', [
+      p.fileId,
+      p.status,
+      p.message ?? null,
+    ]);
+  }
+  return Boolean(rowCount);
+}
+
+/** A note in the history without a status move (e.g. "resumed at line 81920"). */
+export async function recordFileEvent(db: Queryable, fileId: string, status: ProcessingStatus, message: string) {
+  await db.query('INSERT INTO file_status_events (file_id, status, message) VALUES ($1, $2, $3)', [
+    fileId,
+    status,
+    message,
+  ]);
+}
+
+export async function listFileEvents(
+  db: Queryable,
+  fileId: string,
+): Promise<Array<{ status: ProcessingStatus; message: string | null; created_at: Date }>> {
+  const { rows } = await db.query(
+    'SELECT status, message, created_at FROM file_status_events WHERE file_id = $1 ORDER BY id',
+    [fileId],
+  );
+  return rows;
+}
+
+export async function fileLeaseHolders(db: Queryable, fileId: string): Promise<string[]> {
+  const { rows } = await db.query<{ holder: string }>(
+    'SELECT holder FROM file_leases WHERE file_id = $1 ORDER BY holder',
+    [fileId],
+  );
+  return rows.map((r) => r.holder);
+}
+
+export async function acquireFileLease(db: Queryable, fileId: string, holder: string): Promise<void> {
+  await db.query('INSERT INTO file_leases (file_id, holder) VALUES ($1, $2) ON CONFLICT DO NOTHING', [fileId, holder]);
+}
+
+export async function releaseFileLease(db: Queryable, fileId: string, holder: string): Promise<void> {
+  await db.query('DELETE FROM file_leases WHERE file_id = $1 AND holder = $2', [fileId, holder]);
+}
+
+export async function deleteFileRow(db: Queryable, id: string): Promise<void> {
+  await db.query('DELETE FROM files WHERE id = $1', [id]);
+}
+
+export async function insertUploadToken(
+  db: Queryable,
+  t: { id: string; fileId: string; maxBytes: number; exactBytes: number | null; expiresAt: Date },
+): Promise<void> {
+  await db.query(
+    'INSERT INTO file_upload_tokens (id, file_id, max_bytes, exact_bytes, expires_at) VALUES ($1, $2, $3, $4, $5)',
+    [t.id, t.fileId, t.maxBytes, t.exactBytes, t.expiresAt],
+  );
+}
+
+/** Marks a token used, once: a second use (a replay) finds nothing. */
+export async function consumeUploadToken(
+  db: Queryable,
+  id: string,
+  fileId: string,
+): Promise<{ max_bytes: string; exact_bytes: string | null } | null> {
+  const { rows } = await db.query(
+    `UPDATE file_upload_tokens SET used_at = now()
+      WHERE id = $1 AND file_id = $2 AND used_at IS NULL AND expires_at > now()
+      RETURNING max_bytes, exact_bytes`,
+    [id, fileId],
+  );
+  return rows[0] ?? null;
+}
