@@ -44,7 +44,13 @@ export interface TestPlatform {
 }
 
 export async function startTestPlatform(
-  opts: { gpuTypes?: GpuType[]; queueWaitSeconds?: number; env?: Record<string, string> } = {},
+  opts: {
+    gpuTypes?: GpuType[];
+    queueWaitSeconds?: number;
+    env?: Record<string, string>;
+    /** false: no in-process control worker (a test runs real worker processes instead). */
+    controlWorker?: boolean;
+  } = {},
 ): Promise<TestPlatform> {
   const base = loadConfig({
     ...process.env,
@@ -68,7 +74,7 @@ export async function startTestPlatform(
   const native = await NativeConnection.connect(temporalConnectionOptions(config.temporal));
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
-    await createControlWorker({ ...common, db, blobs }),
+    ...(opts.controlWorker === false ? [] : [await createControlWorker({ ...common, db, blobs })]),
     ...(await createGpuWorkers({ ...common, gpuTypes: opts.gpuTypes ?? ['H100_SXM'], host: new SimulatedHost() })),
   ];
   const running = workers.map((w) => w.run());
