@@ -4,7 +4,15 @@
  * and the control and GPU workers themselves.
  */
 import { hostname } from 'node:os';
-import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { writeFileSync } from 'node:fs';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkerOptions,
+} from '@temporalio/worker';
 import type { GantryConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import { retryUntilReady } from '../common/lifecycle';
@@ -44,6 +52,16 @@ export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workfl
   const bundle = process.env.GANTRY_WORKFLOW_BUNDLE;
   if (bundle) return { workflowBundle: { codePath: bundle } };
   return { workflowsPath: require.resolve('../workflows') };
+}
+
+/** Bundles the workflow code once into `file` (for GANTRY_WORKFLOW_BUNDLE), quietly. */
+export async function writeWorkflowBundle(file: string, warn: (line: string) => void): Promise<void> {
+  const quiet = () => undefined;
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    logger: { trace: quiet, debug: quiet, info: quiet, log: quiet, warn, error: warn },
+  });
+  writeFileSync(file, code);
 }
 
 interface CommonWorkerDeps {

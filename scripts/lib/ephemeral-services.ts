@@ -1,0 +1,85 @@
+/**
+ * Throwaway Temporal and PostgreSQL for tests and benchmarks: a Temporal dev
+ * server on free ports with history in memory, and embedded PostgreSQL in a
+ * temporary directory (or a fresh database on DATABASE_URL's server, dropped
+ * at the end). Both are real servers; nothing here is a stand-in.
+ */
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import pg from 'pg';
+import { Connection } from '@temporalio/client';
+import { ensureSearchAttributes } from '../../common/temporal';
+import { startEmbeddedPostgres } from '../../db/embedded';
+import { migrate } from '../../db/migrate';
+import { createPool } from '../../db/pool';
+import { freePort } from './ports';
+import { ensureTemporalCli } from './temporal-cli';
+import { startTemporalDevServer } from './temporal-dev-server';
+
+export interface EphemeralServices {
+  temporalAddress: string;
+  databaseUrl: string;
+  temporalCli: string;
+  stop(): Promise<void>;
+}
+
+async function provisionDatabase(work: string): Promise<{ url: string; teardown: () => Promise<void> }> {
+  const external = process.env.DATABASE_URL;
+  if (external) {
+    // A throwaway database on the given server, so runs never touch real data.
+    const name = `gantry_tmp_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: external });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const url = new URL(external);
+    url.pathname = `/${name}`;
+    return {
+      url: url.toString(),
+      teardown: async () => {
+        const c = new pg.Client({ connectionString: external });
+        await c.connect();
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        await c.end();
+      },
+    };
+  }
+  const handle = await startEmbeddedPostgres({
+    dir: path.join(work, 'postgres'),
+    port: await freePort(),
+    persistent: false,
+  });
+  return { url: handle.url, teardown: () => handle.stop() };
+}
+
+/** `work` is a scratch directory the caller owns (and removes). */
+export async function startEphemeralServices(work: string, log: (line: string) => void): Promise<EphemeralServices> {
+  const cli = await ensureTemporalCli({ configured: process.env.TEMPORAL_CLI, log });
+  const [temporal, database] = await Promise.all([
+    startTemporalDevServer({
+      cli,
+      port: await freePort(),
+      headless: true,
+      httpPort: await freePort(),
+      metricsPort: await freePort(),
+      log: () => undefined,
+    }),
+    provisionDatabase(work),
+  ]);
+  const stop = async () => {
+    await temporal.stop().catch((e) => log(`stopping Temporal: ${(e as Error).message}`));
+    await database.teardown().catch((e) => log(`stopping PostgreSQL: ${(e as Error).message}`));
+  };
+  try {
+    const db = createPool(database.url);
+    await migrate(db);
+    await db.end();
+    const connection = await Connection.connect({ address: temporal.address });
+    await ensureSearchAttributes(connection, 'default');
+    await connection.close();
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { temporalAddress: temporal.address, databaseUrl: database.url, temporalCli: cli, stop };
+}
