@@ -12,7 +12,7 @@ import { validateParquet } from '../datasets/parquet';
 import type { ValidationOutcome, ValidationProgress } from '../datasets/progress';
 import { initialRecordsState } from '../datasets/records';
 import { buildReport } from '../datasets/report';
-import { deleteFileRow, getFileById, recordFileEvent, recordFileStatus } from '../db/files';
+import { deleteFileRow, getFileById, listPartBlobKeysOfFile, recordFileEvent, recordFileStatus } from '../db/files';
 import type { Db } from '../db/pool';
 import type { BlobStore } from '../providers/storage/blob-store';
 
@@ -31,12 +31,13 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
       await recordFileStatus(db, p);
     },
 
-    /** Removes a file whose upload never completed: its row, and any partial blob. */
+    /** Removes a file whose upload never completed: its row, any partial blob, and multipart parts. */
     async discardUnfinishedUpload({ fileId }: { fileId: string }): Promise<void> {
       const file = await getFileById(db, fileId);
       if (!file || file.uploaded_at) return;
+      const parts = await listPartBlobKeysOfFile(db, fileId);
       await deleteFileRow(db, fileId);
-      await blobs.delete(file.blob_key);
+      for (const key of [file.blob_key, ...parts]) await blobs.delete(key);
     },
 
     async validateFile({ fileId }: { fileId: string }): Promise<ValidationReport> {

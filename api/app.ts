@@ -10,10 +10,11 @@ import { authenticate } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
-import { FileIdParams, FileObjectSchema } from './schemas/files';
+import { FileIdParams, FileObjectSchema, PartParams, PartUploadedSchema } from './schemas/files';
 import { UploadUrlQuery } from './uploads/presigned';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
+import { addMultipartRoutes, multipartPartHandler } from './routes/file-multipart';
 import { addFileRoutes, presignedUploadHandler } from './routes/files';
 import { addSystemRoutes } from './routes/system';
 
@@ -30,6 +31,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
   addSystemRoutes(v1, deps);
+  addMultipartRoutes(v1, deps); // before addFileRoutes: /files/multipart/... must not match /files/:id
   addFileRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
@@ -59,6 +61,19 @@ export function createApp(deps: ApiDeps): express.Express {
     query: UploadUrlQuery,
     errors: [403, 404, 413],
     response: { status: 200, description: 'The uploaded file; validation starts', schema: FileObjectSchema },
+  });
+
+  app.put('/v1/files/:id/parts/:part', multipartPartHandler(deps));
+  v1.documentUnkeyed({
+    method: 'put',
+    path: '/files/:id/parts/:part',
+    operationId: 'putFilePart',
+    summary: 'PUT one part of a multipart upload to its signed URL; returns its ETag',
+    tags: ['files'],
+    params: PartParams,
+    query: UploadUrlQuery,
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'The stored part', schema: PartUploadedSchema },
   });
 
   // Everything else authenticates first, then parses bodies (no parsing for strangers).

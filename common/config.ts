@@ -41,6 +41,10 @@ const EnvSchema = z.object({
   /** HMAC key for pre-signed URLs. Every API replica needs the same one. */
   GANTRY_SIGNING_SECRET: z.string().min(32).optional(),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
+  /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
+  GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce.number().int().positive().default(5 * 1024 ** 3),
+  /** Part size of multipart uploads (raised when a file would need more than 10,000 parts). */
+  GANTRY_MULTIPART_PART_BYTES: z.coerce.number().int().positive().default(100 * 1024 ** 2),
   /** How long a validating activity may go silent before Temporal retries it on another worker. */
   GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -90,6 +94,8 @@ export interface GantryConfig {
   publicUrl: string;
   signingSecret?: string;
   uploadUrlTtlSeconds: number;
+  maxSinglePutBytes: number;
+  multipartPartBytes: number;
   validationHeartbeatTimeoutSeconds: number;
   blobDir: string;
   logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
@@ -132,6 +138,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),
     signingSecret: e.GANTRY_SIGNING_SECRET,
     uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
+    maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES,
+    multipartPartBytes: e.GANTRY_MULTIPART_PART_BYTES,
     validationHeartbeatTimeoutSeconds: e.GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS,
     blobDir: path.resolve(e.GANTRY_DATA_DIR, 'blobs'),
     logLevel: e.LOG_LEVEL,

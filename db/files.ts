@@ -180,3 +180,95 @@ export async function consumeUploadToken(
   );
   return rows[0] ?? null;
 }
+
+export interface MultipartUploadRow {
+  id: string;
+  file_id: string;
+  file_size: string;
+  part_size: string;
+  part_count: number;
+  state: 'open' | 'completing' | 'completed' | 'aborted';
+  expires_at: Date;
+}
+
+export interface MultipartPartRow {
+  part_number: number;
+  bytes: string;
+  sha256: string;
+  blob_key: string;
+}
+
+export async function insertMultipartUpload(
+  db: Queryable,
+  u: { id: string; fileId: string; fileSize: number; partSize: number; partCount: number; expiresAt: Date },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO file_multipart_uploads (id, file_id, file_size, part_size, part_count, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [u.id, u.fileId, u.fileSize, u.partSize, u.partCount, u.expiresAt],
+  );
+}
+
+/** Scoped by project through the file: another project's upload is not found. */
+export async function getMultipartUpload(db: Queryable, projectId: string, id: string): Promise<MultipartUploadRow | null> {
+  const { rows } = await db.query<MultipartUploadRow>(
+    `SELECT u.* FROM file_multipart_uploads u JOIN files f ON f.id = u.file_id
+      WHERE u.id = $1 AND f.project_id = $2`,
+    [id, projectId],
+  );
+  return rows[0] ?? null;
+}
+
+export async function getMultipartUploadForFile(db: Queryable, fileId: string, id: string): Promise<MultipartUploadRow | null> {
+  const { rows } = await db.query<MultipartUploadRow>(
+    'SELECT * FROM file_multipart_uploads WHERE id = $1 AND file_id = $2',
+    [id, fileId],
+  );
+  return rows[0] ?? null;
+}
+
+/** Moves the upload from one state to another; false when it was not in `from` (a race or a replay). */
+export async function moveMultipartState(
+  db: Queryable,
+  id: string,
+  from: MultipartUploadRow['state'],
+  to: MultipartUploadRow['state'],
+): Promise<boolean> {
+  const { rowCount } = await db.query('UPDATE file_multipart_uploads SET state = $3 WHERE id = $1 AND state = $2', [
+    id,
+    from,
+    to,
+  ]);
+  return Boolean(rowCount);
+}
+
+/** A part may be sent again until the upload completes; the last one sent counts. */
+export async function recordPart(
+  db: Queryable,
+  p: { uploadId: string; partNumber: number; bytes: number; sha256: string; blobKey: string },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO file_multipart_parts (upload_id, part_number, bytes, sha256, blob_key) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (upload_id, part_number) DO UPDATE
+       SET bytes = EXCLUDED.bytes, sha256 = EXCLUDED.sha256, blob_key = EXCLUDED.blob_key, uploaded_at = now()`,
+    [p.uploadId, p.partNumber, p.bytes, p.sha256, p.blobKey],
+  );
+}
+
+export async function listParts(db: Queryable, uploadId: string): Promise<MultipartPartRow[]> {
+  const { rows } = await db.query<MultipartPartRow>(
+    'SELECT part_number, bytes, sha256, blob_key FROM file_multipart_parts WHERE upload_id = $1 ORDER BY part_number',
+    [uploadId],
+  );
+  return rows;
+}
+
+/** Part blobs of every multipart upload of a file (for cleanup). */
+export async function listPartBlobKeysOfFile(db: Queryable, fileId: string): Promise<string[]> {
+  const { rows } = await db.query<{ blob_key: string }>(
+    `SELECT p.blob_key FROM file_multipart_parts p JOIN file_multipart_uploads u ON u.id = p.upload_id
+      WHERE u.file_id = $1`,
+    [fileId],
+  );
+  return rows.map((r) => r.blob_key);
+}

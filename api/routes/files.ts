@@ -10,9 +10,8 @@ import { pipeline } from 'node:stream/promises';
 import express, { type Request, type Response } from 'express';
 import multer from 'multer';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
+import { fileValidationWorkflowId } from '../../common/files';
 import { newId } from '../../common/ids';
-import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
 import {
   consumeUploadToken,
   deleteFileRow,
@@ -27,17 +26,12 @@ import {
   type FileRow,
 } from '../../db/files';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
-import {
-  uploadFinishedSignal,
-  uploadStartedSignal,
-  type fileValidation,
-  type FileWorkflowInput,
-} from '../../workflows/files';
+import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
+import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
 import { uploadUrl, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,
@@ -50,60 +44,10 @@ import {
 } from '../schemas/files';
 import { z } from 'zod';
 
-export function toFileObject(row: FileRow) {
-  return {
-    id: row.id,
-    object: 'file' as const,
-    created_at: Math.floor(new Date(row.created_at).getTime() / 1000),
-    filename: row.filename,
-    bytes: row.bytes === null ? 0 : Number(row.bytes),
-    purpose: row.purpose,
-    Processed: row.uploaded_at !== null,
-    FileType: row.file_type,
-    processing_status: row.processing_status,
-    ...(row.validation_report ? { validation_report: row.validation_report } : {}),
-    ...(row.processing_note ? { processing_note: row.processing_note } : {}),
-  };
-}
-
-function inferFileType(fileName: string, given: FileType | undefined): FileType {
-  if (given) return given;
-  const ext = path.extname(fileName).slice(1).toLowerCase();
-  if (ext === 'jsonl' || ext === 'csv' || ext === 'parquet') return ext;
-  throw badRequest(
-    `Cannot tell the file type from '${fileName}': set file_type to jsonl, csv or parquet.`,
-    'file_type',
-    'invalid_value',
-  );
-}
-
 export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
-
-  async function startFileWorkflow(row: FileRow, awaitUploadUntil?: Date): Promise<void> {
-    const input: FileWorkflowInput = {
-      fileId: row.id,
-      projectId: row.project_id,
-      purpose: row.purpose,
-      heartbeatTimeoutSeconds: config.validationHeartbeatTimeoutSeconds,
-      ...(awaitUploadUntil ? { awaitUploadUntil: awaitUploadUntil.toISOString() } : {}),
-    };
-    await temporal.connection.withDeadline(Date.now() + 5_000, () =>
-      temporal.workflow.start<typeof fileValidation>('fileValidation', {
-        workflowId: fileValidationWorkflowId(row.id),
-        taskQueue: CONTROL_TASK_QUEUE,
-        args: [input],
-        typedSearchAttributes: [
-          { key: SA_PROJECT_ID, value: row.project_id },
-          { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
-          { key: SA_RESOURCE_ID, value: row.id },
-          { key: SA_STATUS, value: row.processing_status },
-        ],
-        staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
-        staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
-      }),
-    );
-  }
+  const startFileWorkflow = (row: FileRow, awaitUploadUntil?: Date) =>
+    startFileWorkflowFor(deps, row, awaitUploadUntil);
 
   const upload = multer({
     storage: new BlobStorageEngine(blobs, config.maxUploadBytes),
@@ -154,7 +98,14 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: "Start the official SDKs' upload flow: 302 to a pre-signed URL that takes a PUT of the bytes",
     tags: ['files'],
     bodyTypes: ['form', 'json'],
+    // The Python SDK sends these fields in the query string of an empty POST.
     body: CreateFileUploadBody,
+    before: [
+      (req, _res, next) => {
+        if (!req.body || Object.keys(req.body).length === 0) req.body = { ...(req.query as object) };
+        next();
+      },
+    ],
     errors: [413, 503],
     response: {
       status: 302,
@@ -165,6 +116,13 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       if (body.bytes !== undefined && body.bytes > config.maxUploadBytes) {
         throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'bytes');
+      }
+      if (body.bytes !== undefined && body.bytes > config.maxSinglePutBytes) {
+        throw badRequest(
+          `Files above ${config.maxSinglePutBytes} bytes are uploaded in parts: use POST /v1/files/multipart/initiate.`,
+          'bytes',
+          'use_multipart',
+        );
       }
       const fileId = newId('file');
       const fileType = inferFileType(body.file_name, body.file_type);
@@ -180,7 +138,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       const grant = {
         fileId,
         tokenId: randomBytes(16).toString('base64url'),
-        maxBytes: body.bytes ?? config.maxUploadBytes,
+        maxBytes: body.bytes ?? Math.min(config.maxUploadBytes, config.maxSinglePutBytes),
         exactBytes: body.bytes ?? null,
         expires: Math.floor(expiresAt.getTime() / 1000),
       };
@@ -203,6 +161,18 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
         .json(toFileObject(row));
       return undefined;
     },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/files/:id/preprocess',
+    operationId: 'preprocessFile',
+    summary: 'Called by the Python SDK after its PUT; validation already started then, so this returns the file',
+    tags: ['files'],
+    params: FileIdParams,
+    errors: [404],
+    response: { status: 200, description: 'The file', schema: FileObjectSchema },
+    handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
   });
 
   router.add({
@@ -335,8 +305,6 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     if (size === 0) return void res.end();
     await pipeline(blobs.read(row.blob_key), res);
   }
-
-  return { startFileWorkflow };
 }
 
 /**

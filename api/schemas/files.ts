@@ -69,3 +69,47 @@ export const FileDeletedSchema = z.object({ id: z.string(), object: z.literal('f
 export const FileEventsSchema = listOf(
   z.object({ status: z.enum(PROCESSING_STATUSES), message: z.string().nullable(), created_at: IsoDateTime }),
 );
+
+export const InitiateMultipartBody = z
+  .object({
+    purpose: z.enum(FILE_PURPOSES),
+    file_name: FileName,
+    file_type: z.enum(FILE_TYPES).optional(),
+    file_size: z.number().int().positive().describe('Total size of the file in bytes'),
+  })
+  .meta({ id: 'InitiateMultipartUploadRequest' });
+
+export const MultipartUploadSchema = z
+  .object({
+    object: z.literal('file.multipart_upload'),
+    upload_id: z.string(),
+    file_id: z.string(),
+    part_size: z.number().int(),
+    part_count: z.number().int(),
+    expires_at: IsoDateTime,
+    parts: z.array(z.object({ part_number: z.number().int(), size: z.number().int(), url: z.string() })),
+  })
+  .meta({ id: 'MultipartUpload' });
+
+export const CompleteMultipartBody = z
+  .object({
+    upload_id: z.string().min(1).max(128),
+    parts: z
+      .array(z.object({ part_number: z.number().int().positive(), etag: z.string().min(1).max(128) }))
+      .min(1)
+      .describe('Every part, with the ETag its PUT returned'),
+  })
+  .meta({ id: 'CompleteMultipartUploadRequest' });
+
+export const AbortMultipartBody = z.object({ upload_id: z.string().min(1).max(128) });
+
+export const MultipartAbortedSchema = z.object({
+  object: z.literal('file.multipart_upload'),
+  upload_id: z.string(),
+  file_id: z.string(),
+  aborted: z.literal(true),
+});
+
+export const PartUploadedSchema = z.object({ part_number: z.number().int(), size: z.number().int(), etag: z.string() });
+
+export const PartParams = z.object({ id: z.string().min(1).max(128), part: z.coerce.number().int().positive() });

@@ -2,7 +2,9 @@
  * Pre-signed upload URLs for the official SDKs' flow (POST /files answers 302
  * to a URL that takes a PUT of the bytes without an API key). A URL is bound
  * to one file, one token, a size bound and an expiry, all under an HMAC; the
- * token is single-use in PostgreSQL, so a URL cannot be replayed.
+ * token is single-use in PostgreSQL, so a URL cannot be replayed. Multipart
+ * part URLs are signed the same way and also name their part; a part may be
+ * sent again (a retry) until its upload completes, never after.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
@@ -17,10 +19,12 @@ export interface UploadGrant {
   exactBytes: number | null;
   /** Unix seconds. */
   expires: number;
+  /** Multipart uploads: the part this URL takes (the token is then the upload id). */
+  part?: number;
 }
 
 function sign(secret: string, g: UploadGrant): string {
-  const payload = ['v1', g.fileId, g.tokenId, g.maxBytes, g.exactBytes ?? '', g.expires].join('\n');
+  const payload = ['v1', g.fileId, g.tokenId, g.maxBytes, g.exactBytes ?? '', g.expires, g.part ?? ''].join('\n');
   return createHmac('sha256', secret).update(payload).digest('hex');
 }
 
@@ -32,7 +36,8 @@ export function uploadUrl(publicUrl: string, secret: string, g: UploadGrant): st
     signature: sign(secret, g),
   });
   if (g.exactBytes !== null) q.set('bytes', String(g.exactBytes));
-  return `${publicUrl}/v1/files/${encodeURIComponent(g.fileId)}/upload?${q}`;
+  const file = `${publicUrl}/v1/files/${encodeURIComponent(g.fileId)}`;
+  return g.part === undefined ? `${file}/upload?${q}` : `${file}/parts/${g.part}?${q}`;
 }
 
 export const UploadUrlQuery = z.object({
@@ -44,7 +49,13 @@ export const UploadUrlQuery = z.object({
 });
 
 /** Checks signature and expiry; the caller then consumes the token once. */
-export function verifyUploadUrl(secret: string, fileId: string, query: unknown, now = Date.now()): UploadGrant {
+export function verifyUploadUrl(
+  secret: string,
+  fileId: string,
+  query: unknown,
+  part?: number,
+  now = Date.now(),
+): UploadGrant {
   const q = parseOrThrow(UploadUrlQuery, query, 'query', true);
   const grant: UploadGrant = {
     fileId,
@@ -52,6 +63,7 @@ export function verifyUploadUrl(secret: string, fileId: string, query: unknown, 
     maxBytes: q.max_bytes,
     exactBytes: q.bytes ?? null,
     expires: q.expires,
+    ...(part === undefined ? {} : { part }),
   };
   const expected = Buffer.from(sign(secret, grant), 'hex');
   if (!timingSafeEqual(expected, Buffer.from(q.signature, 'hex'))) {

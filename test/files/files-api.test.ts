@@ -316,6 +316,18 @@ describe("the official SDKs' pre-signed upload flow", () => {
     assert.equal(((await short.json()) as any).error.code, 'size_mismatch');
   });
 
+  test("the Python SDK's calls: fields in the query string, then POST /files/{id}/preprocess", async () => {
+    const res = await call(p.baseUrl, 'POST', '/v1/files?purpose=fine-tune&file_name=py.jsonl', { key: a.key });
+    assert.equal(res.status, 302);
+    const fileId = res.headers.get('x-together-file-id')!;
+    assert.equal((await put(res.headers.get('location')!, jsonl({ text: 'hello' }))).status, 200);
+    const pre = await call(p.baseUrl, 'POST', `/v1/files/${fileId}/preprocess`, { key: a.key });
+    assert.equal(pre.status, 200);
+    assert.equal(pre.body.id, fileId);
+    assert.equal(pre.body.filename, 'py.jsonl');
+    assert.equal(pre.body.Processed, true);
+  });
+
   test('an upload that never arrives is discarded when its URL expires', async () => {
     const res = await start({ file_name: 'never.jsonl', purpose: 'fine-tune' });
     const fileId = res.headers.get('x-together-file-id')!;

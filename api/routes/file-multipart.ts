@@ -1,0 +1,276 @@
+/**
+ * Multipart uploads for large files (spec: Files; the single pre-signed PUT
+ * takes at most GANTRY_MAX_SINGLE_PUT_BYTES, 5 GiB by default):
+ *
+ *   POST /v1/files/multipart/initiate  -> a file id, a part size, one signed PUT URL per part
+ *   PUT  <part url>                    -> stores the part; returns its ETag (SHA-256); may be retried
+ *   POST /v1/files/multipart/complete  -> joins the parts in order, checks every ETag, starts validation
+ *   POST /v1/files/multipart/abort     -> discards the parts and the file
+ *
+ * Parts that are never completed are discarded by the file's workflow when
+ * its timer runs out, like any upload that does not finish.
+ */
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { Request, Response } from 'express';
+import { fileValidationWorkflowId } from '../../common/files';
+import { newId } from '../../common/ids';
+import {
+  deleteFileRow,
+  getFileById,
+  getMultipartUpload,
+  getMultipartUploadForFile,
+  insertFile,
+  insertMultipartUpload,
+  listParts,
+  markUploaded,
+  moveMultipartState,
+  recordPart,
+} from '../../db/files';
+import { withTransaction } from '../../db/pool';
+import { BlobTooLargeError } from '../../providers/storage/blob-store';
+import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
+import type { ApiDeps } from '../deps';
+import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import type { ApiRouter } from '../route';
+import {
+  AbortMultipartBody,
+  CompleteMultipartBody,
+  FileObjectSchema,
+  InitiateMultipartBody,
+  MultipartAbortedSchema,
+  MultipartUploadSchema,
+  PartParams,
+} from '../schemas/files';
+import { fileBlobKey } from '../uploads/blob-storage-engine';
+import { uploadUrl, verifyUploadUrl } from '../uploads/presigned';
+import { parseOrThrow } from '../validation';
+import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
+
+const MAX_PARTS = 10_000;
+
+const partBlobKey = (fileId: string, part: number) => `uploads/${fileId}/part-${String(part).padStart(5, '0')}`;
+
+export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config, blobs } = deps;
+
+  router.add({
+    method: 'post',
+    path: '/files/multipart/initiate',
+    operationId: 'initiateMultipartUpload',
+    summary: 'Start a multipart upload: one signed PUT URL per part',
+    tags: ['files'],
+    body: InitiateMultipartBody,
+    strict: true,
+    errors: [413, 503],
+    response: { status: 200, description: 'The upload and its part URLs', schema: MultipartUploadSchema },
+    handler: async ({ body, principal }) => {
+      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (body.file_size > config.maxUploadBytes) {
+        throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'file_size');
+      }
+      const fileType = inferFileType(body.file_name, body.file_type);
+      const partSize = Math.max(config.multipartPartBytes, Math.ceil(body.file_size / MAX_PARTS));
+      const partCount = Math.ceil(body.file_size / partSize);
+      const fileId = newId('file');
+      const uploadId = newId('mpu');
+      const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
+      const row = await withTransaction(db, async (tx) => {
+        const file = await insertFile(tx, {
+          id: fileId,
+          projectId: principal.projectId,
+          filename: body.file_name,
+          purpose: body.purpose,
+          fileType,
+          blobKey: fileBlobKey(principal.projectId, fileId),
+        });
+        await insertMultipartUpload(tx, {
+          id: uploadId,
+          fileId,
+          fileSize: body.file_size,
+          partSize,
+          partCount,
+          expiresAt,
+        });
+        return file;
+      });
+      try {
+        // Parts may arrive until the URLs expire; `complete` must come within two TTLs of the first part.
+        await startFileWorkflowFor(deps, row, expiresAt, 2 * config.uploadUrlTtlSeconds);
+      } catch (err) {
+        await deleteFileRow(db, fileId);
+        throw err;
+      }
+      const expires = Math.floor(expiresAt.getTime() / 1000);
+      const parts = Array.from({ length: partCount }, (_, i) => {
+        const size = i === partCount - 1 ? body.file_size - partSize * (partCount - 1) : partSize;
+        const grant = { fileId, tokenId: uploadId, maxBytes: size, exactBytes: size, expires, part: i + 1 };
+        return { part_number: i + 1, size, url: uploadUrl(config.publicUrl, config.signingSecret!, grant) };
+      });
+      return {
+        object: 'file.multipart_upload' as const,
+        upload_id: uploadId,
+        file_id: fileId,
+        part_size: partSize,
+        part_count: partCount,
+        expires_at: expiresAt.toISOString(),
+        parts,
+      };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/files/multipart/complete',
+    operationId: 'completeMultipartUpload',
+    summary: 'Join the uploaded parts into the file and start its validation',
+    tags: ['files'],
+    body: CompleteMultipartBody,
+    strict: true,
+    errors: [404, 409, 503],
+    response: { status: 200, description: 'The file, processing_status PENDING', schema: FileObjectSchema },
+    handler: async ({ body, principal }) => {
+      const upload = await getMultipartUpload(db, principal.projectId, body.upload_id);
+      if (!upload) throw notFound(`Multipart upload '${body.upload_id}' not found.`);
+      const stored = await listParts(db, upload.id);
+      const byNumber = new Map(stored.map((p) => [p.part_number, p]));
+      if (body.parts.length !== upload.part_count) {
+        throw badRequest(`This upload has ${upload.part_count} parts; ${body.parts.length} were listed.`, 'parts');
+      }
+      body.parts.forEach((p, i) => {
+        if (p.part_number !== i + 1) {
+          throw badRequest(
+            `List the parts in order: expected part ${i + 1}, found ${p.part_number}.`,
+            `parts.${i}.part_number`,
+          );
+        }
+        const have = byNumber.get(p.part_number);
+        if (!have) throw badRequest(`Part ${p.part_number} was never uploaded.`, `parts.${i}`, 'part_missing');
+        if (have.sha256 !== p.etag.replace(/"/g, '')) {
+          throw badRequest(
+            `Part ${p.part_number}'s ETag does not match the part Gantry stored; upload it again.`,
+            `parts.${i}.etag`,
+            'etag_mismatch',
+          );
+        }
+      });
+      if (!(await moveMultipartState(db, upload.id, 'open', 'completing'))) {
+        throw conflict(`Multipart upload '${upload.id}' is already ${upload.state}.`, 'upload_not_open');
+      }
+      const file = (await getFileById(db, upload.file_id))!;
+      const joined = Readable.from(
+        (async function* () {
+          for (const p of stored) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });
+        })(),
+      );
+      let result;
+      try {
+        result = await blobs.put(file.blob_key, joined, { maxBytes: Number(upload.file_size) });
+        if (result.bytes !== Number(upload.file_size)) {
+          await blobs.delete(file.blob_key);
+          throw badRequest(
+            `The parts hold ${result.bytes} bytes; the upload was declared as ${upload.file_size}.`,
+            'parts',
+          );
+        }
+      } catch (err) {
+        await moveMultipartState(db, upload.id, 'completing', 'open'); // a retry of complete may succeed
+        if (err instanceof BlobTooLargeError) throw badRequest('The parts hold more bytes than declared.', 'parts');
+        throw err;
+      }
+      const updated = await markUploaded(db, file.id, result);
+      await moveMultipartState(db, upload.id, 'completing', 'completed');
+      for (const p of stored) await blobs.delete(p.blob_key);
+      await temporal.workflow.getHandle(fileValidationWorkflowId(file.id)).signal(uploadFinishedSignal, { ok: true });
+      return toFileObject(updated);
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/files/multipart/abort',
+    operationId: 'abortMultipartUpload',
+    summary: 'Discard a multipart upload, its parts and its file',
+    tags: ['files'],
+    body: AbortMultipartBody,
+    strict: true,
+    errors: [404, 409],
+    response: { status: 200, description: 'Aborted', schema: MultipartAbortedSchema },
+    handler: async ({ body, principal }) => {
+      const upload = await getMultipartUpload(db, principal.projectId, body.upload_id);
+      if (!upload) throw notFound(`Multipart upload '${body.upload_id}' not found.`);
+      if (!(await moveMultipartState(db, upload.id, 'open', 'aborted'))) {
+        throw conflict(
+          `Multipart upload '${upload.id}' is ${upload.state}; only an open upload can be aborted.`,
+          'upload_not_open',
+        );
+      }
+      const parts = await listParts(db, upload.id);
+      await deleteFileRow(db, upload.file_id);
+      for (const p of parts) await blobs.delete(p.blob_key);
+      await temporal.workflow
+        .getHandle(fileValidationWorkflowId(upload.file_id))
+        .signal(uploadFinishedSignal, { ok: false, error: 'aborted by the client' })
+        .catch(() => undefined);
+      return {
+        object: 'file.multipart_upload' as const,
+        upload_id: upload.id,
+        file_id: upload.file_id,
+        aborted: true as const,
+      };
+    },
+  });
+}
+
+/** PUT of one part to its signed URL (no API key: the signature is the credential). */
+export function multipartPartHandler(deps: ApiDeps) {
+  const { db, temporal, config, blobs } = deps;
+  return async (req: Request, res: Response) => {
+    if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    const { id: fileId, part } = parseOrThrow(PartParams, req.params, 'path', false);
+    const grant = verifyUploadUrl(config.signingSecret, fileId, req.query, part);
+    const declared = Number(req.headers['content-length']);
+    if (!req.headers['content-length'] || !Number.isSafeInteger(declared)) {
+      throw badRequest('Send the part with a Content-Length header.', 'Content-Length', 'length_required');
+    }
+    if (declared !== grant.exactBytes) {
+      throw badRequest(
+        `Part ${part} must be exactly ${grant.exactBytes} bytes; the request declares ${declared}.`,
+        'Content-Length',
+        'size_mismatch',
+      );
+    }
+    const upload = await getMultipartUploadForFile(db, fileId, grant.tokenId);
+    if (!upload) throw notFound(`Multipart upload '${grant.tokenId}' no longer exists.`);
+    if (upload.state !== 'open') {
+      throw new ApiError(
+        409,
+        `Multipart upload '${upload.id}' is ${upload.state}; it takes no more parts.`,
+        'conflict_error',
+        null,
+        'upload_not_open',
+      );
+    }
+    // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
+    const key = `${partBlobKey(fileId, part)}-${randomUUID()}`;
+    const previous = (await listParts(db, upload.id)).find((p) => p.part_number === part);
+    const stored = await blobs.put(key, req, { maxBytes: declared });
+    if (stored.bytes !== declared) {
+      await blobs.delete(key);
+      throw badRequest(`The part ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
+    }
+    await recordPart(db, {
+      uploadId: upload.id,
+      partNumber: part,
+      bytes: stored.bytes,
+      sha256: stored.sha256,
+      blobKey: key,
+    });
+    if (previous) await blobs.delete(previous.blob_key);
+    await temporal.workflow.getHandle(fileValidationWorkflowId(fileId)).signal(uploadStartedSignal);
+    res
+      .set('ETag', `"${stored.sha256}"`)
+      .status(200)
+      .json({ part_number: part, size: stored.bytes, etag: stored.sha256 });
+  };
+}

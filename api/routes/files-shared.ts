@@ -1,0 +1,74 @@
+/** What both file route modules need: the file object, type inference, the workflow start. */
+import path from 'node:path';
+import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
+import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
+import type { FileRow } from '../../db/files';
+import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import type { fileValidation, FileWorkflowInput } from '../../workflows/files';
+import type { ApiDeps } from '../deps';
+import { badRequest } from '../errors';
+
+export function toFileObject(row: FileRow) {
+  return {
+    id: row.id,
+    object: 'file' as const,
+    created_at: Math.floor(new Date(row.created_at).getTime() / 1000),
+    filename: row.filename,
+    bytes: row.bytes === null ? 0 : Number(row.bytes),
+    purpose: row.purpose,
+    Processed: row.uploaded_at !== null,
+    FileType: row.file_type,
+    processing_status: row.processing_status,
+    ...(row.validation_report ? { validation_report: row.validation_report } : {}),
+    ...(row.processing_note ? { processing_note: row.processing_note } : {}),
+  };
+}
+
+export function inferFileType(fileName: string, given: FileType | undefined): FileType {
+  if (given) return given;
+  const ext = path.extname(fileName).slice(1).toLowerCase();
+  if (ext === 'jsonl' || ext === 'csv' || ext === 'parquet') return ext;
+  throw badRequest(
+    `Cannot tell the file type from '${fileName}': set file_type to jsonl, csv or parquet.`,
+    'file_type',
+    'invalid_value',
+  );
+}
+
+/**
+ * Starts the file's workflow (`file-validation/<file-id>`) with the ids,
+ * search attributes and summary operators look for. For uploads still to
+ * come, `awaitUploadUntil` is when their URLs expire and `uploadTimeoutSeconds`
+ * how long a started upload may take to finish.
+ */
+export async function startFileWorkflowFor(
+  deps: Pick<ApiDeps, 'temporal' | 'config'>,
+  row: FileRow,
+  awaitUploadUntil?: Date,
+  uploadTimeoutSeconds?: number,
+): Promise<void> {
+  const { temporal, config } = deps;
+  const input: FileWorkflowInput = {
+    fileId: row.id,
+    projectId: row.project_id,
+    purpose: row.purpose,
+    heartbeatTimeoutSeconds: config.validationHeartbeatTimeoutSeconds,
+    ...(awaitUploadUntil ? { awaitUploadUntil: awaitUploadUntil.toISOString() } : {}),
+    ...(uploadTimeoutSeconds ? { uploadTimeoutSeconds } : {}),
+  };
+  await temporal.connection.withDeadline(Date.now() + 5_000, () =>
+    temporal.workflow.start<typeof fileValidation>('fileValidation', {
+      workflowId: fileValidationWorkflowId(row.id),
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [input],
+      typedSearchAttributes: [
+        { key: SA_PROJECT_ID, value: row.project_id },
+        { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
+        { key: SA_RESOURCE_ID, value: row.id },
+        { key: SA_STATUS, value: row.processing_status },
+      ],
+      staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
+      staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
+    }),
+  );
+}
