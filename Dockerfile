@@ -22,7 +22,8 @@ COPY . .
 
 # Where the bootstrap service writes the admin API key. Created here, owned by
 # `node`, so a named volume mounted on it starts out writable by that user.
-RUN mkdir -p /var/lib/gantry && chown node:node /var/lib/gantry
+# Named volumes mounted here start with these owners, so the node user can write them.
+RUN mkdir -p /var/lib/gantry/blobs && chown -R node:node /var/lib/gantry
 
 # In a container the servers must listen beyond loopback to be reachable at all.
 ENV GANTRY_HOST=0.0.0.0 \
