@@ -20,9 +20,9 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
 
 COPY . .
 
-# Where the bootstrap service writes the admin API key. Created here, owned by
-# `node`, so a named volume mounted on it starts out writable by that user.
-# Named volumes mounted here start with these owners, so the node user can write them.
+# State directories: the admin API key (bootstrap) and blobs (API, control
+# workers). Created here, owned by `node`, so named volumes mounted on them
+# start out writable by that user.
 RUN mkdir -p /var/lib/gantry/blobs && chown -R node:node /var/lib/gantry
 
 # In a container the servers must listen beyond loopback to be reachable at all.
