@@ -94,13 +94,8 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
         });
         return file;
       });
-      try {
-        // Parts may arrive until the URLs expire; `complete` must come within two TTLs of the first part.
-        await startFileWorkflowFor(deps, row, expiresAt, 2 * config.uploadUrlTtlSeconds);
-      } catch (err) {
-        await deleteFileRow(db, fileId);
-        throw err;
-      }
+      // Parts may arrive until the URLs expire; `complete` must come within two TTLs of the first part.
+      await startFileWorkflowFor(deps, row, expiresAt, 2 * config.uploadUrlTtlSeconds);
       const expires = Math.floor(expiresAt.getTime() / 1000);
       const parts = Array.from({ length: partCount }, (_, i) => {
         const size = i === partCount - 1 ? body.file_size - partSize * (partCount - 1) : partSize;

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
 import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
-import type { FileRow } from '../../db/files';
+import { deleteFileRow, type FileRow } from '../../db/files';
 import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
 import type { fileValidation, FileWorkflowInput } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
@@ -39,15 +39,16 @@ export function inferFileType(fileName: string, given: FileType | undefined): Fi
  * Starts the file's workflow (`file-validation/<file-id>`) with the ids,
  * search attributes and summary operators look for. For uploads still to
  * come, `awaitUploadUntil` is when their URLs expire and `uploadTimeoutSeconds`
- * how long a started upload may take to finish.
+ * how long a started upload may take to finish. If the workflow cannot be
+ * started, the file's row is deleted (nothing dangles) and the error rethrown.
  */
 export async function startFileWorkflowFor(
-  deps: Pick<ApiDeps, 'temporal' | 'config'>,
+  deps: Pick<ApiDeps, 'temporal' | 'config' | 'db'>,
   row: FileRow,
   awaitUploadUntil?: Date,
   uploadTimeoutSeconds?: number,
 ): Promise<void> {
-  const { temporal, config } = deps;
+  const { temporal, config, db } = deps;
   const input: FileWorkflowInput = {
     fileId: row.id,
     projectId: row.project_id,
@@ -56,19 +57,24 @@ export async function startFileWorkflowFor(
     ...(awaitUploadUntil ? { awaitUploadUntil: awaitUploadUntil.toISOString() } : {}),
     ...(uploadTimeoutSeconds ? { uploadTimeoutSeconds } : {}),
   };
-  await temporal.connection.withDeadline(Date.now() + 5_000, () =>
-    temporal.workflow.start<typeof fileValidation>('fileValidation', {
-      workflowId: fileValidationWorkflowId(row.id),
-      taskQueue: CONTROL_TASK_QUEUE,
-      args: [input],
-      typedSearchAttributes: [
-        { key: SA_PROJECT_ID, value: row.project_id },
-        { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
-        { key: SA_RESOURCE_ID, value: row.id },
-        { key: SA_STATUS, value: row.processing_status },
-      ],
-      staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
-      staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
-    }),
-  );
+  try {
+    await temporal.connection.withDeadline(Date.now() + 5_000, () =>
+      temporal.workflow.start<typeof fileValidation>('fileValidation', {
+        workflowId: fileValidationWorkflowId(row.id),
+        taskQueue: CONTROL_TASK_QUEUE,
+        args: [input],
+        typedSearchAttributes: [
+          { key: SA_PROJECT_ID, value: row.project_id },
+          { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
+          { key: SA_RESOURCE_ID, value: row.id },
+          { key: SA_STATUS, value: row.processing_status },
+        ],
+        staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
+        staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
+      }),
+    );
+  } catch (err) {
+    await deleteFileRow(db, row.id);
+    throw err;
+  }
 }

@@ -81,12 +81,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
         blobKey: stored.blobKey,
         stored: { bytes: stored.size, sha256: stored.sha256 },
       });
-      try {
-        await startFileWorkflow(row);
-      } catch (err) {
-        await deleteFileRow(db, row.id); // the blob goes in cleanup
-        throw err;
-      }
+      await startFileWorkflow(row); // on failure the row is gone; the blob goes in cleanup
       return toFileObject(row);
     },
   });
@@ -149,12 +144,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
         exactBytes: grant.exactBytes,
         expiresAt,
       });
-      try {
-        await startFileWorkflow(row, expiresAt);
-      } catch (err) {
-        await deleteFileRow(db, fileId);
-        throw err;
-      }
+      await startFileWorkflow(row, expiresAt);
       res
         .status(302)
         .set({ Location: uploadUrl(config.publicUrl, config.signingSecret, grant), 'X-Together-File-Id': fileId })

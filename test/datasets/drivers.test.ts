@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { chat, jsonl } from '../helpers/datasets';
 import { after, describe, test } from 'node:test';
 import { validateCsv } from '../../datasets/csv';
 import { validateJsonl } from '../../datasets/jsonl';
@@ -21,13 +22,6 @@ const bytes = (b: Buffer | string, chunk = 7) => {
   for (let i = 0; i < buf.length; i += chunk) parts.push(buf.subarray(i, i + chunk));
   return Readable.from(parts);
 };
-const jsonl = (...records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
-const chat = (q: string, a: string) => ({
-  messages: [
-    { role: 'user', content: q },
-    { role: 'assistant', content: a },
-  ],
-});
 
 async function report(content: Buffer | string, purpose: 'fine-tune' | 'eval' = 'fine-tune') {
   return buildReport('file-x', 'jsonl', await validateJsonl(bytes(content), purpose));

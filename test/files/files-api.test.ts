@@ -6,18 +6,11 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { chat, jsonl } from '../helpers/datasets';
 import { after, before, describe, test } from 'node:test';
 import { acquireFileLease, releaseFileLease } from '../../db/files';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-
-const jsonl = (...records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
-const chat = (q: string, a: string) => ({
-  messages: [
-    { role: 'user', content: q },
-    { role: 'assistant', content: a },
-  ],
-});
 
 function form(fields: Record<string, string>, content?: string | Buffer, fileField = 'file') {
   const f = new FormData();
