@@ -66,6 +66,8 @@ const EnvSchema = z.object({
   TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
   TEMPORAL_API_KEY: z.string().optional(),
 
+  /** Python with the reference trainer's packages (./dev creates .venv). */
+  GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
   GANTRY_GPU_TYPES: csvGpuTypes.default(['H100_SXM']),
   /** How the GPU worker learns what its host has: nvidia-smi, a simulator, or auto-detect. */
@@ -113,6 +115,7 @@ export interface GantryConfig {
     tlsEnabled: boolean;
   };
   gpuTypes: GpuType[];
+  trainerPython: string;
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
@@ -159,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
       apiKey: e.TEMPORAL_API_KEY,
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
+    trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,

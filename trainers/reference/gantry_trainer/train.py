@@ -1,0 +1,222 @@
+"""The training loop: SFT or DPO, LoRA or full, evaluations, early stopping,
+checkpoints, resume and cancellation. Configuration comes as one JSON file
+(see README.md beside this package); progress goes out as protocol lines."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import checkpoint as ckpt
+from .data import batches, epoch_order, load_rows, trained_tokens
+from .losses import dpo_loss, sequence_logprob, token_logprobs
+from .lora import init_lora, make_linear, merge
+from .model import ModelConfig, forward, init_params
+from .protocol import emit
+from .schedule import learning_rate
+
+
+@dataclass
+class RunState:
+    """What a checkpoint must carry for a resumed run to continue exactly."""
+
+    step: int = 0
+    epochs_done: int = 0
+    evals_done: int = 0
+    best_metric: float | None = None
+    best_step: int | None = None
+    evals_without_improvement: int = 0
+    eval_history: list = field(default_factory=list)
+
+
+class Cancelled(Exception):
+    pass
+
+
+def _milestones(count: int, total: int) -> set[int]:
+    """`count` points spread evenly over 1..total, always including total."""
+    if count <= 0 or total <= 0:
+        return set()
+    return {max(1, round(k * total / count)) for k in range(1, count + 1)}
+
+
+def run(cfg: dict) -> None:
+    mc = ModelConfig.from_dict(cfg["model"])
+    method, kind = cfg["training_method"], cfg["training_type"]
+    if method not in ("sft", "dpo"):
+        raise ValueError(f"unknown training_method {method!r}")
+    if kind not in ("lora", "full"):
+        raise ValueError(f"unknown training_type {kind!r}")
+    seed = int(cfg.get("seed", 0))
+    seq_len = min(int(cfg.get("max_seq_length", mc.max_seq_len)), mc.max_seq_len)
+    batch_size = int(cfg["batch_size"])
+    n_epochs = int(cfg["n_epochs"])
+
+    base = ckpt.load_params(cfg["base_weights"]) if cfg.get("base_weights") else init_params(mc, int(cfg.get("base_seed", 0)))
+    lora_cfg = cfg.get("lora") or {}
+    scale = float(lora_cfg.get("alpha", 16)) / float(lora_cfg.get("r", 8)) if kind == "lora" else 0.0
+    dropout = float(lora_cfg.get("dropout", 0.0)) if kind == "lora" else 0.0
+    if kind == "lora":
+        trainable = init_lora(mc, list(lora_cfg.get("target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"])), int(lora_cfg.get("r", 8)), seed)
+        trainable_file = "adapter.safetensors"
+    else:
+        trainable = dict(base)
+        trainable_file = "model.safetensors"
+    reference = base  # DPO's reference policy: the model before this run
+
+    def logits_of(tr, ids, key):
+        if kind == "lora":
+            return forward(base, ids, mc, make_linear(base, tr, scale, dropout, key))
+        return forward(tr, ids, mc, make_linear(tr, None, 0.0, 0.0, None))
+
+    def ref_logits(ids):
+        return forward(reference, ids, mc, make_linear(reference, None, 0.0, 0.0, None))
+
+    beta = float(cfg.get("dpo_beta", 0.1))
+
+    def loss_fn(tr, batch, key):
+        w = batch["weight"]
+        if method == "sft":
+            lp = token_logprobs(logits_of(tr, batch["ids"], key), batch["ids"])
+            m = batch["mask"][:, 1:].astype(jnp.float32) * w[:, None]
+            return -(lp * m).sum() / jnp.maximum(m.sum(), 1.0), jnp.float32(0)
+        ids = jnp.concatenate([batch["chosen_ids"], batch["rejected_ids"]])
+        mask = jnp.concatenate([batch["chosen_mask"], batch["rejected_mask"]])
+        n = batch["chosen_ids"].shape[0]
+        policy = sequence_logprob(logits_of(tr, ids, key), ids, mask)
+        ref = jax.lax.stop_gradient(sequence_logprob(ref_logits(ids), ids, mask))
+        per_row, margin = dpo_loss(policy[:n], policy[n:], ref[:n], ref[n:], beta)
+        del per_row
+        rel = (policy[:n] - ref[:n]) - (policy[n:] - ref[n:])
+        loss = -(w * jax.nn.log_sigmoid(beta * rel)).sum() / jnp.maximum(w.sum(), 1.0)
+        return loss, (w * beta * rel).sum() / jnp.maximum(w.sum(), 1.0)
+
+    # AdamW with decoupled weight decay; the learning rate is applied per step
+    # from the schedule, so one compiled step serves every step.
+    opt = optax.chain(
+        optax.clip_by_global_norm(float(cfg.get("max_grad_norm", 1.0)) or float("inf")),
+        optax.scale_by_adam(),
+        optax.add_decayed_weights(float(cfg.get("weight_decay", 0.0))),
+    )
+    opt_state = opt.init(trainable)
+
+    @jax.jit
+    def train_step(tr, opt_state, batch, key, lr):
+        (loss, margin), grads = jax.value_and_grad(loss_fn, has_aux=True)(tr, batch, key)
+        updates, opt_state = opt.update(grads, opt_state, tr)
+        tr = jax.tree_util.tree_map(lambda p, u: p - lr * u, tr, updates)
+        return tr, opt_state, loss, margin, optax.global_norm(grads)
+
+    @jax.jit
+    def eval_batch(tr, batch):
+        loss, _ = loss_fn(tr, batch, None)
+        return loss
+
+    train_rows = load_rows(cfg["train_file"])
+    eval_rows = load_rows(cfg["validation_file"]) if cfg.get("validation_file") else []
+    steps_per_epoch = -(-len(train_rows) // batch_size)
+    total_steps = steps_per_epoch * n_epochs
+    warmup_steps = int(float(cfg.get("warmup_ratio", 0.0)) * total_steps)
+    sched = cfg.get("lr_scheduler") or {}
+    peak_lr = float(cfg["learning_rate"])
+    eval_steps = _milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
+    checkpoint_epochs = _milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
+    es = cfg.get("early_stopping") or {}
+    es_on = bool(es.get("enabled")) and bool(eval_steps)
+    output_dir = cfg["output_dir"]
+    os.makedirs(output_dir, exist_ok=True)
+
+    state = RunState()
+    resumed_from = None
+    if cfg.get("resume_from"):
+        trainable, opt_state, saved = ckpt.load_checkpoint(cfg["resume_from"], opt_state, trainable_file)
+        state = RunState(**saved)
+        resumed_from = state.step
+    best_trainable = trainable
+
+    cancelled = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: cancelled.__setitem__("flag", True))
+
+    emit("start", total_steps=total_steps, steps_per_epoch=steps_per_epoch, n_epochs=n_epochs,
+         trainable_params=int(sum(np.prod(v.shape) for v in trainable.values())), resumed_from_step=resumed_from)
+
+    def evaluate() -> float:
+        total, count = 0.0, 0
+        for b in batches(eval_rows, batch_size, seq_len, method, np.arange(len(eval_rows))):
+            real = int((b["weight"] > 0).sum())
+            total += float(eval_batch(trainable, {k: jnp.asarray(v) for k, v in b.items()})) * real
+            count += real
+        return total / max(count, 1)
+
+    key = jax.random.PRNGKey(seed)
+    early_stopped = False
+    for epoch in range(state.epochs_done, n_epochs):
+        order = epoch_order(len(train_rows), seed, epoch)
+        for batch in batches(train_rows, batch_size, seq_len, method, order):
+            if cancelled["flag"]:
+                emit("cancelled", step=state.step)
+                raise Cancelled()
+            lr = learning_rate(state.step, total_steps, peak_lr, warmup_steps, sched.get("type", "linear"),
+                               float(sched.get("min_lr_ratio", 0.0)), float(sched.get("num_cycles", 0.5)))
+            step_key = jax.random.fold_in(key, state.step)
+            trainable, opt_state, loss, margin, gnorm = train_step(
+                trainable, opt_state, {k: jnp.asarray(v) for k, v in batch.items()}, step_key, jnp.float32(lr))
+            state.step += 1
+            fields = dict(step=state.step, epoch=epoch + 1, loss=float(loss), lr=lr, grad_norm=float(gnorm),
+                          tokens=trained_tokens(batch, method))
+            if method == "dpo":
+                fields["reward_margin"] = float(margin)
+            emit("step", **fields)
+
+            if state.step in eval_steps:
+                eval_loss = evaluate()
+                state.evals_done += 1
+                state.eval_history.append([state.step, eval_loss])
+                emit("eval", step=state.step, eval_loss=eval_loss)
+                min_delta = float(es.get("min_delta", 0.0))
+                if state.best_metric is None or eval_loss < state.best_metric - min_delta:
+                    state.best_metric, state.best_step = eval_loss, state.step
+                    state.evals_without_improvement = 0
+                    best_trainable = trainable
+                elif state.evals_done > int(es.get("warmup_evals", 0)):
+                    state.evals_without_improvement += 1
+                if es_on and state.evals_done > int(es.get("warmup_evals", 0)) and \
+                        state.evals_without_improvement >= int(es.get("patience", 1)):
+                    early_stopped = True
+                    emit("early_stopped", step=state.step, best_step=state.best_step, best_metric=state.best_metric)
+                    break
+        if early_stopped:
+            break
+        state.epochs_done = epoch + 1
+        if state.epochs_done in checkpoint_epochs:
+            path = os.path.join(output_dir, "checkpoints", f"step-{state.step}")
+            ckpt.save_checkpoint(path, trainable, opt_state, state.__dict__, trainable_file)
+            emit("checkpoint", step=state.step, epoch=state.epochs_done, path=path, file=trainable_file)
+
+    # With early stopping the best evaluated weights are the result; otherwise the last.
+    final = best_trainable if early_stopped else trainable
+    final_dir = os.path.join(output_dir, "final")
+    os.makedirs(final_dir, exist_ok=True)
+    files = []
+    if kind == "lora":
+        ckpt.save_params(os.path.join(final_dir, "adapter.safetensors"), final)
+        ckpt.save_params(os.path.join(final_dir, "model.safetensors"), merge(base, final, scale))
+        files = ["adapter.safetensors", "model.safetensors"]
+    else:
+        ckpt.save_params(os.path.join(final_dir, "model.safetensors"), final)
+        files = ["model.safetensors"]
+    with open(os.path.join(final_dir, "config.json"), "w") as f:
+        json.dump({"model": cfg["model"], "training_type": kind, "training_method": method,
+                   "lora": {"r": lora_cfg.get("r"), "alpha": lora_cfg.get("alpha"),
+                            "target_modules": lora_cfg.get("target_modules")} if kind == "lora" else None}, f)
+    files.append("config.json")
+    done = dict(step=state.step, output_dir=final_dir, files=files, early_stopped=early_stopped)
+    if state.best_step is not None:
+        done.update(best_step=state.best_step, best_metric=state.best_metric)
+    emit("done", **done)
