@@ -38,6 +38,8 @@ describe('upload and validation failures', () => {
   });
 
   test('an upload cut off mid-stream leaves no row and no blob', async () => {
+    // Only this project's blobs: other test files share the store.
+    const projectBlobs = () => blobFiles(path.join(p.config.blobDir, 'files', tenant.projectId));
     const boundary = 'cut-off-boundary';
     const url = new URL(`${p.baseUrl}/v1/files/upload`);
     const head =
@@ -60,7 +62,7 @@ describe('upload and validation failures', () => {
       req.write(Buffer.alloc(256 * 1024, 0x61));
       // Once the server is visibly writing the blob, the client disappears.
       eventually(
-        async () => blobFiles(p.config.blobDir).some((f) => f.includes('.partial-')),
+        async () => projectBlobs().some((f) => f.includes('.partial-')),
         (seen) => seen,
         10_000,
       ).then(
@@ -73,7 +75,7 @@ describe('upload and validation failures', () => {
     });
     assert.ok(sawPartialBlob, 'the server had started writing the upload');
     await eventually(
-      async () => blobFiles(p.config.blobDir).length,
+      async () => projectBlobs().length,
       (n) => n === 0,
       5_000,
     );
