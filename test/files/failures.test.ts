@@ -4,24 +4,14 @@
  * storage hiccup) makes the validating activity retry, not fail.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, renameSync } from 'node:fs';
+import { renameSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
-import { chat, jsonl } from '../helpers/datasets';
+import { chat, filesUnder, jsonl } from '../helpers/datasets';
 import { createTenant, type Tenant } from '../helpers/tenants';
-
-function blobFiles(root: string): string[] {
-  const walk = (d: string): string[] =>
-    existsSync(d)
-      ? readdirSync(d, { withFileTypes: true }).flatMap((e) =>
-          e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)],
-        )
-      : [];
-  return walk(root);
-}
 
 describe('upload and validation failures', () => {
   let p: TestPlatform;
@@ -39,7 +29,7 @@ describe('upload and validation failures', () => {
 
   test('an upload cut off mid-stream leaves no row and no blob', async () => {
     // Only this project's blobs: other test files share the store.
-    const projectBlobs = () => blobFiles(path.join(p.config.blobDir, 'files', tenant.projectId));
+    const projectBlobs = () => filesUnder(path.join(p.config.blobDir, 'files', tenant.projectId));
     const boundary = 'cut-off-boundary';
     const url = new URL(`${p.baseUrl}/v1/files/upload`);
     const head =
@@ -92,7 +82,7 @@ describe('upload and validation failures', () => {
     assert.equal(res.status, 200);
     const fileId = res.body.id;
     // Storage "goes away" before any worker reads the file...
-    const [blob] = blobFiles(p.config.blobDir).filter((f) => f.endsWith(fileId));
+    const [blob] = filesUnder(p.config.blobDir).filter((f) => f.endsWith(fileId));
     renameSync(blob, `${blob}.away`);
 
     const worker = startProcess('workers/control.ts', {});

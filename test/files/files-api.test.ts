@@ -4,9 +4,9 @@
  * project isolation, on real Temporal, PostgreSQL and blobs on disk.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { chat, jsonl } from '../helpers/datasets';
+import { chat, filesUnder, jsonl } from '../helpers/datasets';
 import { after, before, describe, test } from 'node:test';
 import { acquireFileLease, releaseFileLease } from '../../db/files';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
@@ -17,16 +17,6 @@ function form(fields: Record<string, string>, content?: string | Buffer, fileFie
   for (const [k, v] of Object.entries(fields)) f.append(k, v);
   if (content !== undefined) f.append(fileField, new Blob([content]), 'upload.bin');
   return f;
-}
-
-function blobFiles(p: TestPlatform): string[] {
-  const walk = (d: string): string[] =>
-    existsSync(d)
-      ? readdirSync(d, { withFileTypes: true }).flatMap((e) =>
-          e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)],
-        )
-      : [];
-  return walk(p.config.blobDir);
 }
 
 describe('files', () => {
@@ -174,13 +164,13 @@ describe('files', () => {
     assert.equal(sneaky.body.filename, '../../../etc/passwd.jsonl');
     // The blob lands under the project's directory, named by the file id alone.
     assert.ok(existsSync(path.join(p.config.blobDir, 'files', a.projectId, sneaky.body.id)));
-    assert.ok(!blobFiles(p).some((f) => f.includes('passwd')));
+    assert.ok(!filesUnder(p.config.blobDir).some((f) => f.includes('passwd')));
 
     const untyped = await upload(a.key, { purpose: 'eval', file_name: 'data.txt' }, '{}\n');
     assert.equal(untyped.status, 400);
     assert.equal(untyped.body.error.param, 'file_type');
     // Refused uploads leave no blob behind.
-    assert.equal(blobFiles(p).filter((f) => f.includes('partial')).length, 0);
+    assert.equal(filesUnder(p.config.blobDir).filter((f) => f.includes('partial')).length, 0);
   });
 
   test('missing fields and files are 400s naming them', async () => {
@@ -197,12 +187,12 @@ describe('files', () => {
 
   test('an upload over the limit is 413 and leaves no row and no blob', async () => {
     const before = (await call(p.baseUrl, 'GET', '/v1/files', { key: a.key })).body.data.length;
-    const blobsBefore = blobFiles(p).length;
+    const blobsBefore = filesUnder(p.config.blobDir).length;
     const res = await upload(a.key, { purpose: 'fine-tune', file_name: 'huge.jsonl' }, Buffer.alloc(100 * 1024, 0x61));
     assert.equal(res.status, 413);
     assert.equal(res.body.error.type, 'request_too_large');
     assert.equal((await call(p.baseUrl, 'GET', '/v1/files', { key: a.key })).body.data.length, before);
-    assert.equal(blobFiles(p).length, blobsBefore);
+    assert.equal(filesUnder(p.config.blobDir).length, blobsBefore);
   });
 
   test('a file held by a running job cannot be deleted; once released it can, blob and all', async () => {
@@ -212,12 +202,12 @@ describe('files', () => {
     assert.match(refused.body.error.message, /in use by fine-tune\/ft-test-running/);
     await releaseFileLease(p.db, validId, 'fine-tune/ft-test-running');
 
-    const blobCount = blobFiles(p).length;
+    const blobCount = filesUnder(p.config.blobDir).length;
     const deleted = await call(p.baseUrl, 'DELETE', `/v1/files/${validId}`, { key: a.key });
     assert.equal(deleted.status, 200);
     assert.deepEqual(deleted.body, { id: validId, object: 'file', deleted: true });
     assert.equal((await call(p.baseUrl, 'GET', `/v1/files/${validId}`, { key: a.key })).status, 404);
-    assert.equal(blobFiles(p).length, blobCount - 1);
+    assert.equal(filesUnder(p.config.blobDir).length, blobCount - 1);
   });
 
   test('files are listed newest first', async () => {
