@@ -1,0 +1,161 @@
+/** Tokenization for fine-tuning: masks by format and train_on_inputs, truncation, packing, DPO pairs. */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { loadConfig } from '../../common/config';
+import { ByteTokenizer } from '../../finetune/tokenizer';
+import { encodeSample, segmentsOf, tokenizePreference, tokenizeSft, trainedSpans } from '../../finetune/tokenize';
+import { runTrainer } from '../../providers/trainer/process-trainer';
+import { chat } from '../helpers/datasets';
+
+const tokenizer = new ByteTokenizer();
+const decode = (ids: number[]) => Buffer.from(ids.filter((i) => i >= 4).map((i) => i - 4)).toString('utf8');
+/** The text of the trained positions (the specials dropped). */
+const trainedText = (ids: number[], mask: number[]) => decode(ids.filter((_, i) => mask[i]));
+
+describe('byte-level tokenizer', () => {
+  test('every UTF-8 byte is one token, and text round-trips', () => {
+    const text = 'Grüße, 世界!';
+    const ids = tokenizer.encode(text);
+    assert.equal(ids.length, Buffer.byteLength(text));
+    assert.equal(decode(ids), text);
+    assert.deepEqual(
+      tokenizer
+        .encode('Hiü')
+        .slice(0, 3)
+        .map((id) => tokenizer.tokenString(id)),
+      ['H', 'i', '<0xC3>'],
+    );
+    assert.equal(tokenizer.tokenString(tokenizer.eos), '</s>');
+  });
+});
+
+describe('masks follow train_on_inputs', () => {
+  const opts = (format: any, trainOnInputs: any) => ({ tokenizer, format, maxSeqLength: 1024, trainOnInputs });
+
+  test('auto: text datasets train everything', () => {
+    const { ids, mask } = encodeSample(segmentsOf({ text: 'hello world' }, 'GENERAL'), opts('GENERAL', 'auto'));
+    assert.equal(trainedText(ids, mask), 'hello world');
+    assert.equal(mask[0], 0, 'BOS is never trained');
+    assert.equal(mask.at(-1), 1, 'EOS is trained');
+  });
+
+  test('auto: prompt + completion trains the completion only', () => {
+    const { ids, mask } = encodeSample(
+      segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION'),
+      opts('INSTRUCTION', 'auto'),
+    );
+    assert.equal(trainedText(ids, mask), ' A.');
+  });
+
+  test('auto: conversations train assistant turns, and a weight-0 turn is skipped', () => {
+    const record = {
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'hello', weight: 0 },
+        { role: 'user', content: 'bye' },
+        { role: 'assistant', content: 'goodbye', reasoning: 'polite' },
+      ],
+    };
+    const { ids, mask } = encodeSample(segmentsOf(record, 'CONVERSATION'), opts('CONVERSATION', 'auto'));
+    assert.equal(trainedText(ids, mask), 'assistant: <think>polite</think>goodbye\n');
+    assert.match(decode(ids), /^system: Be brief\.\nuser: hi\nassistant: hello\nuser: bye\n/);
+  });
+
+  test('true trains inputs too; false trains outputs only', () => {
+    const seg = segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION');
+    const all = encodeSample(seg, opts('INSTRUCTION', true));
+    assert.equal(trainedText(all.ids, all.mask), 'Q? A.');
+    const outputs = encodeSample(segmentsOf({ text: 'abc' }, 'GENERAL'), opts('GENERAL', false));
+    assert.equal(trainedText(outputs.ids, outputs.mask), '', 'a text dataset has no outputs: only EOS is trained');
+  });
+
+  test('trained spans are half-open ranges', () => {
+    assert.deepEqual(trainedSpans([0, 1, 1, 0, 0, 1]), [
+      [1, 3],
+      [5, 6],
+    ]);
+  });
+});
+
+describe('rows', () => {
+  const records = Array.from({ length: 10 }, (_, i) => ({ prompt: `question ${i}?`, completion: ` answer ${i}.` }));
+  const base = { tokenizer, format: 'INSTRUCTION' as const, trainOnInputs: 'auto' as const };
+
+  test('no packing: one row per sample, cut at max_seq_length and counted as truncated', () => {
+    const r = tokenizeSft(records, { ...base, maxSeqLength: 16, packing: false });
+    assert.equal(r.rows.length, 10);
+    assert.ok(r.rows.every((row) => row.input_ids.length <= 16 && row.input_ids.length === row.loss_mask.length));
+    assert.equal(r.truncated, 10);
+    const roomy = tokenizeSft(records, { ...base, maxSeqLength: 64, packing: false });
+    assert.equal(roomy.truncated, 0);
+  });
+
+  test('packing: samples fill rows of exactly max_seq_length; no token is lost', () => {
+    const unpacked = tokenizeSft(records, { ...base, maxSeqLength: 64, packing: false });
+    const packed = tokenizeSft(records, { ...base, maxSeqLength: 32, packing: true });
+    assert.ok(packed.rows.slice(0, -1).every((row) => row.input_ids.length === 32));
+    assert.deepEqual(
+      packed.rows.flatMap((row) => row.input_ids),
+      unpacked.rows.flatMap((row) => row.input_ids),
+    );
+    assert.equal(packed.trainedTokens, unpacked.trainedTokens);
+  });
+
+  test('a DPO pair masks the prompt and trains each answer', () => {
+    const { row, truncated } = tokenizePreference(
+      {
+        input: { messages: [{ role: 'user', content: 'Say 7' }] },
+        preferred_output: [{ role: 'assistant', content: '7' }],
+        non_preferred_output: [{ role: 'assistant', content: 'no' }],
+      },
+      { tokenizer, format: 'PREFERENCE_OPENAI', maxSeqLength: 128, trainOnInputs: 'auto' },
+    );
+    assert.equal(truncated, false);
+    assert.equal(trainedText(row.chosen_ids, row.chosen_mask), 'assistant: 7\n');
+    assert.equal(trainedText(row.rejected_ids, row.rejected_mask), 'assistant: no\n');
+    assert.equal(decode(row.chosen_ids), 'user: Say 7\nassistant: 7\n');
+  });
+});
+
+describe('tokenized rows train the reference model', () => {
+  const work = mkdtempSync(path.join(tmpdir(), 'gantry-tok-'));
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  test('a conversational dataset, tokenized and packed, makes the loss fall', async () => {
+    const records = Array.from({ length: 60 }, (_, i) => chat(`What is ${i} + 2?`, `${i} + 2 = ${i + 2}.`));
+    const { rows } = tokenizeSft(records, {
+      tokenizer,
+      format: 'CONVERSATION',
+      trainOnInputs: 'auto',
+      maxSeqLength: 64,
+      packing: true,
+    });
+    const file = path.join(work, 'train.jsonl');
+    writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const run = await runTrainer({
+      python: loadConfig().trainerPython,
+      config: {
+        model: { vocab_size: tokenizer.vocabSize, d_model: 64, n_layers: 2, n_heads: 4, d_ff: 128, max_seq_len: 64 },
+        base_seed: 0,
+        training_method: 'sft',
+        training_type: 'full',
+        learning_rate: 0.003,
+        lr_scheduler: { type: 'linear', min_lr_ratio: 0 },
+        n_epochs: 6,
+        batch_size: 8,
+        max_seq_length: 64,
+        n_checkpoints: 1,
+        seed: 1,
+        train_file: file,
+        output_dir: path.join(work, 'out'),
+      },
+    });
+    assert.equal(run.exitCode, 0, run.stderr);
+    const losses = run.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
+    assert.ok(losses.at(-1)! < losses[0] - 1, `loss ${losses[0].toFixed(2)} -> ${losses.at(-1)!.toFixed(2)}`);
+  });
+});
