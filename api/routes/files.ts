@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import express, { type Request, type Response } from 'express';
+import type { Request, Response } from 'express';
 import multer from 'multer';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { fileValidationWorkflowId } from '../../common/files';
@@ -356,10 +356,3 @@ export function presignedUploadHandler(deps: ApiDeps) {
     res.status(200).json(toFileObject(updated));
   };
 }
-
-export const presignedUploadRoute = {
-  method: 'put' as const,
-  path: '/files/:id/upload',
-  expressPath: '/v1/files/:id/upload',
-  parser: express.raw({ limit: 0, type: () => false }),
-};
