@@ -18,10 +18,19 @@ COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
     && npm cache clean --force
 
+# The reference trainer (trainers/reference): Python with JAX on CPU, used by
+# GPU workers. Its packages get their own layer, rebuilt when they change.
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+COPY trainers/reference/requirements.txt trainers/reference/requirements.txt
+RUN python3 -m venv /app/.venv \
+    && /app/.venv/bin/pip install --no-cache-dir --disable-pip-version-check -r trainers/reference/requirements.txt
+ENV GANTRY_TRAINER_PYTHON=/app/.venv/bin/python
+
 COPY . .
 
 # State directories: the admin API key (bootstrap) and blobs (API, control
-# workers). Created here, owned by `node`, so named volumes mounted on them
+# and GPU workers). Created here, owned by `node`, so named volumes mounted on them
 # start out writable by that user.
 RUN mkdir -p /var/lib/gantry/blobs && chown -R node:node /var/lib/gantry
 

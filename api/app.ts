@@ -16,6 +16,7 @@ import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
 import { addMultipartRoutes, multipartPartHandler } from './routes/file-multipart';
 import { addFileRoutes, presignedUploadHandler } from './routes/files';
+import { addFineTuneRoutes } from './routes/fine-tunes';
 import { addSystemRoutes } from './routes/system';
 
 export function createApp(deps: ApiDeps): express.Express {
@@ -33,6 +34,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addSystemRoutes(v1, deps);
   addMultipartRoutes(v1, deps); // before addFileRoutes: /files/multipart/... must not match /files/:id
   addFileRoutes(v1, deps);
+  addFineTuneRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

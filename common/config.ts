@@ -42,9 +42,17 @@ const EnvSchema = z.object({
   GANTRY_SIGNING_SECRET: z.string().min(32).optional(),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
   /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
-  GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce.number().int().positive().default(5 * 1024 ** 3),
+  GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(5 * 1024 ** 3),
   /** Part size of multipart uploads (raised when a file would need more than 10,000 parts). */
-  GANTRY_MULTIPART_PART_BYTES: z.coerce.number().int().positive().default(100 * 1024 ** 2),
+  GANTRY_MULTIPART_PART_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(100 * 1024 ** 2),
   /** How long a validating activity may go silent before Temporal retries it on another worker. */
   GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -66,6 +74,8 @@ const EnvSchema = z.object({
   TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
   TEMPORAL_API_KEY: z.string().optional(),
 
+  /** How long a training activity may go silent before Temporal retries it (from its last checkpoint). */
+  GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(60),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
@@ -116,6 +126,7 @@ export interface GantryConfig {
   };
   gpuTypes: GpuType[];
   trainerPython: string;
+  trainingHeartbeatTimeoutSeconds: number;
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
@@ -163,6 +174,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
+    trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,

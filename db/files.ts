@@ -210,7 +210,11 @@ export async function insertMultipartUpload(
 }
 
 /** Scoped by project through the file: another project's upload is not found. */
-export async function getMultipartUpload(db: Queryable, projectId: string, id: string): Promise<MultipartUploadRow | null> {
+export async function getMultipartUpload(
+  db: Queryable,
+  projectId: string,
+  id: string,
+): Promise<MultipartUploadRow | null> {
   const { rows } = await db.query<MultipartUploadRow>(
     `SELECT u.* FROM file_multipart_uploads u JOIN files f ON f.id = u.file_id
       WHERE u.id = $1 AND f.project_id = $2`,
@@ -219,7 +223,11 @@ export async function getMultipartUpload(db: Queryable, projectId: string, id: s
   return rows[0] ?? null;
 }
 
-export async function getMultipartUploadForFile(db: Queryable, fileId: string, id: string): Promise<MultipartUploadRow | null> {
+export async function getMultipartUploadForFile(
+  db: Queryable,
+  fileId: string,
+  id: string,
+): Promise<MultipartUploadRow | null> {
   const { rows } = await db.query<MultipartUploadRow>(
     'SELECT * FROM file_multipart_uploads WHERE id = $1 AND file_id = $2',
     [id, fileId],

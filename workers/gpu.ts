@@ -1,12 +1,15 @@
 /**
  * A GPU worker: activities that need an accelerator, on `gpu.<type>` for each
  * type in GANTRY_GPU_TYPES. On a host without NVIDIA GPUs it runs as a
- * simulated accelerator host and says so. It needs Temporal only: no database.
+ * simulated accelerator host and says so; the reference trainer runs on CPU.
  */
-import { loadConfig } from '../common/config';
-import { exitOnStartupError } from '../common/lifecycle';
+import path from 'node:path';
+import { loadConfig, requireDatabaseUrl } from '../common/config';
+import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
+import { createPool } from '../db/pool';
 import { detectAcceleratorHost } from '../providers/accelerator/host';
+import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createGpuWorkers, installRuntime } from './runtime';
 import { gpuTaskQueue } from './task-queues';
 
@@ -15,6 +18,8 @@ async function main() {
   const logger = createLogger('worker-gpu', config.logLevel);
   installRuntime(logger);
   const host = await detectAcceleratorHost(config.accelerator);
+  const db = createPool(requireDatabaseUrl(config));
+  await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);
   const connection = await connectWorkerConnection(config, logger);
   const workers = await createGpuWorkers({
     connection,
@@ -22,6 +27,10 @@ async function main() {
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     gpuTypes: config.gpuTypes,
     host,
+    db,
+    blobs: new FilesystemBlobStore(config.blobDir),
+    trainerPython: config.trainerPython,
+    workDir: path.join(config.dataDir, 'trainer-runs'),
   });
   logger.info(
     { taskQueues: config.gpuTypes.map(gpuTaskQueue), accelerator: host.kind },
@@ -31,6 +40,7 @@ async function main() {
   );
   await Promise.all(workers.map((w) => w.run()));
   await connection.close();
+  await db.end();
   logger.info('GPU worker stopped');
 }
 

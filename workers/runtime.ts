@@ -22,6 +22,7 @@ import type { Db } from '../db/pool';
 import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
+import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { createSystemActivities } from '../activities/system';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
@@ -80,6 +81,7 @@ export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: Bl
     activities: {
       ...createSystemActivities({ db: deps.db }),
       ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
+      ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.
@@ -87,11 +89,30 @@ export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: Bl
   });
 }
 
-/** One activity-only worker per accelerator type this host serves. */
+/**
+ * One activity-only worker per accelerator type this host serves. Training
+ * writes its progress to PostgreSQL and its weights to the blob store, so a
+ * GPU host needs both, like a control worker.
+ */
 export function createGpuWorkers(
-  deps: CommonWorkerDeps & { gpuTypes: GpuType[]; host: AcceleratorHost },
+  deps: CommonWorkerDeps & {
+    gpuTypes: GpuType[];
+    host: AcceleratorHost;
+    db: Db;
+    blobs: BlobStore;
+    trainerPython: string;
+    workDir: string;
+  },
 ): Promise<Worker[]> {
-  const activities = createAcceleratorActivities({ host: deps.host });
+  const activities = {
+    ...createAcceleratorActivities({ host: deps.host }),
+    ...createTrainingActivities({
+      db: deps.db,
+      blobs: deps.blobs,
+      trainerPython: deps.trainerPython,
+      workDir: deps.workDir,
+    }),
+  };
   return Promise.all(
     deps.gpuTypes.map((gpuType) =>
       Worker.create({
@@ -101,6 +122,9 @@ export function createGpuWorkers(
         identity: `gpu(${gpuType}, ${deps.host.kind})@${hostname()}:${process.pid}`,
         activities,
         shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        // Cancellation reaches an activity in a heartbeat response: heartbeat often,
+        // so a cancelled training run stops within about a second.
+        maxHeartbeatThrottleInterval: '1 second',
       }),
     ),
   );

@@ -4,6 +4,7 @@
  * that test/run.ts started (DATABASE_URL, TEMPORAL_ADDRESS).
  */
 import { createServer } from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
@@ -75,7 +76,15 @@ export async function startTestPlatform(
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
     ...(opts.controlWorker === false ? [] : [await createControlWorker({ ...common, db, blobs })]),
-    ...(await createGpuWorkers({ ...common, gpuTypes: opts.gpuTypes ?? ['H100_SXM'], host: new SimulatedHost() })),
+    ...(await createGpuWorkers({
+      ...common,
+      gpuTypes: opts.gpuTypes ?? ['H100_SXM'],
+      host: new SimulatedHost(),
+      db,
+      blobs,
+      trainerPython: base.trainerPython,
+      workDir: path.join(base.dataDir, 'trainer-runs'),
+    })),
   ];
   const running = workers.map((w) => w.run());
 

@@ -1,0 +1,372 @@
+/**
+ * Activities of the fineTune workflow.
+ *
+ * Control queue: job records and events, tokenization of the job's files into
+ * the trainer's rows (stored in the blob store), file leases.
+ * GPU queue (gpu.<type> of the base model): the training run itself.
+ */
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { FineTuneEventType, PreparedData, TrainingOutcome } from '../common/fine-tunes';
+import type { DatasetFormat } from '../datasets/records';
+import { acquireFileLease, getFileById, releaseFileLease } from '../db/files';
+import {
+  addFineTuneEvent,
+  getFineTuneById,
+  recordCheckpoint,
+  recordMetric,
+  updateFineTune,
+  type FineTuneUpdate,
+} from '../db/fine-tunes';
+import type { Db } from '../db/pool';
+import { findFineTuneModel } from '../finetune/models';
+import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
+import { trainerConfig } from '../finetune/trainer-config';
+import type { BlobStore } from '../providers/storage/blob-store';
+import { runTrainer } from '../providers/trainer/process-trainer';
+
+const TOKENIZE_CHUNK = 1000;
+
+export interface JobRecord {
+  jobId: string;
+  update?: FineTuneUpdate;
+  event?: {
+    type: FineTuneEventType;
+    message: string;
+    level?: 'info' | 'warning' | 'error';
+    step?: number;
+    dedupKey?: string;
+  };
+}
+
+async function recordJob(db: Db, r: JobRecord): Promise<void> {
+  if (r.update) await updateFineTune(db, r.jobId, r.update);
+  if (r.event) await addFineTuneEvent(db, { jobId: r.jobId, ...r.event });
+}
+
+/** JSON records of a stored JSONL file, a chunk at a time (bounded memory). */
+async function* recordChunks(blobs: BlobStore, key: string): AsyncGenerator<Record<string, unknown>[]> {
+  const lines = createInterface({ input: blobs.read(key, undefined, { chunkBytes: 1 << 20 }), crlfDelay: Infinity });
+  let chunk: Record<string, unknown>[] = [];
+  for await (const raw of lines) {
+    const line = raw.replace(/^\uFEFF/, '');
+    if (!line.trim()) continue;
+    chunk.push(JSON.parse(line));
+    if (chunk.length === TOKENIZE_CHUNK) {
+      yield chunk;
+      chunk = [];
+    }
+  }
+  if (chunk.length) yield chunk;
+}
+
+export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
+  return {
+    async recordFineTune(r: JobRecord): Promise<void> {
+      await recordJob(db, r);
+    },
+
+    async releaseFineTuneFiles({ jobId }: { jobId: string }): Promise<void> {
+      const job = await getFineTuneById(db, jobId);
+      if (!job) return;
+      for (const fileId of [job.plan.training_file, job.plan.validation_file]) {
+        if (fileId) await releaseFileLease(db, fileId, `fine-tune/${jobId}`);
+      }
+    },
+
+    /** Tokenizes the training (and validation) file into the trainer's rows, stored as blobs. */
+    async prepareTrainingData({ jobId }: { jobId: string }): Promise<PreparedData> {
+      const ctx = Context.current();
+      const job = await getFineTuneById(db, jobId);
+      if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
+      const model = findFineTuneModel(job.plan.model);
+      if (!model) throw ApplicationFailure.nonRetryable(`unknown base model ${job.plan.model}`, 'UnknownModel');
+      const tokenizer = model.tokenizer();
+
+      const tokenizeFile = async (fileId: string, purpose: 'train' | 'eval') => {
+        const file = await getFileById(db, fileId);
+        if (!file || !file.validation_report?.valid) {
+          throw ApplicationFailure.nonRetryable(`file ${fileId} is gone or not valid`, 'FileUnusable');
+        }
+        await acquireFileLease(db, fileId, `fine-tune/${jobId}`);
+        const format = file.validation_report.dataset_format as DatasetFormat;
+        const key = `fine-tunes/${jobId}/tokenized/${purpose}.jsonl`;
+        let rows = 0;
+        let tokens = 0;
+        let samples = 0;
+        const out = Readable.from(
+          (async function* () {
+            for await (const records of recordChunks(blobs, file.blob_key)) {
+              ctx.heartbeat({ purpose, samples });
+              samples += records.length;
+              if (job.plan.method === 'dpo') {
+                for (const r of records) {
+                  const { row } = tokenizePreference(r, {
+                    tokenizer,
+                    format,
+                    maxSeqLength: job.plan.max_seq_length,
+                    trainOnInputs: job.plan.train_on_inputs,
+                  });
+                  rows++;
+                  tokens += row.chosen_ids.length + row.rejected_ids.length;
+                  yield JSON.stringify(row) + '\n';
+                }
+                continue;
+              }
+              const result = tokenizeSft(records, {
+                tokenizer,
+                format,
+                maxSeqLength: job.plan.max_seq_length,
+                trainOnInputs: job.plan.train_on_inputs,
+                // Evaluation rows are never packed: each eval sample stands alone.
+                packing: purpose === 'train' && job.plan.packing,
+              });
+              rows += result.rows.length;
+              tokens += result.totalTokens;
+              for (const row of result.rows) yield JSON.stringify(row) + '\n';
+            }
+          })(),
+        );
+        await blobs.put(key, out, { maxBytes: Number.MAX_SAFE_INTEGER });
+        return { key, rows, tokens, samples };
+      };
+
+      await recordJob(db, {
+        jobId,
+        event: {
+          type: 'training_data_downloading',
+          message: 'Tokenizing the training data.',
+          dedupKey: 'tokenize-train',
+        },
+      });
+      const train = await tokenizeFile(job.plan.training_file, 'train');
+      let evalKey: string | null = null;
+      if (job.plan.validation_file) {
+        await recordJob(db, {
+          jobId,
+          event: {
+            type: 'validation_data_downloading',
+            message: 'Tokenizing the validation data.',
+            dedupKey: 'tokenize-eval',
+          },
+        });
+        evalKey = (await tokenizeFile(job.plan.validation_file, 'eval')).key;
+        await recordJob(db, {
+          jobId,
+          event: {
+            type: 'validation_data_download_complete',
+            message: 'Validation data tokenized.',
+            dedupKey: 'tokenized-eval',
+          },
+        });
+      }
+      await recordJob(db, {
+        jobId,
+        update: { token_count: train.tokens, trainingfile_numlines: train.samples },
+        event: {
+          type: 'training_data_download_complete',
+          message: `Training data tokenized: ${train.samples} samples, ${train.rows} rows, ${train.tokens} tokens.`,
+          dedupKey: 'tokenized-train',
+        },
+      });
+      return { trainKey: train.key, evalKey, trainRows: train.rows, tokenCount: train.tokens };
+    },
+  };
+}
+
+interface TrainingProgress {
+  step: number;
+  /** The newest checkpoint, as stored in the blob store (a retry on another host starts from it). */
+  checkpoint?: { step: number; blobPrefix: string; files: string[] };
+}
+
+async function download(blobs: BlobStore, key: string, file: string): Promise<void> {
+  mkdirSync(path.dirname(file), { recursive: true });
+  await pipeline(blobs.read(key), createWriteStream(file));
+}
+
+async function uploadDir(blobs: BlobStore, dir: string, prefix: string): Promise<string[]> {
+  const files = readdirSync(dir).filter((f) => !f.startsWith('.'));
+  for (const f of files) {
+    await blobs.put(`${prefix}/${f}`, createReadStream(path.join(dir, f)), { maxBytes: Number.MAX_SAFE_INTEGER });
+  }
+  return files;
+}
+
+export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; trainerPython: string; workDir: string }) {
+  const { db, blobs } = deps;
+  return {
+    /**
+     * One training run. Heartbeats carry the newest checkpoint; a retry (the
+     * worker was lost) resumes from it instead of step 0. Cancellation stops
+     * the trainer after its current step.
+     */
+    async trainModel({ jobId, prepared }: { jobId: string; prepared: PreparedData }): Promise<TrainingOutcome> {
+      const ctx = Context.current();
+      const job = await getFineTuneById(db, jobId);
+      if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
+      const model = findFineTuneModel(job.plan.model)!;
+      const run = path.join(deps.workDir, jobId, `attempt-${ctx.info.attempt}`);
+      rmSync(run, { recursive: true, force: true });
+      const trainFile = path.join(run, 'train.jsonl');
+      await download(blobs, prepared.trainKey, trainFile);
+      const validationFile = prepared.evalKey ? path.join(run, 'eval.jsonl') : null;
+      if (prepared.evalKey && validationFile) await download(blobs, prepared.evalKey, validationFile);
+
+      let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ?? { step: 0 };
+      let resumeFrom: string | undefined;
+      if (progress.checkpoint) {
+        resumeFrom = path.join(run, 'resume');
+        for (const f of progress.checkpoint.files) {
+          await download(blobs, `${progress.checkpoint.blobPrefix}/${f}`, path.join(resumeFrom, f));
+        }
+        await addFineTuneEvent(db, {
+          jobId,
+          type: 'job_restarted',
+          message: `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`,
+          step: progress.checkpoint.step,
+          dedupKey: `restart-${ctx.info.attempt}`,
+        });
+      }
+
+      const heartbeat = () => ctx.heartbeat(progress);
+      const ticker = setInterval(heartbeat, 1000);
+      // Protocol events arrive faster than PostgreSQL round trips; keep them in order.
+      let writes: Promise<unknown> = Promise.resolve();
+      const later = (fn: () => Promise<unknown>) => (writes = writes.then(fn));
+      const uploads: Array<Promise<void>> = [];
+      try {
+        const result = await runTrainer({
+          python: deps.trainerPython,
+          config: trainerConfig(job.plan, model, {
+            trainFile,
+            validationFile,
+            outputDir: path.join(run, 'out'),
+            resumeFrom,
+          }),
+          signal: ctx.cancellationSignal,
+          onEvent: (e) => {
+            switch (e.event) {
+              case 'start':
+                later(() =>
+                  recordJob(db, {
+                    jobId,
+                    update: { param_count: e.trainable_params, total_steps: e.total_steps },
+                    event: {
+                      type: 'training_start',
+                      message: `Training ${e.total_steps} steps over ${e.n_epochs} epochs (${e.trainable_params} trainable parameters).`,
+                      dedupKey: `training-start-${ctx.info.attempt}`,
+                    },
+                  }),
+                );
+                break;
+              case 'step':
+                progress = { ...progress, step: e.step };
+                later(() =>
+                  recordMetric(db, {
+                    jobId,
+                    step: e.step,
+                    epoch: e.epoch,
+                    loss: e.loss,
+                    lr: e.lr,
+                    gradNorm: e.grad_norm,
+                    tokens: e.tokens,
+                    rewardMargin: e.reward_margin,
+                  }),
+                );
+                break;
+              case 'eval':
+                later(() => recordMetric(db, { jobId, step: e.step, evalLoss: e.eval_loss }));
+                break;
+              case 'checkpoint': {
+                const blobPrefix = `fine-tunes/${jobId}/checkpoints/step-${e.step}`;
+                uploads.push(
+                  uploadDir(blobs, e.path, blobPrefix).then(async (files) => {
+                    progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
+                    heartbeat();
+                    await later(() =>
+                      Promise.all([
+                        recordCheckpoint(db, {
+                          jobId,
+                          step: e.step,
+                          epoch: e.epoch,
+                          type: 'intermediate',
+                          blobPrefix,
+                          files,
+                        }),
+                        recordJob(db, {
+                          jobId,
+                          update: { epochs_completed: e.epoch },
+                          event: {
+                            type: 'checkpoint_save',
+                            message: `Checkpoint saved at step ${e.step} (epoch ${e.epoch}).`,
+                            step: e.step,
+                            dedupKey: `checkpoint-${e.step}`,
+                          },
+                        }),
+                      ]),
+                    );
+                  }),
+                );
+                break;
+              }
+              case 'early_stopped':
+                later(() =>
+                  recordJob(db, {
+                    jobId,
+                    update: {
+                      early_stopped: true,
+                      early_stopping_best_step: e.best_step,
+                      early_stopping_best_metric: e.best_metric,
+                    },
+                    event: {
+                      type: 'early_stopped',
+                      message: `Early stopping at step ${e.step}: no improvement; the best step was ${e.best_step} (eval loss ${e.best_metric.toFixed(4)}).`,
+                      step: e.step,
+                      dedupKey: 'early-stopped',
+                    },
+                  }),
+                );
+                break;
+            }
+          },
+        });
+        await Promise.all(uploads);
+        await writes;
+        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('training cancelled');
+        const error = result.events.find((e) => e.event === 'error');
+        const done = result.events.find((e) => e.event === 'done');
+        if (error && error.event === 'error') throw ApplicationFailure.nonRetryable(error.message, 'TrainerError');
+        if (!done || done.event !== 'done' || result.exitCode !== 0) {
+          // The trainer died without a verdict (killed, out of memory): worth another attempt.
+          throw ApplicationFailure.retryable(
+            `trainer exited with ${result.exitCode}: ${result.stderr.slice(-500)}`,
+            'TrainerCrashed',
+          );
+        }
+        const finalPrefix = `fine-tunes/${jobId}/final`;
+        const files = await uploadDir(blobs, done.output_dir, finalPrefix);
+        await recordCheckpoint(db, { jobId, step: done.step, type: 'final', blobPrefix: finalPrefix, files });
+        const start = result.events.find((e) => e.event === 'start');
+        return {
+          steps: done.step,
+          paramCount: start && start.event === 'start' ? start.trainable_params : 0,
+          finalKeys: files.map((f) => `${finalPrefix}/${f}`),
+          earlyStopped: done.early_stopped,
+          bestStep: done.best_step ?? null,
+          bestMetric: done.best_metric ?? null,
+        };
+      } finally {
+        clearInterval(ticker);
+        if (existsSync(run)) rmSync(run, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+export type FineTuneActivities = ReturnType<typeof createFineTuneActivities>;
+export type TrainingActivities = ReturnType<typeof createTrainingActivities>;

@@ -1,0 +1,361 @@
+/**
+ * Fine-tuning jobs (spec: Fine-tuning; the SDK's fineTuning resource for
+ * shapes). Create checks every rule, writes the job and starts its workflow
+ * (`fine-tune/<ft-id>`); reads come from PostgreSQL; cancel is a workflow
+ * cancellation that stops the trainer.
+ */
+import { z } from 'zod';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../common/fine-tunes';
+import { newId } from '../../common/ids';
+import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
+import { getFile } from '../../db/files';
+import {
+  addFineTuneEvent,
+  getFineTune,
+  insertFineTune,
+  listCheckpoints,
+  listFineTuneEvents,
+  listFineTunes,
+  listMetrics,
+  updateFineTune,
+  type FineTuneEventRow,
+  type FineTuneRow,
+} from '../../db/fine-tunes';
+import { withTransaction } from '../../db/pool';
+import { findFineTuneModel } from '../../finetune/models';
+import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import type { fineTune } from '../../workflows/fine-tunes';
+import type { ApiDeps } from '../deps';
+import { conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import {
+  CreateFineTuneBody,
+  FineTuneEventSchema,
+  FineTuneIdParams,
+  FineTuneSchema,
+  ModelLimitsQuery,
+} from '../schemas/fine-tunes';
+import { IsoDateTime } from '../schemas/common';
+import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
+
+const TERMINAL = new Set(['completed', 'cancelled', 'error']);
+
+function toEvent(e: FineTuneEventRow) {
+  return {
+    object: 'fine-tune-event' as const,
+    type: e.type,
+    level: e.level,
+    message: e.message,
+    ...(e.step !== null ? { step: e.step } : {}),
+    created_at: new Date(e.created_at).toISOString(),
+  };
+}
+
+export function toFineTune(row: FineTuneRow, events?: FineTuneEventRow[]) {
+  const p = row.plan;
+  return {
+    id: row.id,
+    status: row.status,
+    user_id: row.created_by,
+    created_at: new Date(row.created_at).toISOString(),
+    updated_at: new Date(row.updated_at).toISOString(),
+    ...(row.started_at ? { started_at: new Date(row.started_at).toISOString() } : {}),
+    model: p.model,
+    training_file: p.training_file,
+    ...(p.validation_file ? { validation_file: p.validation_file } : {}),
+    ...(p.suffix ? { suffix: p.suffix } : {}),
+    n_epochs: p.n_epochs,
+    n_checkpoints: p.n_checkpoints,
+    n_evals: p.n_evals,
+    batch_size: p.batch_size,
+    learning_rate: p.learning_rate,
+    lr_scheduler: {
+      lr_scheduler_type: p.lr_scheduler.type,
+      lr_scheduler_args: { min_lr_ratio: p.lr_scheduler.min_lr_ratio, num_cycles: p.lr_scheduler.num_cycles },
+    },
+    warmup_ratio: p.warmup_ratio,
+    max_grad_norm: p.max_grad_norm,
+    weight_decay: p.weight_decay,
+    random_seed: p.seed,
+    max_seq_length: p.max_seq_length,
+    packing: p.packing,
+    train_on_inputs: p.train_on_inputs,
+    training_method:
+      p.method === 'dpo'
+        ? { method: 'dpo' as const, dpo_beta: p.dpo_beta }
+        : { method: 'sft' as const, train_on_inputs: p.train_on_inputs },
+    training_type: p.lora
+      ? {
+          type: 'Lora' as const,
+          lora_r: p.lora.r,
+          lora_alpha: p.lora.alpha,
+          lora_dropout: p.lora.dropout,
+          lora_trainable_modules: p.lora.target_modules.join(','),
+        }
+      : { type: 'Full' as const },
+    ...(row.token_count !== null ? { token_count: Number(row.token_count) } : {}),
+    ...(row.trainingfile_numlines !== null ? { trainingfile_numlines: row.trainingfile_numlines } : {}),
+    ...(row.param_count !== null ? { param_count: Number(row.param_count) } : {}),
+    epochs_completed: row.epochs_completed,
+    early_stopped: row.early_stopped,
+    ...(row.early_stopping_best_step !== null ? { early_stopping_best_step: row.early_stopping_best_step } : {}),
+    ...(row.early_stopping_best_step !== null ? { early_stopping_best_metric: row.early_stopping_best_metric } : {}),
+    model_output_name: row.model_output_name,
+    ...(row.output_prefix && row.status === 'completed' ? { model_output_path: row.output_prefix } : {}),
+    ...(row.error ? { error: row.error } : {}),
+    ...(events ? { events: events.map(toEvent) } : {}),
+  };
+}
+
+export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+
+  const findJob = async (projectId: string, id: string) => {
+    const row = await getFineTune(db, projectId, id);
+    if (!row) throw notFound(`Fine-tuning job '${id}' not found.`);
+    return row;
+  };
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/models/limits',
+    operationId: 'fineTuneModelLimits',
+    summary: 'Limits of a base model for fine-tuning',
+    tags: ['fine-tuning'],
+    query: ModelLimitsQuery,
+    strict: true,
+    errors: [404],
+    response: { status: 200, description: 'The limits', schema: z.record(z.string(), z.unknown()) },
+    handler: async ({ query }) => {
+      const model = findFineTuneModel(query.model_name);
+      if (!model) throw notFound(`Base model '${query.model_name}' cannot be fine-tuned here.`, 'model_not_available');
+      return model.limits;
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/fine-tunes',
+    operationId: 'createFineTune',
+    summary: 'Start a fine-tuning job',
+    tags: ['fine-tuning'],
+    body: CreateFineTuneBody,
+    errors: [503],
+    response: { status: 200, description: 'The job, status pending', schema: FineTuneSchema },
+    handler: async ({ body, principal }) => {
+      const model = resolveModel(body);
+      const training = checkFile(
+        await getFile(db, principal.projectId, body.training_file),
+        body.training_file,
+        'training_file',
+      );
+      const validation = body.validation_file
+        ? checkFile(
+            await getFile(db, principal.projectId, body.validation_file),
+            body.validation_file,
+            'validation_file',
+          )
+        : null;
+      const plan = resolvePlan(body, model, training, validation);
+      const id = newId('ft');
+      const baseName = model.name.split('/').pop();
+      const modelOutputName = `${principal.projectSlug}/${baseName}${plan.suffix ? `-${plan.suffix}` : ''}-${id.slice(3, 11)}`;
+      const row = await withTransaction(db, async (tx) => {
+        const job = await insertFineTune(tx, {
+          id,
+          projectId: principal.projectId,
+          createdBy: principal.userId ?? principal.apiKeyId,
+          plan,
+          modelOutputName,
+        });
+        await addFineTuneEvent(tx, {
+          jobId: id,
+          type: 'job_pending',
+          message: 'Fine-tuning job created.',
+          dedupKey: 'job-pending',
+        });
+        return job;
+      });
+      const input: FineTuneWorkflowInput = {
+        jobId: id,
+        projectId: principal.projectId,
+        gpuType: model.gpuType,
+        queueProbeSeconds: config.gpuQueueWaitSeconds,
+        heartbeatTimeoutSeconds: config.trainingHeartbeatTimeoutSeconds,
+      };
+      try {
+        await temporal.connection.withDeadline(Date.now() + 5_000, () =>
+          temporal.workflow.start<typeof fineTune>('fineTune', {
+            workflowId: fineTuneWorkflowId(id),
+            taskQueue: CONTROL_TASK_QUEUE,
+            args: [input],
+            typedSearchAttributes: [
+              { key: SA_PROJECT_ID, value: principal.projectId },
+              { key: SA_RESOURCE_TYPE, value: FINE_TUNE_RESOURCE_TYPE },
+              { key: SA_RESOURCE_ID, value: id },
+              { key: SA_STATUS, value: 'pending' },
+            ],
+            staticSummary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
+            staticDetails: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
+          }),
+        );
+      } catch (err) {
+        await db.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
+        throw err;
+      }
+      return toFineTune(row);
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes',
+    operationId: 'listFineTunes',
+    summary: "The project's fine-tuning jobs, newest first",
+    tags: ['fine-tuning'],
+    response: {
+      status: 200,
+      description: 'Jobs',
+      schema: z.object({ object: z.literal('list'), data: z.array(FineTuneSchema) }),
+    },
+    handler: async ({ principal }) => ({
+      object: 'list' as const,
+      data: (await listFineTunes(db, principal.projectId)).map((r) => toFineTune(r)),
+    }),
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/:id',
+    operationId: 'retrieveFineTune',
+    summary: 'A fine-tuning job with its events',
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404],
+    response: { status: 200, description: 'The job', schema: FineTuneSchema },
+    handler: async ({ params, principal }) => {
+      const row = await findJob(principal.projectId, params.id);
+      return toFineTune(row, await listFineTuneEvents(db, row.id));
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/:id/events',
+    operationId: 'listFineTuneEvents',
+    summary: "A job's events, oldest first",
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404],
+    response: { status: 200, description: 'Events', schema: z.object({ data: z.array(FineTuneEventSchema) }) },
+    handler: async ({ params, principal }) => {
+      const row = await findJob(principal.projectId, params.id);
+      return { data: (await listFineTuneEvents(db, row.id)).map(toEvent) };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/:id/checkpoints',
+    operationId: 'listFineTuneCheckpoints',
+    summary: "A job's checkpoints, by step",
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Checkpoints',
+      schema: z.object({
+        data: z.array(
+          z.object({
+            step: z.number().int(),
+            checkpoint_type: z.string(),
+            checkpoint: z.enum(['model', 'adapter']),
+            path: z.string(),
+            files: z.array(z.string()),
+            created_at: IsoDateTime,
+          }),
+        ),
+      }),
+    },
+    handler: async ({ params, principal }) => {
+      const row = await findJob(principal.projectId, params.id);
+      const lora = row.plan.training_type === 'lora';
+      return {
+        data: (await listCheckpoints(db, row.id)).map((c) => ({
+          step: c.step,
+          checkpoint_type: c.checkpoint_type,
+          checkpoint: lora && c.checkpoint_type === 'intermediate' ? ('adapter' as const) : ('model' as const),
+          path: c.checkpoint_type === 'final' ? row.id : `${row.id}:${c.step}`,
+          files: c.files,
+          created_at: new Date(c.created_at).toISOString(),
+        })),
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/:id/metrics',
+    operationId: 'listFineTuneMetrics',
+    summary: 'Training metrics by step (loss, learning rate, gradient norm, eval loss)',
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Metrics',
+      schema: z.object({ metrics: z.array(z.record(z.string(), z.unknown())) }),
+    },
+    handler: async ({ params, principal }) => {
+      const row = await findJob(principal.projectId, params.id);
+      const metrics = await listMetrics(db, row.id);
+      return {
+        metrics: metrics.map((m) => {
+          const out: Record<string, unknown> = { global_step: m.step, logged_at: new Date(m.logged_at).toISOString() };
+          for (const k of [
+            'epoch',
+            'loss',
+            'learning_rate',
+            'grad_norm',
+            'tokens',
+            'eval_loss',
+            'reward_margin',
+          ] as const) {
+            if (m[k] !== null) out[k] = m[k];
+          }
+          return out;
+        }),
+      };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/fine-tunes/:id/cancel',
+    operationId: 'cancelFineTune',
+    summary: 'Cancel a job: training stops after its current step',
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404, 409],
+    response: { status: 200, description: 'The job, status cancel_requested', schema: FineTuneSchema },
+    handler: async ({ params, principal }) => {
+      const row = await findJob(principal.projectId, params.id);
+      if (TERMINAL.has(row.status)) throw conflict(`Job '${row.id}' is already ${row.status}.`, 'job_finished');
+      await updateFineTune(db, row.id, { status: 'cancel_requested' });
+      await addFineTuneEvent(db, {
+        jobId: row.id,
+        type: 'cancel_requested',
+        message: 'Cancellation requested.',
+        dedupKey: 'cancel-requested',
+      });
+      try {
+        await temporal.workflow.getHandle(fineTuneWorkflowId(row.id)).cancel();
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      return toFineTune((await getFineTune(db, principal.projectId, row.id))!);
+    },
+  });
+}

@@ -1,0 +1,150 @@
+import { z } from 'zod';
+import { FINE_TUNE_STATUSES } from '../../common/fine-tunes';
+import { IsoDateTime } from './common';
+
+const LrScheduler = z.object({
+  lr_scheduler_type: z.enum(['linear', 'cosine']).default('cosine'),
+  lr_scheduler_args: z
+    .object({
+      min_lr_ratio: z.number().min(0).max(1).optional(),
+      num_cycles: z.number().min(0).optional(),
+    })
+    .optional(),
+});
+
+const TrainOnInputs = z.union([z.boolean(), z.literal('auto')]);
+
+export const CreateFineTuneBody = z
+  .object({
+    model: z.string().min(1).optional(),
+    from_checkpoint: z.string().optional(),
+    training_file: z.string().min(1),
+    validation_file: z.string().min(1).optional(),
+    suffix: z.string().max(40, 'must be at most 40 characters').optional(),
+    n_epochs: z.number().int().min(1).optional(),
+    n_checkpoints: z.number().int().min(1).optional(),
+    n_evals: z.number().int().min(0).optional(),
+    batch_size: z.union([z.number().int().min(1), z.literal('max')]).optional(),
+    learning_rate: z.number().positive().optional(),
+    lr_scheduler: LrScheduler.optional(),
+    warmup_ratio: z.number().min(0).max(1).optional(),
+    max_grad_norm: z.number().min(0).optional(),
+    weight_decay: z.number().min(0).optional(),
+    random_seed: z.number().int().min(0).nullable().optional(),
+    max_seq_length: z.number().int().positive().optional(),
+    packing: z.boolean().optional(),
+    train_on_inputs: TrainOnInputs.optional(),
+    training_method: z
+      .discriminatedUnion('method', [
+        z.object({ method: z.literal('sft'), train_on_inputs: TrainOnInputs.optional() }),
+        z.object({
+          method: z.literal('dpo'),
+          dpo_beta: z.number().positive().optional(),
+          dpo_normalize_logratios_by_length: z.boolean().optional(),
+          dpo_reference_free: z.boolean().optional(),
+          rpo_alpha: z.number().optional(),
+          simpo_gamma: z.number().optional(),
+        }),
+      ])
+      .optional(),
+    training_type: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('Full') }),
+        z.object({
+          type: z.literal('Lora'),
+          lora_r: z.number().int().min(1).optional(),
+          lora_alpha: z.number().min(1).optional(),
+          lora_dropout: z.number().min(0).max(1).optional(),
+          lora_trainable_modules: z.string().optional(),
+        }),
+      ])
+      .nullable()
+      .optional(),
+    early_stopping_enabled: z.boolean().optional(),
+    early_stopping_patience: z.number().int().min(1).optional(),
+    early_stopping_min_delta: z.number().min(0).optional(),
+    early_stopping_warmup_evals: z.number().int().min(0).nullable().optional(),
+    // Accepted by the SDK; refused here with a reason rather than silently ignored.
+    from_hf_model: z.string().optional(),
+    hf_api_token: z.string().optional(),
+    hf_model_revision: z.string().optional(),
+    hf_output_repo_name: z.string().optional(),
+    wandb_api_key: z.string().optional(),
+    wandb_base_url: z.string().optional(),
+    wandb_entity: z.string().optional(),
+    wandb_name: z.string().optional(),
+    wandb_project_name: z.string().optional(),
+    gradient_accumulation_steps: z.number().int().min(0).optional(),
+  })
+  .meta({ id: 'CreateFineTuneRequest' });
+
+export type CreateFineTuneInput = z.output<typeof CreateFineTuneBody>;
+
+export const FineTuneEventSchema = z.object({
+  object: z.literal('fine-tune-event'),
+  type: z.string(),
+  level: z.enum(['info', 'warning', 'error']),
+  message: z.string(),
+  step: z.number().int().optional(),
+  created_at: IsoDateTime,
+});
+
+export const FineTuneSchema = z
+  .object({
+    id: z.string(),
+    status: z.enum(FINE_TUNE_STATUSES),
+    user_id: z.string(),
+    created_at: IsoDateTime,
+    updated_at: IsoDateTime,
+    started_at: IsoDateTime.optional(),
+    model: z.string(),
+    training_file: z.string(),
+    validation_file: z.string().optional(),
+    suffix: z.string().optional(),
+    n_epochs: z.number().int(),
+    n_checkpoints: z.number().int(),
+    n_evals: z.number().int(),
+    batch_size: z.number().int(),
+    learning_rate: z.number(),
+    lr_scheduler: z.object({
+      lr_scheduler_type: z.enum(['linear', 'cosine']),
+      lr_scheduler_args: z.object({ min_lr_ratio: z.number(), num_cycles: z.number().optional() }),
+    }),
+    warmup_ratio: z.number(),
+    max_grad_norm: z.number(),
+    weight_decay: z.number(),
+    random_seed: z.number().int(),
+    max_seq_length: z.number().int(),
+    packing: z.boolean(),
+    train_on_inputs: TrainOnInputs,
+    training_method: z.union([
+      z.object({ method: z.literal('sft'), train_on_inputs: TrainOnInputs }),
+      z.object({ method: z.literal('dpo'), dpo_beta: z.number() }),
+    ]),
+    training_type: z.union([
+      z.object({ type: z.literal('Full') }),
+      z.object({
+        type: z.literal('Lora'),
+        lora_r: z.number().int(),
+        lora_alpha: z.number(),
+        lora_dropout: z.number(),
+        lora_trainable_modules: z.string(),
+      }),
+    ]),
+    token_count: z.number().int().optional(),
+    trainingfile_numlines: z.number().int().optional(),
+    param_count: z.number().int().optional(),
+    epochs_completed: z.number().int(),
+    early_stopped: z.boolean(),
+    early_stopping_best_step: z.number().int().optional(),
+    early_stopping_best_metric: z.number().nullable().optional(),
+    model_output_name: z.string(),
+    model_output_path: z.string().optional(),
+    error: z.string().optional(),
+    events: z.array(FineTuneEventSchema).optional(),
+  })
+  .meta({ id: 'FineTune' });
+
+export const FineTuneIdParams = z.object({ id: z.string().min(1).max(128) });
+
+export const ModelLimitsQuery = z.object({ model_name: z.string().min(1) });

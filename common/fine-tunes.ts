@@ -1,0 +1,93 @@
+/** Names and types shared by the fine-tuning API, workflow and activities. */
+export const FINE_TUNE_STATUSES = [
+  'pending',
+  'queued',
+  'running',
+  'compressing',
+  'uploading',
+  'cancel_requested',
+  'cancelled',
+  'error',
+  'completed',
+] as const;
+export type FineTuneStatus = (typeof FINE_TUNE_STATUSES)[number];
+
+/** The SDK's FinetuneEventType values Gantry emits. */
+export type FineTuneEventType =
+  | 'job_pending'
+  | 'job_start'
+  | 'job_stopped'
+  | 'job_restarted'
+  | 'training_data_downloading'
+  | 'training_data_download_complete'
+  | 'validation_data_downloading'
+  | 'validation_data_download_complete'
+  | 'training_start'
+  | 'checkpoint_save'
+  | 'epoch_complete'
+  | 'training_complete'
+  | 'model_uploading'
+  | 'model_upload_complete'
+  | 'early_stopped'
+  | 'job_complete'
+  | 'job_error'
+  | 'cancel_requested'
+  | 'warning';
+
+export const FINE_TUNE_RESOURCE_TYPE = 'fine-tune';
+
+export function fineTuneWorkflowId(jobId: string): string {
+  return `${FINE_TUNE_RESOURCE_TYPE}/${jobId}`;
+}
+
+/** Every hyperparameter of a job, resolved (defaults applied) at create. */
+export interface TrainingPlan {
+  model: string;
+  training_file: string;
+  validation_file: string | null;
+  n_epochs: number;
+  n_checkpoints: number;
+  n_evals: number;
+  batch_size: number;
+  learning_rate: number;
+  lr_scheduler: { type: 'linear' | 'cosine'; min_lr_ratio: number; num_cycles: number };
+  warmup_ratio: number;
+  max_grad_norm: number;
+  weight_decay: number;
+  seed: number;
+  max_seq_length: number;
+  packing: boolean;
+  train_on_inputs: boolean | 'auto';
+  method: 'sft' | 'dpo';
+  dpo_beta: number;
+  training_type: 'lora' | 'full';
+  lora: { r: number; alpha: number; dropout: number; target_modules: string[] } | null;
+  early_stopping: { enabled: boolean; patience: number; min_delta: number; warmup_evals: number };
+  suffix: string | null;
+}
+
+export interface FineTuneWorkflowInput {
+  jobId: string;
+  projectId: string;
+  gpuType: string;
+  /** How long each wait for a GPU worker lasts before the job says it is still queued. */
+  queueProbeSeconds: number;
+  heartbeatTimeoutSeconds: number;
+}
+
+/** Where the tokenization activity left the trainer's inputs. */
+export interface PreparedData {
+  trainKey: string;
+  evalKey: string | null;
+  trainRows: number;
+  tokenCount: number;
+}
+
+export interface TrainingOutcome {
+  steps: number;
+  paramCount: number;
+  finalKeys: string[];
+  earlyStopped: boolean;
+  bestStep: number | null;
+  bestMetric: number | null;
+}

@@ -1,0 +1,227 @@
+/** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
+import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../common/fine-tunes';
+import type { Queryable } from './pool';
+
+export interface FineTuneRow {
+  id: string;
+  project_id: string;
+  created_by: string;
+  status: FineTuneStatus;
+  plan: TrainingPlan;
+  model_output_name: string;
+  token_count: string | null;
+  trainingfile_numlines: number | null;
+  param_count: string | null;
+  total_steps: number | null;
+  epochs_completed: number;
+  early_stopped: boolean;
+  early_stopping_best_step: number | null;
+  early_stopping_best_metric: number | null;
+  output_prefix: string | null;
+  error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  started_at: Date | null;
+}
+
+export interface FineTuneEventRow {
+  type: FineTuneEventType;
+  level: 'info' | 'warning' | 'error';
+  message: string;
+  step: number | null;
+  created_at: Date;
+}
+
+export async function insertFineTune(
+  db: Queryable,
+  j: { id: string; projectId: string; createdBy: string; plan: TrainingPlan; modelOutputName: string },
+): Promise<FineTuneRow> {
+  const { rows } = await db.query<FineTuneRow>(
+    `INSERT INTO fine_tunes (id, project_id, created_by, status, plan, model_output_name)
+     VALUES ($1, $2, $3, 'pending', $4, $5) RETURNING *`,
+    [j.id, j.projectId, j.createdBy, j.plan, j.modelOutputName],
+  );
+  return rows[0];
+}
+
+export async function getFineTune(db: Queryable, projectId: string, id: string): Promise<FineTuneRow | null> {
+  const { rows } = await db.query<FineTuneRow>('SELECT * FROM fine_tunes WHERE id = $1 AND project_id = $2', [
+    id,
+    projectId,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function getFineTuneById(db: Queryable, id: string): Promise<FineTuneRow | null> {
+  const { rows } = await db.query<FineTuneRow>('SELECT * FROM fine_tunes WHERE id = $1', [id]);
+  return rows[0] ?? null;
+}
+
+export async function listFineTunes(db: Queryable, projectId: string): Promise<FineTuneRow[]> {
+  const { rows } = await db.query<FineTuneRow>(
+    'SELECT * FROM fine_tunes WHERE project_id = $1 ORDER BY created_at DESC, id DESC',
+    [projectId],
+  );
+  return rows;
+}
+
+/** Fields a workflow step may set on the job; only those given change. */
+export interface FineTuneUpdate {
+  status?: FineTuneStatus;
+  token_count?: number;
+  trainingfile_numlines?: number;
+  param_count?: number;
+  total_steps?: number;
+  epochs_completed?: number;
+  early_stopped?: boolean;
+  early_stopping_best_step?: number | null;
+  early_stopping_best_metric?: number | null;
+  output_prefix?: string;
+  error?: string;
+  started?: boolean;
+}
+
+const UPDATABLE = [
+  'status',
+  'token_count',
+  'trainingfile_numlines',
+  'param_count',
+  'total_steps',
+  'epochs_completed',
+  'early_stopped',
+  'early_stopping_best_step',
+  'early_stopping_best_metric',
+  'output_prefix',
+  'error',
+] as const;
+
+export async function updateFineTune(db: Queryable, id: string, u: FineTuneUpdate): Promise<void> {
+  const sets: string[] = ['updated_at = now()'];
+  const values: unknown[] = [id];
+  for (const column of UPDATABLE) {
+    if (u[column] !== undefined) {
+      values.push(u[column]);
+      sets.push(`${column} = $${values.length}`);
+    }
+  }
+  if (u.started) sets.push('started_at = coalesce(started_at, now())');
+  await db.query(`UPDATE fine_tunes SET ${sets.join(', ')} WHERE id = $1`, values);
+}
+
+/** Appends an event; with a dedup key, a retried activity's repeat is dropped. */
+export async function addFineTuneEvent(
+  db: Queryable,
+  e: {
+    jobId: string;
+    type: FineTuneEventType;
+    message: string;
+    level?: 'info' | 'warning' | 'error';
+    step?: number;
+    dedupKey?: string;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO fine_tune_events (job_id, type, level, message, step, dedup_key) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (job_id, dedup_key) DO NOTHING`,
+    [e.jobId, e.type, e.level ?? 'info', e.message, e.step ?? null, e.dedupKey ?? null],
+  );
+}
+
+export async function listFineTuneEvents(db: Queryable, jobId: string): Promise<FineTuneEventRow[]> {
+  const { rows } = await db.query<FineTuneEventRow>(
+    'SELECT type, level, message, step, created_at FROM fine_tune_events WHERE job_id = $1 ORDER BY id',
+    [jobId],
+  );
+  return rows;
+}
+
+export async function recordMetric(
+  db: Queryable,
+  m: {
+    jobId: string;
+    step: number;
+    epoch?: number;
+    loss?: number;
+    lr?: number;
+    gradNorm?: number;
+    tokens?: number;
+    evalLoss?: number;
+    rewardMargin?: number;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO fine_tune_metrics (job_id, step, epoch, loss, learning_rate, grad_norm, tokens, eval_loss, reward_margin)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (job_id, step) DO UPDATE SET
+       epoch = coalesce(EXCLUDED.epoch, fine_tune_metrics.epoch),
+       loss = coalesce(EXCLUDED.loss, fine_tune_metrics.loss),
+       learning_rate = coalesce(EXCLUDED.learning_rate, fine_tune_metrics.learning_rate),
+       grad_norm = coalesce(EXCLUDED.grad_norm, fine_tune_metrics.grad_norm),
+       tokens = coalesce(EXCLUDED.tokens, fine_tune_metrics.tokens),
+       eval_loss = coalesce(EXCLUDED.eval_loss, fine_tune_metrics.eval_loss),
+       reward_margin = coalesce(EXCLUDED.reward_margin, fine_tune_metrics.reward_margin)`,
+    [
+      m.jobId,
+      m.step,
+      m.epoch ?? null,
+      m.loss ?? null,
+      m.lr ?? null,
+      m.gradNorm ?? null,
+      m.tokens ?? null,
+      m.evalLoss ?? null,
+      m.rewardMargin ?? null,
+    ],
+  );
+}
+
+export async function listMetrics(db: Queryable, jobId: string) {
+  const { rows } = await db.query(
+    `SELECT step, epoch, loss, learning_rate, grad_norm, tokens, eval_loss, reward_margin, logged_at
+       FROM fine_tune_metrics WHERE job_id = $1 ORDER BY step`,
+    [jobId],
+  );
+  return rows as Array<{
+    step: number;
+    epoch: number | null;
+    loss: number | null;
+    learning_rate: number | null;
+    grad_norm: number | null;
+    tokens: number | null;
+    eval_loss: number | null;
+    reward_margin: number | null;
+    logged_at: Date;
+  }>;
+}
+
+export async function recordCheckpoint(
+  db: Queryable,
+  c: {
+    jobId: string;
+    step: number;
+    epoch?: number;
+    type: 'intermediate' | 'final';
+    blobPrefix: string;
+    files: string[];
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO fine_tune_checkpoints (job_id, step, epoch, checkpoint_type, blob_prefix, files)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id, step, checkpoint_type) DO NOTHING`,
+    [c.jobId, c.step, c.epoch ?? null, c.type, c.blobPrefix, JSON.stringify(c.files)],
+  );
+}
+
+export async function listCheckpoints(db: Queryable, jobId: string) {
+  const { rows } = await db.query(
+    'SELECT step, epoch, checkpoint_type, blob_prefix, files, created_at FROM fine_tune_checkpoints WHERE job_id = $1 ORDER BY step, checkpoint_type DESC',
+    [jobId],
+  );
+  return rows as Array<{
+    step: number;
+    epoch: number | null;
+    checkpoint_type: 'intermediate' | 'final';
+    blob_prefix: string;
+    files: string[];
+    created_at: Date;
+  }>;
+}

@@ -1,0 +1,34 @@
+/** A job's plan -> the reference trainer's configuration (trainers/reference/README). */
+import type { TrainingPlan } from '../common/fine-tunes';
+import type { FineTuneModel } from './models';
+
+export function trainerConfig(
+  plan: TrainingPlan,
+  model: FineTuneModel,
+  paths: { trainFile: string; validationFile: string | null; outputDir: string; resumeFrom?: string },
+): Record<string, unknown> & { output_dir: string } {
+  return {
+    model: model.trainer.model,
+    base_seed: model.trainer.base_seed,
+    training_method: plan.method,
+    training_type: plan.training_type,
+    lora: plan.lora,
+    learning_rate: plan.learning_rate,
+    lr_scheduler: plan.lr_scheduler,
+    warmup_ratio: plan.warmup_ratio,
+    max_grad_norm: plan.max_grad_norm,
+    weight_decay: plan.weight_decay,
+    n_epochs: plan.n_epochs,
+    batch_size: plan.batch_size,
+    max_seq_length: plan.max_seq_length,
+    n_checkpoints: plan.n_checkpoints,
+    n_evals: plan.validation_file ? plan.n_evals : 0,
+    early_stopping: plan.early_stopping,
+    dpo_beta: plan.dpo_beta,
+    seed: plan.seed,
+    train_file: paths.trainFile,
+    validation_file: paths.validationFile,
+    output_dir: paths.outputDir,
+    ...(paths.resumeFrom ? { resume_from: paths.resumeFrom } : {}),
+  };
+}

@@ -1,0 +1,240 @@
+/**
+ * Fine-tuning jobs through the API: a job trains the reference model to
+ * completion on the GPU queue's worker (simulated host, CPU trainer), with
+ * events, metrics, checkpoints and weights; cancel stops it; the create rules
+ * name their parameter; another project sees nothing.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
+import { chat, jsonl } from '../helpers/datasets';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const MODEL = 'gantry/reference-byte-tiny';
+
+describe('fine-tuning jobs', () => {
+  let p: TestPlatform;
+  let a: Tenant;
+  let b: Tenant;
+  let trainingFile = '';
+  let validationFile = '';
+
+  async function uploadValidated(key: string, name: string, content: string): Promise<string> {
+    const body = new FormData();
+    body.append('purpose', 'fine-tune');
+    body.append('file_name', name);
+    body.append('file', new Blob([content]), name);
+    const res = await call(p.baseUrl, 'POST', '/v1/files/upload', { key, body });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    await eventually(
+      () => call(p.baseUrl, 'GET', `/v1/files/${res.body.id}`, { key }),
+      (r) =>
+        r.body.processing_status !== 'PENDING' &&
+        r.body.processing_status !== 'QUEUED' &&
+        r.body.processing_status !== 'RUNNING',
+    );
+    return res.body.id;
+  }
+
+  before(async () => {
+    p = await startTestPlatform({ env: { GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: '20' } });
+    a = await createTenant(p.db);
+    b = await createTenant(p.db);
+    const records = Array.from({ length: 64 }, (_, i) => chat(`What is ${i} + 2?`, `${i} + 2 = ${i + 2}.`));
+    trainingFile = await uploadValidated(a.key, 'train.jsonl', jsonl(...records));
+    validationFile = await uploadValidated(a.key, 'eval.jsonl', jsonl(...records.slice(0, 16)));
+  });
+  after(() => p.stop());
+
+  const create = (key: string, body: object) => call(p.baseUrl, 'POST', '/v1/fine-tunes', { key, json: body });
+  const job = (id: string, key = a.key) => call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}`, { key });
+  const finished = (id: string) =>
+    eventually(
+      () => job(id),
+      (r) => ['completed', 'cancelled', 'error'].includes(r.body.status),
+      120_000,
+    );
+
+  let completedId = '';
+
+  test('a LoRA SFT job trains to completion: events, falling loss, checkpoints, weights', async () => {
+    const res = await create(a.key, {
+      model: MODEL,
+      training_file: trainingFile,
+      validation_file: validationFile,
+      n_epochs: 4,
+      n_checkpoints: 2,
+      n_evals: 2,
+      learning_rate: 0.01,
+      batch_size: 8,
+      max_seq_length: 64,
+      suffix: 'adder',
+      random_seed: 3,
+      training_type: { type: 'Lora', lora_r: 8, lora_alpha: 16 },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.match(res.body.id, /^ft-/);
+    assert.equal(res.body.status, 'pending');
+    assert.equal(res.body.training_type.lora_trainable_modules, 'q_proj,k_proj,v_proj,o_proj,up_proj,down_proj');
+    assert.equal(res.body.lr_scheduler.lr_scheduler_type, 'cosine');
+    assert.equal(res.body.random_seed, 3);
+    assert.match(res.body.model_output_name, new RegExp(`^${a.projectSlug}/reference-byte-tiny-adder-`));
+    completedId = res.body.id;
+
+    const done = await finished(completedId);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events?.slice(-3)));
+    assert.equal(done.body.epochs_completed, 4);
+    assert.ok(done.body.token_count > 0);
+    assert.ok(done.body.param_count > 0);
+    assert.equal(done.body.model_output_path, `fine-tunes/${completedId}/final`);
+    const types = done.body.events.map((e: any) => e.type);
+    assert.deepEqual(types, [
+      'job_pending',
+      'training_data_downloading',
+      'validation_data_downloading',
+      'validation_data_download_complete',
+      'training_data_download_complete',
+      'job_start',
+      'training_start',
+      'checkpoint_save',
+      'checkpoint_save',
+      'training_complete',
+      'model_uploading',
+      'model_upload_complete',
+      'job_complete',
+    ]);
+
+    const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/metrics`, { key: a.key })).body
+      .metrics;
+    const losses = metrics.filter((m: any) => m.loss !== undefined).map((m: any) => m.loss);
+    assert.ok(losses.length >= 8);
+    const avg = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
+    assert.ok(avg(losses.slice(-3)) < avg(losses.slice(0, 3)) - 0.2, `loss ${losses[0]} -> ${losses.at(-1)}`);
+    assert.equal(metrics.filter((m: any) => m.eval_loss !== undefined).length, 2);
+
+    const checkpoints = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/checkpoints`, { key: a.key })).body
+      .data;
+    const intermediate = checkpoints.filter((c: any) => c.checkpoint_type === 'intermediate');
+    assert.equal(intermediate.length, 2, 'n_checkpoints = 2, the last on the last epoch');
+    assert.deepEqual(
+      intermediate.map((c: any) => c.path),
+      intermediate.map((c: any) => `${completedId}:${c.step}`),
+    );
+    assert.ok(intermediate[0].step < intermediate[1].step);
+    const final = checkpoints.find((c: any) => c.checkpoint_type === 'final');
+    assert.equal(final.path, completedId);
+    assert.equal(final.step, intermediate[1].step);
+    assert.deepEqual(final.files.sort(), ['adapter.safetensors', 'config.json', 'model.safetensors']);
+    const adapter = readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/adapter.safetensors`));
+    assert.deepEqual(adapter['layers.0.q_proj.lora_A'].shape, [64, 8]);
+  });
+
+  test('jobs are listed newest first; another project sees none of them', async () => {
+    const list = await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: a.key });
+    assert.equal(list.body.data[0].id, completedId);
+    assert.equal(list.body.data[0].events, undefined, 'the list does not carry events');
+    assert.equal((await job(completedId, b.key)).status, 404);
+    for (const suffix of ['/events', '/metrics', '/checkpoints']) {
+      assert.equal(
+        (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}${suffix}`, { key: b.key })).status,
+        404,
+      );
+    }
+    assert.equal((await call(p.baseUrl, 'POST', `/v1/fine-tunes/${completedId}/cancel`, { key: b.key })).status, 404);
+    assert.deepEqual((await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: b.key })).body.data, []);
+    // Another project's file cannot be trained on either.
+    const theirs = await create(b.key, { model: MODEL, training_file: trainingFile });
+    assert.equal(theirs.status, 400);
+    assert.equal(theirs.body.error.param, 'training_file');
+  });
+
+  test('cancel stops training: no more steps, status cancelled', async () => {
+    const res = await create(a.key, {
+      model: MODEL,
+      training_file: trainingFile,
+      n_epochs: 20,
+      n_checkpoints: 1,
+      learning_rate: 0.001,
+      batch_size: 1,
+      max_seq_length: 64,
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const id = res.body.id;
+    await eventually(
+      () => call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key }),
+      (r) => r.body.metrics.length >= 3,
+      60_000,
+    );
+    const cancelled = await call(p.baseUrl, 'POST', `/v1/fine-tunes/${id}/cancel`, { key: a.key });
+    assert.equal(cancelled.status, 200);
+    assert.equal(cancelled.body.status, 'cancel_requested');
+    const done = await finished(id);
+    assert.equal(done.body.status, 'cancelled');
+    const steps = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.length;
+    assert.ok(steps < 64 * 20, 'stopped long before the planned steps');
+    await new Promise((r) => setTimeout(r, 1500));
+    const later = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.length;
+    assert.equal(later, steps, 'no steps after cancellation');
+    const types = done.body.events.map((e: any) => e.type);
+    assert.ok(types.includes('cancel_requested') && types.at(-1) === 'job_stopped', types.join(','));
+    const again = await call(p.baseUrl, 'POST', `/v1/fine-tunes/${id}/cancel`, { key: a.key });
+    assert.equal(again.status, 409);
+  });
+
+  test('every create rule is a 400 naming its parameter', async () => {
+    const ok = { model: MODEL, training_file: trainingFile };
+    const cases: Array<[object, string, RegExp]> = [
+      [{ training_file: trainingFile }, 'model', /model/],
+      [{ ...ok, model: 'meta-llama/not-here' }, 'model', /Unknown base model/],
+      [{ ...ok, from_checkpoint: 'ft-x:10' }, 'from_checkpoint', /either 'model' or 'from_checkpoint'/],
+      [{ ...ok, training_file: 'file-nope' }, 'training_file', /not found/],
+      [{ ...ok, n_epochs: 2, n_checkpoints: 3 }, 'n_checkpoints', /may not exceed n_epochs/],
+      [{ ...ok, n_epochs: 21 }, 'n_epochs', /at most 20/],
+      [{ ...ok, n_evals: 2 }, 'validation_file', /required when n_evals > 0/],
+      [{ ...ok, learning_rate: 0.5 }, 'learning_rate', /between/],
+      [{ ...ok, batch_size: 64 }, 'batch_size', /between 1 and 32/],
+      [{ ...ok, suffix: 'x'.repeat(41) }, 'suffix', /40 characters/],
+      [{ ...ok, packing: false }, 'max_seq_length', /required when packing is off/],
+      [{ ...ok, max_seq_length: 4096 }, 'max_seq_length', /between 16 and 256/],
+      [{ ...ok, training_type: { type: 'Lora', lora_r: 128 } }, 'training_type.lora_r', /at most 64/],
+      [
+        { ...ok, training_type: { type: 'Lora', lora_trainable_modules: 'gate_proj' } },
+        'training_type.lora_trainable_modules',
+        /gate_proj/,
+      ],
+      [{ ...ok, training_method: { method: 'dpo' } }, 'training_method.method', /preference dataset/],
+      [
+        {
+          ...ok,
+          validation_file: validationFile,
+          n_evals: 2,
+          early_stopping_enabled: true,
+          early_stopping_patience: 2,
+        },
+        'n_evals',
+        /n_evals >= .* = 3/,
+      ],
+      [{ ...ok, wandb_api_key: 'k' }, 'wandb_api_key', /not available/],
+    ];
+    for (const [body, param, message] of cases) {
+      const res = await create(a.key, body);
+      assert.equal(res.status, 400, `${param}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.param, param);
+      assert.match(res.body.error.message, message);
+    }
+  });
+
+  test('model limits are served per base model', async () => {
+    const res = await call(p.baseUrl, 'GET', `/v1/fine-tunes/models/limits?model_name=${encodeURIComponent(MODEL)}`, {
+      key: a.key,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.model_name, MODEL);
+    assert.equal(res.body.lora_training.max_rank, 64);
+    assert.equal(
+      (await call(p.baseUrl, 'GET', '/v1/fine-tunes/models/limits?model_name=nope', { key: a.key })).status,
+      404,
+    );
+  });
+});
