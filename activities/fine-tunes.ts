@@ -224,11 +224,16 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
         for (const f of progress.checkpoint.files) {
           await download(blobs, `${progress.checkpoint.blobPrefix}/${f}`, path.join(resumeFrom, f));
         }
+      }
+      if (ctx.info.attempt > 1) {
+        // A previous attempt was lost (its worker died or went silent).
         await addFineTuneEvent(db, {
           jobId,
           type: 'job_restarted',
-          message: `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`,
-          step: progress.checkpoint.step,
+          message: progress.checkpoint
+            ? `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`
+            : `Training restarted from the beginning: no checkpoint had been recorded (attempt ${ctx.info.attempt}).`,
+          step: progress.checkpoint?.step ?? 0,
           dedupKey: `restart-${ctx.info.attempt}`,
         });
       }

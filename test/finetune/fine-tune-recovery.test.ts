@@ -1,0 +1,171 @@
+/**
+ * Fine-tuning paths beyond the plain run: DPO, early stopping, and a GPU
+ * worker lost mid-training whose job resumes from its last checkpoint.
+ * Training runs in real GPU worker processes (simulated host, CPU trainer).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { chat, jsonl } from '../helpers/datasets';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { startProcess, type StartedProcess } from '../helpers/processes';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const MODEL = 'gantry/reference-byte-tiny';
+
+describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
+  let p: TestPlatform;
+  let a: Tenant;
+  const workers: StartedProcess[] = [];
+  const startGpuWorker = async () => {
+    const w = startProcess('workers/gpu.ts', { GANTRY_GPU_TYPES: 'H100_SXM', GANTRY_ACCELERATOR: 'simulated' });
+    workers.push(w);
+    await w.waitFor(/SIMULATED accelerator host/);
+    return w;
+  };
+
+  async function uploadValidated(name: string, content: string): Promise<string> {
+    const body = new FormData();
+    body.append('purpose', 'fine-tune');
+    body.append('file_name', name);
+    body.append('file', new Blob([content]), name);
+    const res = await call(p.baseUrl, 'POST', '/v1/files/upload', { key: a.key, body });
+    const done = await eventually(
+      () => call(p.baseUrl, 'GET', `/v1/files/${res.body.id}`, { key: a.key }),
+      (r) => r.body.processing_status === 'COMPLETED',
+    );
+    return done.body.id;
+  }
+  const finished = (id: string) =>
+    eventually(
+      () => call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}`, { key: a.key }),
+      (r) => ['completed', 'cancelled', 'error'].includes(r.body.status),
+      180_000,
+    );
+
+  before(async () => {
+    // No in-process GPU worker: these tests run (and kill) real worker processes.
+    p = await startTestPlatform({ gpuTypes: [], env: { GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: '4' } });
+    a = await createTenant(p.db);
+  });
+  after(async () => {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+    await p.stop();
+  });
+
+  test('a GPU worker killed mid-training: the job resumes from its checkpoint and completes', async () => {
+    const records = Array.from({ length: 48 }, (_, i) =>
+      chat(`Spell ${i}`, `${i} is spelled ${String(i).split('').join('-')}.`),
+    );
+    const file = await uploadValidated('train.jsonl', jsonl(...records));
+    const first = await startGpuWorker();
+    const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
+      key: a.key,
+      json: {
+        model: MODEL,
+        training_file: file,
+        n_epochs: 12,
+        n_checkpoints: 12,
+        learning_rate: 0.003,
+        batch_size: 2,
+        max_seq_length: 64,
+        random_seed: 5,
+      },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const id = res.body.id;
+    // Kill the worker once the server holds a heartbeat naming a stored checkpoint.
+    const handle = p.temporal.workflow.getHandle(`fine-tune/${id}`);
+    const heartbeatCheckpoint = async () => {
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      for (const a of pending) {
+        const payload = a.heartbeatDetails?.payloads?.[0]?.data;
+        if (!payload) continue;
+        const details = JSON.parse(Buffer.from(payload).toString('utf8'));
+        if (details.checkpoint) return details.checkpoint.step as number;
+      }
+      return 0;
+    };
+    const savedStep = await eventually(heartbeatCheckpoint, (step) => step > 0, 120_000);
+    first.child.kill('SIGKILL');
+    await first.exited;
+
+    await startGpuWorker();
+    const done = await finished(id);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events.slice(-4)));
+    const restart = done.body.events.find((e: any) => e.type === 'job_restarted');
+    assert.ok(restart, done.body.events.map((e: any) => e.type).join(','));
+    assert.ok(restart.step >= savedStep, `resumed from step ${restart.step}, the heartbeat named ${savedStep}`);
+    assert.match(restart.message, /resumed from the checkpoint at step \d+/);
+    assert.equal(done.body.epochs_completed, 12);
+    const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics;
+    // Every planned step is recorded exactly once, across both workers.
+    assert.deepEqual(
+      metrics.map((m: any) => m.global_step),
+      Array.from({ length: metrics.length }, (_, i) => i + 1),
+    );
+  });
+
+  test('early stopping ends the job completed, with the best step and metric', async () => {
+    const records = Array.from({ length: 32 }, (_, i) => chat(`Echo ${i}`, `${i}`));
+    const train = await uploadValidated('es-train.jsonl', jsonl(...records));
+    const validation = await uploadValidated('es-eval.jsonl', jsonl(...records.slice(0, 8)));
+    const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
+      key: a.key,
+      json: {
+        model: MODEL,
+        training_file: train,
+        validation_file: validation,
+        n_epochs: 6,
+        n_evals: 6,
+        learning_rate: 0.003,
+        batch_size: 8,
+        max_seq_length: 32,
+        early_stopping_enabled: true,
+        early_stopping_patience: 2,
+        // An improvement no run makes: patience runs out right after the warmup evaluation.
+        early_stopping_min_delta: 100,
+        early_stopping_warmup_evals: 1,
+      },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'completed');
+    assert.equal(done.body.early_stopped, true);
+    const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${res.body.id}/metrics`, { key: a.key })).body
+      .metrics;
+    const evals = metrics.filter((m: any) => m.eval_loss !== undefined);
+    assert.equal(evals.length, 3, 'stopped after 3 of 6 evaluations');
+    assert.equal(done.body.early_stopping_best_step, evals[0].global_step);
+    assert.equal(done.body.early_stopping_best_metric, evals[0].eval_loss);
+    assert.ok(done.body.events.some((e: any) => e.type === 'early_stopped'));
+  });
+
+  test('a DPO job on preference data raises the reward margin', async () => {
+    const pairs = Array.from({ length: 24 }, (_, i) => ({
+      input: { messages: [{ role: 'user', content: `Say ${i % 10}` }] },
+      preferred_output: [{ role: 'assistant', content: `${i % 10}` }],
+      non_preferred_output: [{ role: 'assistant', content: 'no' }],
+    }));
+    const file = await uploadValidated('prefs.jsonl', jsonl(...pairs));
+    const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
+      key: a.key,
+      json: {
+        model: MODEL,
+        training_file: file,
+        training_method: { method: 'dpo', dpo_beta: 0.5 },
+        n_epochs: 5,
+        learning_rate: 0.01,
+        batch_size: 8,
+        max_seq_length: 48,
+      },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(res.body.training_method, { method: 'dpo', dpo_beta: 0.5 });
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events.slice(-3)));
+    const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${res.body.id}/metrics`, { key: a.key })).body
+      .metrics;
+    assert.ok(Math.abs(metrics[0].reward_margin) < 0.05);
+    assert.ok(metrics.at(-1).reward_margin > 0.5, `margin ${metrics.at(-1).reward_margin}`);
+  });
+});
