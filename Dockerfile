@@ -20,7 +20,7 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
 
 # The reference trainer (trainers/reference): Python with JAX on CPU, used by
 # GPU workers. Its packages get their own layer, rebuilt when they change.
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd \
     && rm -rf /var/lib/apt/lists/*
 COPY trainers/reference/requirements.txt trainers/reference/requirements.txt
 RUN python3 -m venv /app/.venv \

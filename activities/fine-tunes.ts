@@ -11,7 +11,13 @@ import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
-import type { FineTuneEventType, PreparedData, TrainingOutcome } from '../common/fine-tunes';
+import {
+  finalOutputPrefix,
+  tokenizedDatasetArchiveKey,
+  type FineTuneEventType,
+  type PreparedData,
+  type TrainingOutcome,
+} from '../common/fine-tunes';
 import type { DatasetFormat } from '../datasets/records';
 import { acquireFileLease, getFileById, releaseFileLease } from '../db/files';
 import {
@@ -28,6 +34,7 @@ import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { runTrainer } from '../providers/trainer/process-trainer';
+import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
 const TOKENIZE_CHUNK = 1000;
 
@@ -76,6 +83,34 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
       for (const fileId of [job.plan.training_file, job.plan.validation_file]) {
         if (fileId) await releaseFileLease(db, fileId, `fine-tune/${jobId}`);
       }
+    },
+
+    /** Packs the tokenized rows into one .tar.zst users can download. */
+    async archiveTokenizedDataset({ jobId, prepared }: { jobId: string; prepared: PreparedData }): Promise<string> {
+      const key = tokenizedDatasetArchiveKey(jobId);
+      const entries: ArchiveEntry[] = [];
+      for (const [name, blobKey] of [
+        ['train.jsonl', prepared.trainKey],
+        ['validation.jsonl', prepared.evalKey],
+      ] as const) {
+        if (!blobKey) continue;
+        const size = await blobs.size(blobKey);
+        if (size === null)
+          throw ApplicationFailure.nonRetryable(`tokenized data ${blobKey} is missing`, 'TokenizedDataMissing');
+        entries.push({ name, size, open: () => blobs.read(blobKey) });
+      }
+      await blobs.put(key, tarZstStream(entries), { maxBytes: Number.MAX_SAFE_INTEGER });
+      await recordJob(db, {
+        jobId,
+        event: {
+          type: 'tokenized_dataset_upload_complete',
+          message:
+            `Tokenized dataset uploaded. Download it with: curl -H "Authorization: Bearer $API_KEY" ` +
+            `<api>/v1/fine-tunes/${jobId}/download-tokenized-dataset (then fetch the url it returns).`,
+          dedupKey: 'tokenized-dataset',
+        },
+      });
+      return key;
     },
 
     /** Tokenizes the training (and validation) file into the trainer's rows, stored as blobs. */
@@ -353,7 +388,7 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
             'TrainerCrashed',
           );
         }
-        const finalPrefix = `fine-tunes/${jobId}/final`;
+        const finalPrefix = finalOutputPrefix(jobId);
         const files = await uploadDir(blobs, done.output_dir, finalPrefix);
         await recordCheckpoint(db, { jobId, step: done.step, type: 'final', blobPrefix: finalPrefix, files });
         const start = result.events.find((e) => e.event === 'start');

@@ -11,11 +11,14 @@ import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
 import { FileIdParams, FileObjectSchema, PartParams, PartUploadedSchema } from './schemas/files';
-import { UploadUrlQuery } from './uploads/presigned';
+import { DownloadUrlQuery, UploadUrlQuery } from './uploads/presigned';
+import { FineTuneIdParams } from './schemas/fine-tunes';
+import { z } from 'zod';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
 import { addMultipartRoutes, multipartPartHandler } from './routes/file-multipart';
 import { addFileRoutes, presignedUploadHandler } from './routes/files';
+import { addFineTuneDownloadRoutes, tokenizedDatasetHandler } from './routes/fine-tune-downloads';
 import { addFineTuneRoutes } from './routes/fine-tunes';
 import { addSystemRoutes } from './routes/system';
 
@@ -34,6 +37,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addSystemRoutes(v1, deps);
   addMultipartRoutes(v1, deps); // before addFileRoutes: /files/multipart/... must not match /files/:id
   addFileRoutes(v1, deps);
+  addFineTuneDownloadRoutes(v1, deps); // before addFineTuneRoutes' /fine-tunes/:id
   addFineTuneRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
@@ -76,6 +80,24 @@ export function createApp(deps: ApiDeps): express.Express {
     query: UploadUrlQuery,
     errors: [403, 404, 409],
     response: { status: 200, description: 'The stored part', schema: PartUploadedSchema },
+  });
+
+  app.get('/v1/fine-tunes/:id/tokenized-dataset', tokenizedDatasetHandler(deps));
+  v1.documentUnkeyed({
+    method: 'get',
+    path: '/fine-tunes/:id/tokenized-dataset',
+    operationId: 'getTokenizedDatasetArchive',
+    summary: 'The tokenized dataset archive at its pre-signed URL (from download-tokenized-dataset)',
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    query: DownloadUrlQuery,
+    errors: [403, 404],
+    response: {
+      status: 200,
+      description: 'A .tar.zst archive',
+      schema: z.string().meta({ format: 'binary' }),
+      mediaType: 'application/zstd',
+    },
   });
 
   // Everything else authenticates first, then parses bodies (no parsing for strangers).

@@ -32,6 +32,7 @@ export type FineTuneEventType =
   | 'job_complete'
   | 'job_error'
   | 'cancel_requested'
+  | 'tokenized_dataset_upload_complete'
   | 'warning';
 
 export const FINE_TUNE_RESOURCE_TYPE = 'fine-tune';
@@ -39,6 +40,10 @@ export const FINE_TUNE_RESOURCE_TYPE = 'fine-tune';
 export function fineTuneWorkflowId(jobId: string): string {
   return `${FINE_TUNE_RESOURCE_TYPE}/${jobId}`;
 }
+
+/** Blob keys of a job's outputs. */
+export const tokenizedDatasetArchiveKey = (jobId: string) => `fine-tunes/${jobId}/tokenized-dataset.tar.zst`;
+export const finalOutputPrefix = (jobId: string) => `fine-tunes/${jobId}/final`;
 
 /** Every hyperparameter of a job, resolved (defaults applied) at create. */
 export interface TrainingPlan {

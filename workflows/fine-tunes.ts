@@ -9,6 +9,7 @@ import {
   ActivityFailure,
   CancellationScope,
   isCancellation,
+  patched,
   proxyActivities,
   setCurrentDetails,
   TimeoutFailure,
@@ -17,7 +18,7 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
-import type { FineTuneStatus, FineTuneWorkflowInput } from '../common/fine-tunes';
+import { finalOutputPrefix, type FineTuneStatus, type FineTuneWorkflowInput } from '../common/fine-tunes';
 import type { GpuType } from '../common/gpu-types';
 import { SA_STATUS } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
@@ -51,6 +52,12 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
   try {
     setCurrentDetails('Tokenizing the training data.');
     const prepared = await control.prepareTrainingData.executeWithOptions({ summary: 'tokenize' }, [{ jobId }]);
+    // Added after the first jobs ran: histories recorded before it replay without the step.
+    if (patched('tokenized-dataset-archive')) {
+      await control.archiveTokenizedDataset.executeWithOptions({ summary: 'archive tokenized dataset' }, [
+        { jobId, prepared },
+      ]);
+    }
 
     // Queued until a worker on the GPU queue answers; a short probe, repeated, says so in the events.
     await setStatus('queued');
@@ -114,7 +121,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
       event: { type: 'model_uploading', message: 'Storing the model weights.', dedupKey: 'model-uploading' },
     });
     await record({
-      update: { output_prefix: `fine-tunes/${jobId}/final` },
+      update: { output_prefix: finalOutputPrefix(jobId) },
       event: {
         type: 'model_upload_complete',
         message: `Stored ${outcome.finalKeys.length} files of the final model.`,

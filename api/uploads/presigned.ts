@@ -74,3 +74,31 @@ export function verifyUploadUrl(
   }
   return grant;
 }
+
+/**
+ * Pre-signed download URLs: an HMAC over the resource path and the expiry.
+ * Used where a client expects a URL it can fetch without its API key.
+ */
+function signDownload(secret: string, resourcePath: string, expires: number): string {
+  return createHmac('sha256', secret).update(['v1-download', resourcePath, expires].join('\n')).digest('hex');
+}
+
+export function downloadUrl(publicUrl: string, secret: string, resourcePath: string, expires: number): string {
+  const q = new URLSearchParams({ expires: String(expires), signature: signDownload(secret, resourcePath, expires) });
+  return `${publicUrl}${resourcePath}?${q}`;
+}
+
+export const DownloadUrlQuery = z.object({
+  expires: z.coerce.number().int().positive(),
+  signature: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
+export function verifyDownloadUrl(secret: string, resourcePath: string, query: unknown, now = Date.now()): void {
+  const q = parseOrThrow(DownloadUrlQuery, query, 'query', true);
+  const expected = Buffer.from(signDownload(secret, resourcePath, q.expires), 'hex');
+  if (!timingSafeEqual(expected, Buffer.from(q.signature, 'hex'))) {
+    throw forbidden('The download URL is not valid (its signature does not match).', 'invalid_signature');
+  }
+  if (now / 1000 > q.expires)
+    throw forbidden('The download URL has expired; ask for a new one.', 'download_url_expired');
+}

@@ -187,12 +187,14 @@ describe('files', () => {
 
   test('an upload over the limit is 413 and leaves no row and no blob', async () => {
     const before = (await call(p.baseUrl, 'GET', '/v1/files', { key: a.key })).body.data.length;
-    const blobsBefore = filesUnder(p.config.blobDir).length;
+    // This project's blobs only: other test files' workflows may still write to the shared store.
+    const projectBlobs = () => filesUnder(path.join(p.config.blobDir, 'files', a.projectId)).length;
+    const blobsBefore = projectBlobs();
     const res = await upload(a.key, { purpose: 'fine-tune', file_name: 'huge.jsonl' }, Buffer.alloc(100 * 1024, 0x61));
     assert.equal(res.status, 413);
     assert.equal(res.body.error.type, 'request_too_large');
     assert.equal((await call(p.baseUrl, 'GET', '/v1/files', { key: a.key })).body.data.length, before);
-    assert.equal(filesUnder(p.config.blobDir).length, blobsBefore);
+    assert.equal(projectBlobs(), blobsBefore);
   });
 
   test('a file held by a running job cannot be deleted; once released it can, blob and all', async () => {

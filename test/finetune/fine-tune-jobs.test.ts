@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
+import { extractTarZst, safetensorsTable } from '../helpers/archives';
 import { chat, jsonl } from '../helpers/datasets';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -95,6 +96,7 @@ describe('fine-tuning jobs', () => {
       'validation_data_downloading',
       'validation_data_download_complete',
       'training_data_download_complete',
+      'tokenized_dataset_upload_complete',
       'job_start',
       'training_start',
       'checkpoint_save',
@@ -128,6 +130,69 @@ describe('fine-tuning jobs', () => {
     assert.deepEqual(final.files.sort(), ['adapter.safetensors', 'config.json', 'model.safetensors']);
     const adapter = readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/adapter.safetensors`));
     assert.deepEqual(adapter['layers.0.q_proj.lora_A'].shape, [64, 8]);
+  });
+
+  test('weights download as .tar.zst: merged by default for LoRA, the adapter, or one checkpoint', async () => {
+    const download = async (query: string, key = a.key) =>
+      fetch(`${p.baseUrl}/v1/finetune/download?${query}`, { headers: { authorization: `Bearer ${key}` } });
+
+    const merged = await download(`ft_id=${completedId}`);
+    assert.equal(merged.status, 200);
+    assert.equal(merged.headers.get('content-type'), 'application/zstd');
+    assert.match(merged.headers.get('content-disposition') ?? '', /reference-byte-tiny-adder-.*\.tar\.zst/);
+    const mergedFiles = await extractTarZst(Buffer.from(await merged.arrayBuffer()));
+    assert.deepEqual([...mergedFiles.keys()], ['model.safetensors', 'config.json']);
+    const model = safetensorsTable(mergedFiles.get('model.safetensors')!);
+    assert.deepEqual(model['embed'].shape, [260, 64]);
+    assert.ok(!Object.keys(model).some((k) => k.includes('lora')));
+    assert.equal(JSON.parse(mergedFiles.get('config.json')!.toString()).training_type, 'lora');
+
+    const adapter = await extractTarZst(
+      Buffer.from(await (await download(`ft_id=${completedId}&checkpoint=adapter`)).arrayBuffer()),
+    );
+    assert.deepEqual([...adapter.keys()], ['adapter.safetensors', 'config.json']);
+    assert.deepEqual(safetensorsTable(adapter.get('adapter.safetensors')!)['layers.1.v_proj.lora_B'].shape, [8, 64]);
+
+    const checkpoints = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/checkpoints`, { key: a.key })).body
+      .data;
+    const first = checkpoints.find((c: any) => c.checkpoint_type === 'intermediate');
+    const step = await extractTarZst(
+      Buffer.from(await (await download(`ft_id=${encodeURIComponent(first.path)}`)).arrayBuffer()),
+    );
+    assert.ok(step.has('adapter.safetensors') && !step.has('optimizer.safetensors'), [...step.keys()].join(','));
+
+    const missing = await download(`ft_id=${completedId}&checkpoint_step=99999`);
+    assert.equal(missing.status, 404);
+    assert.match(((await missing.json()) as any).error.message, /no checkpoint at step 99999/);
+    assert.equal((await download(`ft_id=${completedId}`, b.key)).status, 404);
+  });
+
+  test('the tokenized dataset: an event names the download; a pre-signed URL serves the archive', async () => {
+    const done = await job(completedId);
+    const event = done.body.events.find((e: any) => e.type === 'tokenized_dataset_upload_complete');
+    assert.match(event.message, new RegExp(`/v1/fine-tunes/${completedId}/download-tokenized-dataset`));
+    const res = await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/download-tokenized-dataset`, {
+      key: a.key,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.content_type, 'application/zstd');
+    const archive = await fetch(res.body.url); // no API key: the URL carries its signature
+    assert.equal(archive.status, 200);
+    assert.equal(archive.headers.get('content-type'), 'application/zstd');
+    const files = await extractTarZst(Buffer.from(await archive.arrayBuffer()));
+    assert.deepEqual([...files.keys()], ['train.jsonl', 'validation.jsonl']);
+    const firstRow = JSON.parse(files.get('train.jsonl')!.toString().split('\n')[0]);
+    assert.equal(firstRow.input_ids.length, firstRow.loss_mask.length);
+    assert.equal(firstRow.input_ids[0], 1, 'rows start with BOS');
+    const tampered = new URL(res.body.url);
+    tampered.searchParams.set('expires', String(Number(tampered.searchParams.get('expires')) + 1));
+    assert.equal((await fetch(tampered)).status, 403);
+    // Without the archive (never built, or removed) the answer is 404.
+    await p.blobs.delete(`fine-tunes/${completedId}/tokenized-dataset.tar.zst`);
+    const gone = await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/download-tokenized-dataset`, {
+      key: a.key,
+    });
+    assert.equal(gone.status, 404);
   });
 
   test('jobs are listed newest first; another project sees none of them', async () => {
@@ -223,6 +288,31 @@ describe('fine-tuning jobs', () => {
       assert.equal(res.body.error.param, param);
       assert.match(res.body.error.message, message);
     }
+  });
+
+  test('delete: refused while running (unless forced), then the job and its files are gone', async () => {
+    const running = await create(a.key, {
+      model: MODEL,
+      training_file: trainingFile,
+      n_epochs: 20,
+      learning_rate: 0.001,
+      batch_size: 1,
+      max_seq_length: 64,
+    });
+    const refused = await call(p.baseUrl, 'DELETE', `/v1/fine-tunes/${running.body.id}`, { key: a.key });
+    assert.equal(refused.status, 409);
+    const forced = await call(p.baseUrl, 'DELETE', `/v1/fine-tunes/${running.body.id}?force=true`, { key: a.key });
+    assert.equal(forced.status, 200);
+    assert.equal((await job(running.body.id)).status, 404);
+
+    assert.equal((await call(p.baseUrl, 'DELETE', `/v1/fine-tunes/${completedId}`, { key: b.key })).status, 404);
+    const res = await call(p.baseUrl, 'DELETE', `/v1/fine-tunes/${completedId}`, { key: a.key });
+    assert.equal(res.status, 200);
+    assert.equal((await job(completedId)).status, 404);
+    assert.equal(await p.blobs.size(`fine-tunes/${completedId}/final/model.safetensors`), null);
+    // The training file is free again.
+    const del = await call(p.baseUrl, 'DELETE', `/v1/files/${trainingFile}`, { key: a.key });
+    assert.equal(del.status, 200, JSON.stringify(del.body));
   });
 
   test('model limits are served per base model', async () => {

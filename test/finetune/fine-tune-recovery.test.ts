@@ -63,10 +63,10 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       json: {
         model: MODEL,
         training_file: file,
-        n_epochs: 12,
-        n_checkpoints: 12,
+        n_epochs: 20,
+        n_checkpoints: 20,
         learning_rate: 0.003,
-        batch_size: 2,
+        batch_size: 1,
         max_seq_length: 64,
         random_seed: 5,
       },
@@ -85,7 +85,17 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       }
       return 0;
     };
-    const savedStep = await eventually(heartbeatCheckpoint, (step) => step > 0, 120_000);
+    const savedStep = await eventually(heartbeatCheckpoint, (step) => step > 0, 120_000).catch(async (err) => {
+      // Say where the job was, not only that it did not get there.
+      const d = await handle.describe();
+      const events = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/events`, { key: a.key })).body.data;
+      const pending = (d.raw.pendingActivities ?? []).map(
+        (x) => `${x.activityType?.name} attempt ${x.attempt} ${x.lastFailure?.message ?? ''}`,
+      );
+      throw new Error(
+        `${err.message}; events: ${events.map((e: any) => `${e.type}: ${e.message}`).join(' | ')}; pending: ${pending.join(', ')}`,
+      );
+    });
     first.child.kill('SIGKILL');
     await first.exited;
 
@@ -96,7 +106,7 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     assert.ok(restart, done.body.events.map((e: any) => e.type).join(','));
     assert.ok(restart.step >= savedStep, `resumed from step ${restart.step}, the heartbeat named ${savedStep}`);
     assert.match(restart.message, /resumed from the checkpoint at step \d+/);
-    assert.equal(done.body.epochs_completed, 12);
+    assert.equal(done.body.epochs_completed, 20);
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics;
     // Every planned step is recorded exactly once, across both workers.
     assert.deepEqual(

@@ -1,0 +1,211 @@
+/**
+ * What a fine-tuning job produced, for download:
+ *
+ *   GET /v1/finetune/download?ft_id=&checkpoint=&checkpoint_step=   weights as .tar.zst (SDK: fineTuning.content)
+ *   GET /v1/fine-tunes/{id}/download-tokenized-dataset               a pre-signed URL of the tokenized dataset archive
+ *   GET <that URL>                                                   the archive (no API key: the URL is signed)
+ *   DELETE /v1/fine-tunes/{id}                                       the job and everything it stored
+ */
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Request, Response } from 'express';
+import { z } from 'zod';
+import { finalOutputPrefix, tokenizedDatasetArchiveKey } from '../../common/fine-tunes';
+import { getFineTune, getFineTuneById, listCheckpoints, type FineTuneRow } from '../../db/fine-tunes';
+import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-zst';
+import type { ApiDeps } from '../deps';
+import { badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import { IsoDateTime } from '../schemas/common';
+import { FineTuneIdParams } from '../schemas/fine-tunes';
+import { downloadUrl, verifyDownloadUrl } from '../uploads/presigned';
+
+const DownloadQuery = z.object({
+  // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
+  ft_id: z.string().min(1).max(160),
+  checkpoint: z.enum(['merged', 'adapter', 'model_output_path']).optional(),
+  checkpoint_step: z.coerce.number().int().positive().optional(),
+});
+
+const DOWNLOAD_TTL_SECONDS = 3600;
+const tokenizedPath = (jobId: string) => `/v1/fine-tunes/${encodeURIComponent(jobId)}/tokenized-dataset`;
+
+export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, blobs, config, temporal } = deps;
+
+  /** The files to ship for a download request, as blob keys. */
+  async function selectFiles(job: FineTuneRow, q: z.output<typeof DownloadQuery>, step: number | undefined) {
+    const lora = job.plan.training_type === 'lora';
+    const checkpoints = await listCheckpoints(db, job.id);
+    if (step !== undefined) {
+      const c = checkpoints.find((x) => x.checkpoint_type === 'intermediate' && x.step === step);
+      if (!c) {
+        const steps = checkpoints.filter((x) => x.checkpoint_type === 'intermediate').map((x) => x.step);
+        throw notFound(
+          `Job '${job.id}' has no checkpoint at step ${step}; its checkpoints are at steps ${steps.join(', ') || 'none yet'}.`,
+        );
+      }
+      // The weights of that step; the optimizer state stays behind (it is for resuming, not for use).
+      return {
+        files: c.files.filter((f) => f !== 'optimizer.safetensors').map((f) => `${c.blob_prefix}/${f}`),
+        suffix: `-checkpoint-${step}`,
+      };
+    }
+    const final = checkpoints.find((x) => x.checkpoint_type === 'final');
+    if (job.status !== 'completed' || !final) {
+      throw notFound(`Job '${job.id}' has no final model yet (status ${job.status}).`);
+    }
+    const kind = q.checkpoint ?? (lora ? 'merged' : 'model_output_path');
+    if (!lora && kind !== 'model_output_path') {
+      throw badRequest(
+        `Job '${job.id}' is a full fine-tune: its output is the whole model (checkpoint=model_output_path).`,
+        'checkpoint',
+      );
+    }
+    const wanted =
+      kind === 'adapter'
+        ? ['adapter.safetensors', 'config.json']
+        : kind === 'merged'
+          ? ['model.safetensors', 'config.json']
+          : final.files;
+    return {
+      files: wanted.map((f) => `${finalOutputPrefix(job.id)}/${f}`),
+      suffix: kind === 'adapter' ? '-adapter' : '',
+    };
+  }
+
+  async function sendArchive(res: Response, keys: string[], filename: string) {
+    await assertZstdAvailable();
+    const entries = [];
+    for (const key of keys) {
+      const size = await blobs.size(key);
+      if (size === null) throw notFound(`A file of this download is missing from storage: ${path.basename(key)}.`);
+      entries.push({ name: path.basename(key), size, open: () => blobs.read(key) });
+    }
+    // attachment() sets a type from the extension; ours goes after it.
+    res.status(200).attachment(filename).set('Content-Type', 'application/zstd');
+    await pipeline(tarZstStream(entries), res);
+  }
+
+  router.add({
+    method: 'get',
+    path: '/finetune/download',
+    operationId: 'downloadFineTuneWeights',
+    summary: 'Weights of a job (merged, adapter or the full output) or of one checkpoint, as .tar.zst',
+    tags: ['fine-tuning'],
+    query: DownloadQuery,
+    strict: true,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'A .tar.zst archive',
+      schema: z.string().meta({ format: 'binary' }),
+      mediaType: 'application/zstd',
+    },
+    handler: async ({ query, principal, res }) => {
+      const [jobId, stepPart] = query.ft_id.split(':');
+      const step = query.checkpoint_step ?? (stepPart !== undefined ? Number(stepPart) : undefined);
+      if (step !== undefined && !Number.isInteger(step))
+        throw badRequest(`Invalid checkpoint id '${query.ft_id}'.`, 'ft_id');
+      const job = await getFineTune(db, principal.projectId, jobId);
+      if (!job) throw notFound(`Fine-tuning job '${jobId}' not found.`);
+      const { files, suffix } = await selectFiles(job, query, step);
+      const base = job.model_output_name.split('/').pop()!;
+      await sendArchive(res, files, `${base}${suffix}.tar.zst`);
+      return undefined;
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/fine-tunes/:id/download-tokenized-dataset',
+    operationId: 'retrieveTokenizedDataset',
+    summary: "A pre-signed URL of the job's tokenized dataset archive; 404 until it exists",
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Where to fetch the archive',
+      schema: z.object({
+        url: z.string(),
+        filename: z.string(),
+        content_type: z.string(),
+        size: z.number().int(),
+        expires_at: IsoDateTime,
+      }),
+    },
+    handler: async ({ params, principal }) => {
+      const job = await getFineTune(db, principal.projectId, params.id);
+      if (!job) throw notFound(`Fine-tuning job '${params.id}' not found.`);
+      const size = await blobs.size(tokenizedDatasetArchiveKey(job.id));
+      if (size === null)
+        throw notFound(`Job '${job.id}' has no tokenized dataset archive yet.`, 'tokenized_dataset_not_ready');
+      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_TTL_SECONDS;
+      return {
+        url: downloadUrl(config.publicUrl, config.signingSecret, tokenizedPath(job.id), expires),
+        filename: `${job.id}-tokenized-dataset.tar.zst`,
+        content_type: 'application/zstd',
+        size,
+        expires_at: new Date(expires * 1000).toISOString(),
+      };
+    },
+  });
+
+  router.add({
+    method: 'delete',
+    path: '/fine-tunes/:id',
+    operationId: 'deleteFineTune',
+    summary: 'Delete a finished job and everything it stored (force: cancel a running one first)',
+    tags: ['fine-tuning'],
+    params: FineTuneIdParams,
+    query: z.object({ force: z.enum(['true', 'false']).optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'Deleted', schema: z.object({ message: z.string() }) },
+    handler: async ({ params, query, principal }) => {
+      const job = await getFineTune(db, principal.projectId, params.id);
+      if (!job) throw notFound(`Fine-tuning job '${params.id}' not found.`);
+      if (!['completed', 'cancelled', 'error'].includes(job.status)) {
+        if (query.force !== 'true') {
+          throw conflict(
+            `Job '${job.id}' is ${job.status}; cancel it first, or delete with force=true.`,
+            'job_running',
+          );
+        }
+        await temporal.workflow
+          .getHandle(`fine-tune/${job.id}`)
+          .terminate('deleted with force=true')
+          .catch(() => undefined);
+      }
+      const keys = [
+        tokenizedDatasetArchiveKey(job.id),
+        `fine-tunes/${job.id}/tokenized/train.jsonl`,
+        `fine-tunes/${job.id}/tokenized/eval.jsonl`,
+      ];
+      for (const c of await listCheckpoints(db, job.id)) keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
+      await db.query('DELETE FROM file_leases WHERE holder = $1', [`fine-tune/${job.id}`]);
+      await db.query('DELETE FROM fine_tunes WHERE id = $1', [job.id]);
+      for (const key of keys) await blobs.delete(key);
+      return { message: `Fine-tuning job ${job.id} deleted.` };
+    },
+  });
+}
+
+/** GET of the tokenized dataset archive at its signed URL (no API key). */
+export function tokenizedDatasetHandler(deps: ApiDeps) {
+  return async (req: Request, res: Response) => {
+    if (!deps.config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    const jobId = String(req.params.id);
+    verifyDownloadUrl(deps.config.signingSecret, tokenizedPath(jobId), req.query);
+    const job = await getFineTuneById(deps.db, jobId);
+    const key = tokenizedDatasetArchiveKey(jobId);
+    const size = job ? await deps.blobs.size(key) : null;
+    if (size === null) throw notFound(`The tokenized dataset of '${jobId}' no longer exists.`);
+    res
+      .status(200)
+      .attachment(`${jobId}-tokenized-dataset.tar.zst`)
+      .set({ 'Content-Type': 'application/zstd', 'Content-Length': String(size) });
+    await pipeline(deps.blobs.read(key), res);
+  };
+}
