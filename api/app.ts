@@ -10,15 +10,11 @@ import { authenticate } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
-import { FileIdParams, FileObjectSchema, PartParams, PartUploadedSchema } from './schemas/files';
-import { DownloadUrlQuery, UploadUrlQuery } from './uploads/presigned';
-import { FineTuneIdParams } from './schemas/fine-tunes';
-import { z } from 'zod';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
-import { addMultipartRoutes, multipartPartHandler } from './routes/file-multipart';
-import { addFileRoutes, presignedUploadHandler } from './routes/files';
-import { addFineTuneDownloadRoutes, tokenizedDatasetHandler } from './routes/fine-tune-downloads';
+import { addMultipartRoutes } from './routes/file-multipart';
+import { addFileRoutes } from './routes/files';
+import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
 import { addFineTuneRoutes } from './routes/fine-tunes';
 import { addSystemRoutes } from './routes/system';
 
@@ -55,50 +51,8 @@ export function createApp(deps: ApiDeps): express.Express {
     swaggerUi.setup(openapi(), { customSiteTitle: 'Gantry API' })(req, res, next),
   );
 
-  // Pre-signed upload URLs carry their own credential (an HMAC signature), not an API key.
-  app.put('/v1/files/:id/upload', presignedUploadHandler(deps));
-  v1.documentUnkeyed({
-    method: 'put',
-    path: '/files/:id/upload',
-    operationId: 'putFileContent',
-    summary: 'PUT the bytes to a pre-signed upload URL (from POST /v1/files); single use, expires',
-    tags: ['files'],
-    params: FileIdParams,
-    query: UploadUrlQuery,
-    errors: [403, 404, 413],
-    response: { status: 200, description: 'The uploaded file; validation starts', schema: FileObjectSchema },
-  });
-
-  app.put('/v1/files/:id/parts/:part', multipartPartHandler(deps));
-  v1.documentUnkeyed({
-    method: 'put',
-    path: '/files/:id/parts/:part',
-    operationId: 'putFilePart',
-    summary: 'PUT one part of a multipart upload to its signed URL; returns its ETag',
-    tags: ['files'],
-    params: PartParams,
-    query: UploadUrlQuery,
-    errors: [403, 404, 409],
-    response: { status: 200, description: 'The stored part', schema: PartUploadedSchema },
-  });
-
-  app.get('/v1/fine-tunes/:id/tokenized-dataset', tokenizedDatasetHandler(deps));
-  v1.documentUnkeyed({
-    method: 'get',
-    path: '/fine-tunes/:id/tokenized-dataset',
-    operationId: 'getTokenizedDatasetArchive',
-    summary: 'The tokenized dataset archive at its pre-signed URL (from download-tokenized-dataset)',
-    tags: ['fine-tuning'],
-    params: FineTuneIdParams,
-    query: DownloadUrlQuery,
-    errors: [403, 404],
-    response: {
-      status: 200,
-      description: 'A .tar.zst archive',
-      schema: z.string().meta({ format: 'binary' }),
-      mediaType: 'application/zstd',
-    },
-  });
+  // Pre-signed URLs carry their own credential (an HMAC signature), not an API key.
+  app.use('/v1', v1.signedRouter);
 
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });

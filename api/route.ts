@@ -79,6 +79,8 @@ const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
 
 export class ApiRouter {
   readonly router = express.Router();
+  /** Routes whose URL is its own credential (pre-signed); app.ts mounts these before key authentication. */
+  readonly signedRouter = express.Router();
 
   constructor(
     private readonly registry: OpenAPIRegistry,
@@ -135,11 +137,16 @@ export class ApiRouter {
   }
 
   /**
-   * Documents a route that is mounted by hand because it does not take an API
-   * key (a pre-signed URL authenticates by its signature instead).
+   * Adds a route that takes no API key because its URL is signed (a
+   * pre-signed upload or download): the handler verifies the signature. It is
+   * documented like any other route, without the bearer requirement.
    */
-  documentUnkeyed(spec: Omit<RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, 'handler'>) {
+  addSigned(
+    spec: Omit<RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, 'handler' | 'access'>,
+    handler: (req: Request, res: Response) => Promise<void>,
+  ) {
     this.document({ ...spec, handler: async () => undefined }, false);
+    this.signedRouter[spec.method](spec.path, handler);
   }
 
   private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, keyed = true) {

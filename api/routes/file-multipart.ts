@@ -41,9 +41,10 @@ import {
   MultipartAbortedSchema,
   MultipartUploadSchema,
   PartParams,
+  PartUploadedSchema,
 } from '../schemas/files';
 import { fileBlobKey } from '../uploads/blob-storage-engine';
-import { uploadUrl, verifyUploadUrl } from '../uploads/presigned';
+import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
 import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
 
@@ -113,6 +114,21 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       };
     },
   });
+
+  router.addSigned(
+    {
+      method: 'put',
+      path: '/files/:id/parts/:part',
+      operationId: 'putFilePart',
+      summary: 'PUT one part of a multipart upload to its signed URL; returns its ETag',
+      tags: ['files'],
+      params: PartParams,
+      query: UploadUrlQuery,
+      errors: [403, 404, 409],
+      response: { status: 200, description: 'The stored part', schema: PartUploadedSchema },
+    },
+    multipartPartHandler(deps),
+  );
 
   router.add({
     method: 'post',
@@ -218,7 +234,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
 }
 
 /** PUT of one part to its signed URL (no API key: the signature is the credential). */
-export function multipartPartHandler(deps: ApiDeps) {
+function multipartPartHandler(deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
   return async (req: Request, res: Response) => {
     if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');

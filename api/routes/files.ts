@@ -32,7 +32,7 @@ import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../er
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
 import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
-import { uploadUrl, verifyUploadUrl } from '../uploads/presigned';
+import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,
   FileDeletedSchema,
@@ -152,6 +152,21 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       return undefined;
     },
   });
+
+  router.addSigned(
+    {
+      method: 'put',
+      path: '/files/:id/upload',
+      operationId: 'putFileContent',
+      summary: 'PUT the bytes to a pre-signed upload URL (from POST /v1/files); single use, expires',
+      tags: ['files'],
+      params: FileIdParams,
+      query: UploadUrlQuery,
+      errors: [403, 404, 413],
+      response: { status: 200, description: 'The uploaded file; validation starts', schema: FileObjectSchema },
+    },
+    presignedUploadHandler(deps),
+  );
 
   router.add({
     method: 'post',
@@ -297,11 +312,8 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   }
 }
 
-/**
- * PUT of the bytes to a pre-signed URL (no API key: the URL's signature is the
- * credential). Mounted before key authentication by app.ts.
- */
-export function presignedUploadHandler(deps: ApiDeps) {
+/** PUT of the bytes to a pre-signed URL (no API key: the URL's signature is the credential). */
+function presignedUploadHandler(deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
   return async (req: Request, res: Response) => {
     if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');

@@ -18,7 +18,7 @@ import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { IsoDateTime } from '../schemas/common';
 import { FineTuneIdParams } from '../schemas/fine-tunes';
-import { downloadUrl, verifyDownloadUrl } from '../uploads/presigned';
+import { downloadUrl, DownloadUrlQuery, verifyDownloadUrl } from '../uploads/presigned';
 
 const DownloadQuery = z.object({
   // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
@@ -153,6 +153,26 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     },
   });
 
+  router.addSigned(
+    {
+      method: 'get',
+      path: '/fine-tunes/:id/tokenized-dataset',
+      operationId: 'getTokenizedDatasetArchive',
+      summary: 'The tokenized dataset archive at its pre-signed URL (from download-tokenized-dataset)',
+      tags: ['fine-tuning'],
+      params: FineTuneIdParams,
+      query: DownloadUrlQuery,
+      errors: [403, 404],
+      response: {
+        status: 200,
+        description: 'A .tar.zst archive',
+        schema: z.string().meta({ format: 'binary' }),
+        mediaType: 'application/zstd',
+      },
+    },
+    tokenizedDatasetHandler(deps),
+  );
+
   router.add({
     method: 'delete',
     path: '/fine-tunes/:id',
@@ -193,7 +213,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
 }
 
 /** GET of the tokenized dataset archive at its signed URL (no API key). */
-export function tokenizedDatasetHandler(deps: ApiDeps) {
+function tokenizedDatasetHandler(deps: ApiDeps) {
   return async (req: Request, res: Response) => {
     if (!deps.config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const jobId = String(req.params.id);
