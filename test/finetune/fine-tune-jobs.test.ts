@@ -290,6 +290,43 @@ describe('fine-tuning jobs', () => {
     }
   });
 
+  test('the tokenization preview shows tokens, trained spans and the auto rule', async () => {
+    const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: MODEL, training_file: trainingFile, top_k: 2 },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.dataset_format, 'conversation');
+    assert.equal(res.body.train_on_inputs, false, 'auto masks the inputs of conversations');
+    assert.equal(res.body.rows.length, 2);
+    const [row] = res.body.rows;
+    assert.equal(row.row_index, 1);
+    assert.equal(row.tokens.slice(1, 7).join(''), 'user: ');
+    assert.equal(row.tokens[0], '<s>');
+    // Trained spans cover exactly the labelled positions.
+    const labelled = row.labels.flatMap((l: number, i: number) => (l === -100 ? [] : [i]));
+    const spanned = row.trained_spans.flatMap(([s, e]: number[]) => Array.from({ length: e - s }, (_, k) => s + k));
+    assert.deepEqual(spanned, labelled);
+    assert.equal(row.num_trained_tokens, labelled.length);
+    const trainedText = Buffer.from(
+      row.input_ids
+        .filter((_: number, i: number) => row.labels[i] !== -100 && row.input_ids[i] >= 4)
+        .map((id: number) => id - 4),
+    ).toString();
+    assert.equal(trainedText, 'assistant: 0 + 2 = 2.\n');
+    const all = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: MODEL, training_file: trainingFile, top_k: 1, train_on_inputs: true },
+    });
+    assert.equal(all.body.rows[0].num_trained_tokens, all.body.rows[0].num_tokens - 1, 'everything but BOS');
+    const tooMany = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: MODEL, training_file: trainingFile, top_k: 51 },
+    });
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.body.error.param, 'top_k');
+  });
+
   test('delete: refused while running (unless forced), then the job and its files are gone', async () => {
     const running = await create(a.key, {
       model: MODEL,

@@ -1,0 +1,110 @@
+/**
+ * POST /v1/fine-tunes/preview: what tokenization will make of the first rows
+ * of a training file (the SDK's fineTuning.preview): tokens after truncation,
+ * which are trained, and the first token strings.
+ */
+import { createInterface } from 'node:readline';
+import { z } from 'zod';
+import type { DatasetFormat } from '../../datasets/records';
+import { getFile } from '../../db/files';
+import { encodeSample, segmentsOf, trainedSpans } from '../../finetune/tokenize';
+import type { ApiDeps } from '../deps';
+import { badRequest } from '../errors';
+import type { ApiRouter } from '../route';
+import { checkFile, resolveModel } from './fine-tunes-plan';
+
+const PreviewBody = z
+  .object({
+    model: z.string().min(1),
+    training_file: z.string().min(1),
+    top_k: z.number().int().min(1).max(50).default(5),
+    train_on_inputs: z.boolean().optional(),
+    training_method: z.literal('sft').default('sft'),
+  })
+  .meta({ id: 'FineTunePreviewRequest' });
+
+const PreviewRow = z.object({
+  row_index: z.number().int().describe('1-based line of the training file'),
+  input_ids: z.array(z.number().int()),
+  labels: z.array(z.number().int()).describe('input_ids where trained, -100 elsewhere'),
+  num_tokens: z.number().int(),
+  num_trained_tokens: z.number().int(),
+  tokens: z.array(z.string()).describe('the first 32 tokens as strings'),
+  trained_spans: z.array(z.array(z.number().int())).describe('half-open [start, end) ranges of trained positions'),
+  truncated: z.boolean(),
+});
+
+const PreviewResponse = z
+  .object({
+    model: z.string(),
+    dataset_format: z.enum(['general', 'conversation', 'instruction']),
+    max_seq_length: z.number().int(),
+    train_on_inputs: z.boolean(),
+    rows: z.array(PreviewRow),
+  })
+  .meta({ id: 'FineTunePreview' });
+
+export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
+  router.add({
+    method: 'post',
+    path: '/fine-tunes/preview',
+    operationId: 'previewFineTuneTokenization',
+    summary: 'How the first top_k rows of a training file will be tokenized and trained',
+    tags: ['fine-tuning'],
+    body: PreviewBody,
+    strict: true,
+    response: { status: 200, description: 'Tokenized rows', schema: PreviewResponse },
+    handler: async ({ body, principal }) => {
+      const model = resolveModel({ model: body.model, training_file: body.training_file });
+      const file = checkFile(
+        await getFile(deps.db, principal.projectId, body.training_file),
+        body.training_file,
+        'training_file',
+      );
+      const format = file.validation_report!.dataset_format as DatasetFormat;
+      if (format === 'PREFERENCE_OPENAI') {
+        throw badRequest('The preview shows SFT tokenization; this is a preference (DPO) dataset.', 'training_file');
+      }
+      const tokenizer = model.tokenizer();
+      const maxSeqLength = model.limits.max_seq_length_sft;
+      // `auto`: text datasets train on everything, messages and prompt/completion only on outputs.
+      const trainOnInputs = body.train_on_inputs ?? format === 'GENERAL';
+      const rows = [];
+      const lines = createInterface({ input: deps.blobs.read(file.blob_key), crlfDelay: Infinity });
+      let lineNo = 0;
+      for await (const raw of lines) {
+        lineNo++;
+        const line = raw.replace(/^\uFEFF/, '');
+        if (!line.trim()) continue;
+        const { ids, mask } = encodeSample(segmentsOf(JSON.parse(line), format), {
+          tokenizer,
+          format,
+          maxSeqLength,
+          trainOnInputs,
+        });
+        const truncated = ids.length > maxSeqLength;
+        const keptIds = ids.slice(0, maxSeqLength);
+        const keptMask = mask.slice(0, maxSeqLength);
+        rows.push({
+          row_index: lineNo,
+          input_ids: keptIds,
+          labels: keptIds.map((id, i) => (keptMask[i] ? id : -100)),
+          num_tokens: keptIds.length,
+          num_trained_tokens: keptMask.reduce((a, b) => a + b, 0),
+          tokens: keptIds.slice(0, 32).map((id) => tokenizer.tokenString(id)),
+          trained_spans: trainedSpans(keptMask),
+          truncated,
+        });
+        if (rows.length === body.top_k) break;
+      }
+      lines.close();
+      return {
+        model: model.name,
+        dataset_format: format.toLowerCase() as 'general' | 'conversation' | 'instruction',
+        max_seq_length: maxSeqLength,
+        train_on_inputs: trainOnInputs,
+        rows,
+      };
+    },
+  });
+}
