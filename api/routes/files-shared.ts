@@ -1,12 +1,11 @@
 /** What both file route modules need: the file object, type inference, the workflow start. */
 import path from 'node:path';
 import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
-import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
 import { deleteFileRow, type FileRow } from '../../db/files';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
 import type { fileValidation, FileWorkflowInput } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
 import { badRequest } from '../errors';
+import { startResourceWorkflow } from '../workflows';
 
 export function toFileObject(row: FileRow) {
   return {
@@ -58,21 +57,17 @@ export async function startFileWorkflowFor(
     ...(uploadTimeoutSeconds ? { uploadTimeoutSeconds } : {}),
   };
   try {
-    await temporal.connection.withDeadline(Date.now() + 5_000, () =>
-      temporal.workflow.start<typeof fileValidation>('fileValidation', {
-        workflowId: fileValidationWorkflowId(row.id),
-        taskQueue: CONTROL_TASK_QUEUE,
-        args: [input],
-        typedSearchAttributes: [
-          { key: SA_PROJECT_ID, value: row.project_id },
-          { key: SA_RESOURCE_TYPE, value: FILE_RESOURCE_TYPE },
-          { key: SA_RESOURCE_ID, value: row.id },
-          { key: SA_STATUS, value: row.processing_status },
-        ],
-        staticSummary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
-        staticDetails: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
-      }),
-    );
+    await startResourceWorkflow<typeof fileValidation>(temporal, {
+      workflowType: 'fileValidation',
+      workflowId: fileValidationWorkflowId(row.id),
+      args: [input],
+      projectId: row.project_id,
+      resourceType: FILE_RESOURCE_TYPE,
+      resourceId: row.id,
+      status: row.processing_status,
+      summary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
+      details: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
+    });
   } catch (err) {
     await deleteFileRow(db, row.id);
     throw err;

@@ -8,7 +8,6 @@ import { z } from 'zod';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../common/fine-tunes';
 import { newId } from '../../common/ids';
-import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
 import { getFile } from '../../db/files';
 import {
   addFineTuneEvent,
@@ -24,9 +23,9 @@ import {
 } from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { findFineTuneModel } from '../../finetune/models';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
 import type { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
+import { startResourceWorkflow } from '../workflows';
 import { conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
@@ -185,21 +184,17 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
         heartbeatTimeoutSeconds: config.trainingHeartbeatTimeoutSeconds,
       };
       try {
-        await temporal.connection.withDeadline(Date.now() + 5_000, () =>
-          temporal.workflow.start<typeof fineTune>('fineTune', {
-            workflowId: fineTuneWorkflowId(id),
-            taskQueue: CONTROL_TASK_QUEUE,
-            args: [input],
-            typedSearchAttributes: [
-              { key: SA_PROJECT_ID, value: principal.projectId },
-              { key: SA_RESOURCE_TYPE, value: FINE_TUNE_RESOURCE_TYPE },
-              { key: SA_RESOURCE_ID, value: id },
-              { key: SA_STATUS, value: 'pending' },
-            ],
-            staticSummary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
-            staticDetails: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
-          }),
-        );
+        await startResourceWorkflow<typeof fineTune>(temporal, {
+          workflowType: 'fineTune',
+          workflowId: fineTuneWorkflowId(id),
+          args: [input],
+          projectId: principal.projectId,
+          resourceType: FINE_TUNE_RESOURCE_TYPE,
+          resourceId: id,
+          status: 'pending',
+          summary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
+          details: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
+        });
       } catch (err) {
         await db.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
         throw err;

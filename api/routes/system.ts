@@ -4,13 +4,13 @@
  */
 import { GPU_TYPES, type GpuType } from '../../common/gpu-types';
 import { newId } from '../../common/ids';
-import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../common/search-attributes';
 import { SELF_CHECK_RESOURCE_TYPE, selfCheckWorkflowId, type SelfCheckInput } from '../../common/self-check';
 import { describeTaskQueuePollers, type QueuePollers } from '../../common/temporal';
 import { deleteSelfCheck, getSelfCheck, insertSelfCheck, listSelfChecks, type SelfCheckRow } from '../../db/system';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../workers/task-queues';
 import type { systemSelfCheck } from '../../workflows/system';
 import type { ApiDeps } from '../deps';
+import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { listOf } from '../schemas/common';
@@ -36,7 +36,6 @@ function toSelfCheck(row: SelfCheckRow) {
 
 /** Bounds on calls to Temporal made inside a request, so an outage is a prompt 503, not a hang. */
 const STATUS_DEADLINE_MS = 3_000;
-const TEMPORAL_CALL_DEADLINE_MS = 5_000;
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -129,24 +128,20 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         queueWaitSeconds: config.gpuQueueWaitSeconds,
       };
       try {
-        await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
-          temporal.workflow.start<typeof systemSelfCheck>('systemSelfCheck', {
-            workflowId,
-            taskQueue: CONTROL_TASK_QUEUE,
-            args: [input],
-            typedSearchAttributes: [
-              { key: SA_PROJECT_ID, value: principal.projectId },
-              { key: SA_RESOURCE_TYPE, value: SELF_CHECK_RESOURCE_TYPE },
-              { key: SA_RESOURCE_ID, value: id },
-              { key: SA_STATUS, value: 'running' },
-            ],
-            staticSummary: `Self-check ${id}: ${queues.join(', ')}`,
-            staticDetails: [
-              `Started by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
-              `GPU queues wait up to ${config.gpuQueueWaitSeconds}s for a worker before reporting \`no_worker\`.`,
-            ].join('\n\n'),
-          }),
-        );
+        await startResourceWorkflow<typeof systemSelfCheck>(temporal, {
+          workflowType: 'systemSelfCheck',
+          workflowId,
+          args: [input],
+          projectId: principal.projectId,
+          resourceType: SELF_CHECK_RESOURCE_TYPE,
+          resourceId: id,
+          status: 'running',
+          summary: `Self-check ${id}: ${queues.join(', ')}`,
+          details: [
+            `Started by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
+            `GPU queues wait up to ${config.gpuQueueWaitSeconds}s for a worker before reporting \`no_worker\`.`,
+          ].join('\n\n'),
+        });
       } catch (err) {
         // No workflow, no row: the caller sees the failure and nothing dangles.
         await deleteSelfCheck(db, id);
