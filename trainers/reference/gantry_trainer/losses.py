@@ -11,9 +11,9 @@ def token_logprobs(logits: jax.Array, ids: jax.Array) -> jax.Array:
     return jnp.take_along_axis(logp, ids[:, 1:, None], axis=-1)[..., 0]
 
 
-def sft_loss(logits: jax.Array, ids: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean negative log-likelihood over the tokens the mask marks as trained."""
-    m = mask[:, 1:].astype(jnp.float32)
+def sft_loss(logits: jax.Array, ids: jax.Array, mask: jax.Array, weight: jax.Array) -> jax.Array:
+    """Mean negative log-likelihood over the trained tokens (mask), each row scaled by its sample weight."""
+    m = mask[:, 1:].astype(jnp.float32) * weight[:, None]
     return -(token_logprobs(logits, ids) * m).sum() / jnp.maximum(m.sum(), 1.0)
 
 
@@ -21,11 +21,13 @@ def sequence_logprob(logits: jax.Array, ids: jax.Array, mask: jax.Array) -> jax.
     return (token_logprobs(logits, ids) * mask[:, 1:].astype(jnp.float32)).sum(-1)
 
 
-def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float) -> tuple[jax.Array, jax.Array]:
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float, weight) -> tuple[jax.Array, jax.Array]:
     """Direct Preference Optimization: -log sigmoid(beta * (policy margin - reference margin)).
 
-    Returns the loss and the mean reward margin (how much more the policy
-    prefers the chosen answer than the reference does).
+    Returns the weighted mean loss and the weighted mean reward margin (how
+    much more the policy prefers the chosen answer than the reference does).
+    Rows of weight 0 (batch padding) count for nothing.
     """
-    margin = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)
-    return -jax.nn.log_sigmoid(beta * margin).mean(), (beta * margin).mean()
+    margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    total = jnp.maximum(weight.sum(), 1.0)
+    return -(weight * jax.nn.log_sigmoid(margin)).sum() / total, (weight * margin).sum() / total

@@ -15,7 +15,7 @@ import optax
 
 from . import checkpoint as ckpt
 from .data import batches, epoch_order, load_rows, trained_tokens
-from .losses import dpo_loss, sequence_logprob, token_logprobs
+from .losses import dpo_loss, sequence_logprob, sft_loss
 from .lora import init_lora, make_linear, merge
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
@@ -81,21 +81,15 @@ def run(cfg: dict) -> None:
     beta = float(cfg.get("dpo_beta", 0.1))
 
     def loss_fn(tr, batch, key):
-        w = batch["weight"]
         if method == "sft":
-            lp = token_logprobs(logits_of(tr, batch["ids"], key), batch["ids"])
-            m = batch["mask"][:, 1:].astype(jnp.float32) * w[:, None]
-            return -(lp * m).sum() / jnp.maximum(m.sum(), 1.0), jnp.float32(0)
+            logits = logits_of(tr, batch["ids"], key)
+            return sft_loss(logits, batch["ids"], batch["mask"], batch["weight"]), jnp.float32(0)
         ids = jnp.concatenate([batch["chosen_ids"], batch["rejected_ids"]])
         mask = jnp.concatenate([batch["chosen_mask"], batch["rejected_mask"]])
         n = batch["chosen_ids"].shape[0]
         policy = sequence_logprob(logits_of(tr, ids, key), ids, mask)
         ref = jax.lax.stop_gradient(sequence_logprob(ref_logits(ids), ids, mask))
-        per_row, margin = dpo_loss(policy[:n], policy[n:], ref[:n], ref[n:], beta)
-        del per_row
-        rel = (policy[:n] - ref[:n]) - (policy[n:] - ref[n:])
-        loss = -(w * jax.nn.log_sigmoid(beta * rel)).sum() / jnp.maximum(w.sum(), 1.0)
-        return loss, (w * beta * rel).sum() / jnp.maximum(w.sum(), 1.0)
+        return dpo_loss(policy[:n], policy[n:], ref[:n], ref[n:], beta, batch["weight"])
 
     # AdamW with decoupled weight decay; the learning rate is applied per step
     # from the schedule, so one compiled step serves every step.
