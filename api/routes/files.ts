@@ -49,6 +49,12 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   const startFileWorkflow = (row: FileRow, awaitUploadUntil?: Date) =>
     startFileWorkflowFor(deps, row, awaitUploadUntil);
 
+  const findFile = async (projectId: string, id: string) => {
+    const row = await getFile(db, projectId, id);
+    if (!row) throw notFound(`File '${id}' not found.`);
+    return row;
+  };
+
   const upload = multer({
     storage: new BlobStorageEngine(blobs, config.maxUploadBytes),
     limits: { fileSize: config.maxUploadBytes, files: 1, fields: 8, fieldSize: 4096, parts: 12 },
@@ -169,18 +175,6 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   );
 
   router.add({
-    method: 'post',
-    path: '/files/:id/preprocess',
-    operationId: 'preprocessFile',
-    summary: 'Called by the Python SDK after its PUT; validation already started then, so this returns the file',
-    tags: ['files'],
-    params: FileIdParams,
-    errors: [404],
-    response: { status: 200, description: 'The file', schema: FileObjectSchema },
-    handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
-  });
-
-  router.add({
     method: 'get',
     path: '/files',
     operationId: 'listFiles',
@@ -193,23 +187,24 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     }),
   });
 
-  const findFile = async (projectId: string, id: string) => {
-    const row = await getFile(db, projectId, id);
-    if (!row) throw notFound(`File '${id}' not found.`);
-    return row;
-  };
-
-  router.add({
-    method: 'get',
-    path: '/files/:id',
-    operationId: 'retrieveFile',
-    summary: 'A file, with processing_status and validation_report',
-    tags: ['files'],
-    params: FileIdParams,
-    errors: [404],
-    response: { status: 200, description: 'The file', schema: FileObjectSchema },
-    handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
-  });
+  // GET /files/{id}, and POST /files/{id}/preprocess, which the Python SDK calls after its
+  // PUT: validation has already started by then, so both return the file as it is.
+  for (const [method, path, operationId, summary] of [
+    ['get', '/files/:id', 'retrieveFile', 'A file, with processing_status and validation_report'],
+    ['post', '/files/:id/preprocess', 'preprocessFile', "The Python SDK's call after its PUT; returns the file"],
+  ] as const) {
+    router.add({
+      method,
+      path,
+      operationId,
+      summary,
+      tags: ['files'],
+      params: FileIdParams,
+      errors: [404],
+      response: { status: 200, description: 'The file', schema: FileObjectSchema },
+      handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
+    });
+  }
 
   router.add({
     method: 'get',
