@@ -23,26 +23,32 @@ export interface EphemeralServices {
   stop(): Promise<void>;
 }
 
+/** A new, empty database on the server of `serverUrl`, and a way to drop it. */
+export async function createThrowawayDatabase(
+  serverUrl: string,
+  prefix = 'gantry_tmp',
+): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
+  const run = async (sql: string) => {
+    const c = new pg.Client({ connectionString: serverUrl });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await run(`CREATE DATABASE ${name}`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
 async function provisionDatabase(work: string): Promise<{ url: string; teardown: () => Promise<void> }> {
-  const external = process.env.DATABASE_URL;
-  if (external) {
-    // A throwaway database on the given server, so runs never touch real data.
-    const name = `gantry_tmp_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: external });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const url = new URL(external);
-    url.pathname = `/${name}`;
-    return {
-      url: url.toString(),
-      teardown: async () => {
-        const c = new pg.Client({ connectionString: external });
-        await c.connect();
-        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        await c.end();
-      },
-    };
+  // On a given server: a throwaway database, so runs never touch real data.
+  if (process.env.DATABASE_URL) {
+    const { url, drop } = await createThrowawayDatabase(process.env.DATABASE_URL);
+    return { url, teardown: drop };
   }
   const handle = await startEmbeddedPostgres({
     dir: path.join(work, 'postgres'),

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
 import { chat, jsonl } from '../helpers/datasets';
-import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const MODEL = 'gantry/reference-byte-tiny';
@@ -21,30 +21,13 @@ describe('fine-tuning jobs', () => {
   let trainingFile = '';
   let validationFile = '';
 
-  async function uploadValidated(key: string, name: string, content: string): Promise<string> {
-    const body = new FormData();
-    body.append('purpose', 'fine-tune');
-    body.append('file_name', name);
-    body.append('file', new Blob([content]), name);
-    const res = await call(p.baseUrl, 'POST', '/v1/files/upload', { key, body });
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    await eventually(
-      () => call(p.baseUrl, 'GET', `/v1/files/${res.body.id}`, { key }),
-      (r) =>
-        r.body.processing_status !== 'PENDING' &&
-        r.body.processing_status !== 'QUEUED' &&
-        r.body.processing_status !== 'RUNNING',
-    );
-    return res.body.id;
-  }
-
   before(async () => {
     p = await startTestPlatform({ env: { GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: '20' } });
     a = await createTenant(p.db);
     b = await createTenant(p.db);
     const records = Array.from({ length: 64 }, (_, i) => chat(`What is ${i} + 2?`, `${i} + 2 = ${i + 2}.`));
-    trainingFile = await uploadValidated(a.key, 'train.jsonl', jsonl(...records));
-    validationFile = await uploadValidated(a.key, 'eval.jsonl', jsonl(...records.slice(0, 16)));
+    trainingFile = await uploadValidated(p, a.key, 'train.jsonl', jsonl(...records));
+    validationFile = await uploadValidated(p, a.key, 'eval.jsonl', jsonl(...records.slice(0, 16)));
   });
   after(() => p.stop());
 

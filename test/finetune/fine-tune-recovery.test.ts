@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { chat, jsonl } from '../helpers/datasets';
-import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -23,18 +23,6 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     return w;
   };
 
-  async function uploadValidated(name: string, content: string): Promise<string> {
-    const body = new FormData();
-    body.append('purpose', 'fine-tune');
-    body.append('file_name', name);
-    body.append('file', new Blob([content]), name);
-    const res = await call(p.baseUrl, 'POST', '/v1/files/upload', { key: a.key, body });
-    const done = await eventually(
-      () => call(p.baseUrl, 'GET', `/v1/files/${res.body.id}`, { key: a.key }),
-      (r) => r.body.processing_status === 'COMPLETED',
-    );
-    return done.body.id;
-  }
   const finished = (id: string) =>
     eventually(
       () => call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}`, { key: a.key }),
@@ -56,7 +44,7 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     const records = Array.from({ length: 48 }, (_, i) =>
       chat(`Spell ${i}`, `${i} is spelled ${String(i).split('').join('-')}.`),
     );
-    const file = await uploadValidated('train.jsonl', jsonl(...records));
+    const file = await uploadValidated(p, a.key, 'train.jsonl', jsonl(...records));
     const first = await startGpuWorker();
     const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
       key: a.key,
@@ -117,8 +105,8 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
 
   test('early stopping ends the job completed, with the best step and metric', async () => {
     const records = Array.from({ length: 32 }, (_, i) => chat(`Echo ${i}`, `${i}`));
-    const train = await uploadValidated('es-train.jsonl', jsonl(...records));
-    const validation = await uploadValidated('es-eval.jsonl', jsonl(...records.slice(0, 8)));
+    const train = await uploadValidated(p, a.key, 'es-train.jsonl', jsonl(...records));
+    const validation = await uploadValidated(p, a.key, 'es-eval.jsonl', jsonl(...records.slice(0, 8)));
     const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
       key: a.key,
       json: {
@@ -156,7 +144,7 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       preferred_output: [{ role: 'assistant', content: `${i % 10}` }],
       non_preferred_output: [{ role: 'assistant', content: 'no' }],
     }));
-    const file = await uploadValidated('prefs.jsonl', jsonl(...pairs));
+    const file = await uploadValidated(p, a.key, 'prefs.jsonl', jsonl(...pairs));
     const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
       key: a.key,
       json: {

@@ -148,3 +148,21 @@ export async function eventually<T>(fn: () => Promise<T>, done: (v: T) => boolea
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/** Uploads a fine-tuning file and waits for its validation to finish; returns its id. */
+export async function uploadValidated(p: TestPlatform, key: string, name: string, content: string): Promise<string> {
+  const body = new FormData();
+  body.append('purpose', 'fine-tune');
+  body.append('file_name', name);
+  body.append('file', new Blob([content]), name);
+  const res = await call(p.baseUrl, 'POST', '/v1/files/upload', { key, body });
+  if (res.status !== 200) throw new Error(`upload of ${name} failed: ${JSON.stringify(res.body)}`);
+  const done = await eventually(
+    () => call(p.baseUrl, 'GET', `/v1/files/${res.body.id}`, { key }),
+    (r) => !['PENDING', 'QUEUED', 'RUNNING'].includes(r.body.processing_status),
+  );
+  if (done.body.processing_status !== 'COMPLETED') {
+    throw new Error(`${name} did not validate: ${JSON.stringify(done.body.validation_report)}`);
+  }
+  return res.body.id;
+}
