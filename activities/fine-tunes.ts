@@ -13,13 +13,14 @@ import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   finalOutputPrefix,
+  fineTuneWorkflowId,
   tokenizedDatasetArchiveKey,
   type FineTuneEventType,
   type PreparedData,
   type TrainingOutcome,
 } from '../common/fine-tunes';
 import type { DatasetFormat } from '../datasets/records';
-import { acquireFileLease, getFileById, releaseFileLease } from '../db/files';
+import { getFileById, releaseFileLease } from '../db/files';
 import {
   addFineTuneEvent,
   getFineTuneById,
@@ -37,6 +38,7 @@ import { runTrainer } from '../providers/trainer/process-trainer';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
 const TOKENIZE_CHUNK = 1000;
+const FOREIGN_KEY_VIOLATION = '23503';
 
 export interface JobRecord {
   jobId: string;
@@ -51,8 +53,16 @@ export interface JobRecord {
 }
 
 async function recordJob(db: Db, r: JobRecord): Promise<void> {
-  if (r.update) await updateFineTune(db, r.jobId, r.update);
-  if (r.event) await addFineTuneEvent(db, { jobId: r.jobId, ...r.event });
+  try {
+    if (r.update) await updateFineTune(db, r.jobId, r.update);
+    if (r.event) await addFineTuneEvent(db, { jobId: r.jobId, ...r.event });
+  } catch (err) {
+    // The job was deleted (force=true) while this activity ran: retrying cannot bring it back.
+    if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) {
+      throw ApplicationFailure.nonRetryable(`fine-tune ${r.jobId} no longer exists`, 'JobGone');
+    }
+    throw err;
+  }
 }
 
 /** JSON records of a stored JSONL file, a chunk at a time (bounded memory). */
@@ -81,7 +91,7 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
       const job = await getFineTuneById(db, jobId);
       if (!job) return;
       for (const fileId of [job.plan.training_file, job.plan.validation_file]) {
-        if (fileId) await releaseFileLease(db, fileId, `fine-tune/${jobId}`);
+        if (fileId) await releaseFileLease(db, fileId, fineTuneWorkflowId(jobId));
       }
     },
 
@@ -127,7 +137,6 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
         if (!file || !file.validation_report?.valid) {
           throw ApplicationFailure.nonRetryable(`file ${fileId} is gone or not valid`, 'FileUnusable');
         }
-        await acquireFileLease(db, fileId, `fine-tune/${jobId}`);
         const format = file.validation_report.dataset_format as DatasetFormat;
         const key = `fine-tunes/${jobId}/tokenized/${purpose}.jsonl`;
         let rows = 0;

@@ -25,6 +25,7 @@ import {
   markUploaded,
   type FileRow,
 } from '../../db/files';
+import { withTransaction, type Queryable } from '../../db/pool';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
@@ -258,20 +259,29 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Deleted', schema: FileDeletedSchema },
     handler: async ({ params, principal }) => {
       const row = await findFile(principal.projectId, params.id);
-      const holders = await fileLeaseHolders(db, row.id);
-      if (holders.length) {
-        throw conflict(
-          `File '${row.id}' is in use by ${holders.join(', ')}, which is still running. Cancel it or wait for it to finish, then delete the file.`,
-          'file_in_use',
-        );
-      }
+      const refuseIfLeased = async (q: Queryable) => {
+        const holders = await fileLeaseHolders(q, row.id);
+        if (holders.length) {
+          throw conflict(
+            `File '${row.id}' is in use by ${holders.join(', ')}, which is still running. Cancel it or wait for it to finish, then delete the file.`,
+            'file_in_use',
+          );
+        }
+      };
+      await refuseIfLeased(db);
       // Stop validation first, so no activity reads a blob that is going away.
       try {
         await temporal.workflow.getHandle(fileValidationWorkflowId(row.id)).cancel();
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw err;
       }
-      await deleteFileRow(db, row.id);
+      // Checked again under the row lock: a job created meanwhile leases the file through a
+      // foreign key, which waits on this lock, so exactly one of the two wins.
+      await withTransaction(db, async (tx) => {
+        await tx.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [row.id]);
+        await refuseIfLeased(tx);
+        await deleteFileRow(tx, row.id);
+      });
       await blobs.delete(row.blob_key);
       return { id: row.id, object: 'file' as const, deleted: true as const };
     },

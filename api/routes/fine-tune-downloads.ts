@@ -10,8 +10,9 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { finalOutputPrefix, tokenizedDatasetArchiveKey } from '../../common/fine-tunes';
+import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../common/fine-tunes';
 import { getFineTune, getFineTuneById, listCheckpoints, type FineTuneRow } from '../../db/fine-tunes';
+import { withTransaction } from '../../db/pool';
 import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-zst';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
@@ -194,7 +195,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
           );
         }
         await temporal.workflow
-          .getHandle(`fine-tune/${job.id}`)
+          .getHandle(fineTuneWorkflowId(job.id))
           .terminate('deleted with force=true')
           .catch(() => undefined);
       }
@@ -204,8 +205,13 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
         `fine-tunes/${job.id}/tokenized/eval.jsonl`,
       ];
       for (const c of await listCheckpoints(db, job.id)) keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
-      await db.query('DELETE FROM file_leases WHERE holder = $1', [`fine-tune/${job.id}`]);
-      await db.query('DELETE FROM fine_tunes WHERE id = $1', [job.id]);
+      // One transaction: an activity still finishing after the terminate cannot re-create a lease
+      // or an event for a job that is gone (it needs the job row, which this locks and deletes).
+      await withTransaction(db, async (tx) => {
+        await tx.query('SELECT id FROM fine_tunes WHERE id = $1 FOR UPDATE', [job.id]);
+        await tx.query('DELETE FROM file_leases WHERE holder = $1', [fineTuneWorkflowId(job.id)]);
+        await tx.query('DELETE FROM fine_tunes WHERE id = $1', [job.id]);
+      });
       for (const key of keys) await blobs.delete(key);
       return { message: `Fine-tuning job ${job.id} deleted.` };
     },

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../common/fine-tunes';
 import { newId } from '../../common/ids';
-import { getFile } from '../../db/files';
+import { acquireFileLease, getFile } from '../../db/files';
 import {
   addFineTuneEvent,
   getFineTune,
@@ -174,6 +174,11 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
           message: 'Fine-tuning job created.',
           dedupKey: 'job-pending',
         });
+        // The files are in use from the moment the job exists: deleting one now answers 409.
+        // The lease's foreign key locks the file row, so a concurrent file delete waits or wins cleanly.
+        for (const fileId of [plan.training_file, plan.validation_file]) {
+          if (fileId) await acquireFileLease(tx, fileId, fineTuneWorkflowId(id));
+        }
         return job;
       });
       const input: FineTuneWorkflowInput = {
