@@ -34,7 +34,7 @@ import { findFineTuneModel } from '../finetune/models';
 import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
-import { runTrainer } from '../providers/trainer/process-trainer';
+import { runTrainer, TRAINER_DIRS, type Trainers } from '../providers/trainer/process-trainer';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
 const TOKENIZE_CHUNK = 1000;
@@ -241,7 +241,7 @@ async function uploadDir(blobs: BlobStore, dir: string, prefix: string): Promise
   return files;
 }
 
-export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; trainerPython: string; workDir: string }) {
+export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; trainers: Trainers; workDir: string }) {
   const { db, blobs } = deps;
   return {
     /**
@@ -254,6 +254,16 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
       const job = await getFineTuneById(db, jobId);
       if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
       const model = findFineTuneModel(job.plan.model)!;
+      const python = deps.trainers[model.trainer.kind];
+      if (!python) {
+        // Retrying elsewhere would not help either: the queue's workers share a configuration.
+        throw ApplicationFailure.nonRetryable(
+          `${model.name} needs the ${model.trainer.kind} trainer, which this GPU worker does not have ` +
+            `(it has: ${Object.keys(deps.trainers).join(', ')}). Install trainers/${model.trainer.kind} on the ` +
+            `GPU hosts and set GANTRY_TORCH_TRAINER_PYTHON.`,
+          'TrainerUnavailable',
+        );
+      }
       const run = path.join(deps.workDir, jobId, `attempt-${ctx.info.attempt}`);
       rmSync(run, { recursive: true, force: true });
       const trainFile = path.join(run, 'train.jsonl');
@@ -290,7 +300,8 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
       const uploads: Array<Promise<void>> = [];
       try {
         const result = await runTrainer({
-          python: deps.trainerPython,
+          python,
+          trainerDir: TRAINER_DIRS[model.trainer.kind],
           config: trainerConfig(job.plan, model, {
             trainFile,
             validationFile,

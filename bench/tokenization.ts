@@ -4,9 +4,13 @@
  * writes), against calling the same tokenizer directly on the same texts,
  * measured in the same run. Target ratio: at least 0.8.
  *
- *   npx tsx bench/tokenization.ts [records, default 200000]
+ * The tokenizer is a base model's own (default: Llama 3.1's published BPE
+ * tokenizer, as a Llama job uses; the byte-level reference tokenizer is so
+ * cheap that any per-row work dominates it).
+ *
+ *   npx tsx bench/tokenization.ts [records, default 50000] [base model]
  */
-import { ByteTokenizer } from '../finetune/tokenizer';
+import { findFineTuneModel } from '../finetune/models';
 import { segmentsOf, tokenizeSft } from '../finetune/tokenize';
 
 function records(n: number) {
@@ -25,11 +29,14 @@ function time(fn: () => void): number {
   return (performance.now() - t0) / 1000;
 }
 
-const n = Number(process.argv[2] ?? 200_000);
+const n = Number(process.argv[2] ?? 50_000);
+const modelName = process.argv[3] ?? 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference';
+const model = findFineTuneModel(modelName);
+if (!model) throw new Error(`unknown base model ${modelName}`);
+const tokenizer = model.tokenizer();
 const data = records(n);
 // The texts as the template renders them: the reference gets exactly the same strings.
-const texts = data.flatMap((r) => segmentsOf(r, 'CONVERSATION').map((s) => s.text));
-const tokenizer = new ByteTokenizer();
+const texts = data.flatMap((r) => segmentsOf(r, 'CONVERSATION', tokenizer.chat).map((s) => s.text));
 
 let directTokens = 0;
 let pipelineTokens = 0;
@@ -46,7 +53,7 @@ for (let run = 0; run < 3; run++) {
       const r = tokenizeSft(data.slice(i, i + chunk), {
         tokenizer,
         format: 'CONVERSATION',
-        maxSeqLength: 256,
+        maxSeqLength: Math.min(2048, model.limits.max_seq_length_sft),
         trainOnInputs: 'auto',
         packing: true,
       });
@@ -63,6 +70,8 @@ const best = (k: 'direct' | 'pipeline') => Math.min(...runs.map((r) => r[k]));
 process.stdout.write(
   JSON.stringify(
     {
+      model: modelName,
+      tokenizer: tokenizer.name,
       records: n,
       tokens_direct: directTokens,
       tokens_pipeline: pipelineTokens, // + BOS/EOS per sample

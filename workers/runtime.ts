@@ -25,6 +25,7 @@ import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { createSystemActivities } from '../activities/system';
 import type { BlobStore } from '../providers/storage/blob-store';
+import type { Trainers } from '../providers/trainer/process-trainer';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
 
 /** Sends the Temporal SDK's own logs through pino, so every line is structured. */
@@ -100,7 +101,8 @@ export function createGpuWorkers(
     host: AcceleratorHost;
     db: Db;
     blobs: BlobStore;
-    trainerPython: string;
+    /** The trainers this host has: kind -> the Python that runs it. */
+    trainers: Trainers;
     workDir: string;
   },
 ): Promise<Worker[]> {
@@ -109,7 +111,7 @@ export function createGpuWorkers(
     ...createTrainingActivities({
       db: deps.db,
       blobs: deps.blobs,
-      trainerPython: deps.trainerPython,
+      trainers: deps.trainers,
       workDir: deps.workDir,
     }),
   };

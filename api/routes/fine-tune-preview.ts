@@ -76,7 +76,7 @@ export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
         lineNo++;
         const line = raw.replace(/^\uFEFF/, '');
         if (!line.trim()) continue;
-        const { ids, mask } = encodeSample(segmentsOf(JSON.parse(line), format), {
+        const { ids, mask } = encodeSample(segmentsOf(JSON.parse(line), format, tokenizer.chat), {
           tokenizer,
           format,
           maxSeqLength,

@@ -7,9 +7,19 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import type { TrainerKind } from '../../finetune/models';
 import { parseTrainerLine, type TrainerEvent } from './protocol';
 
 export const REFERENCE_TRAINER_DIR = path.resolve(__dirname, '../../trainers/reference');
+
+/** Where each trainer's Python package lives (run as `python -m gantry_trainer <config>`). */
+export const TRAINER_DIRS: Record<TrainerKind, string> = {
+  reference: REFERENCE_TRAINER_DIR,
+  torch: path.resolve(__dirname, '../../trainers/torch'),
+};
+
+/** The trainers a GPU host has: kind -> the Python interpreter that has its packages. */
+export type Trainers = Partial<Record<TrainerKind, string>>;
 
 export interface TrainerRun {
   events: TrainerEvent[];
@@ -20,6 +30,8 @@ export interface TrainerRun {
 export interface RunTrainerOptions {
   /** Python with the trainer's requirements (./dev creates .venv/bin/python). */
   python: string;
+  /** The trainer package's directory (default: the reference trainer). */
+  trainerDir?: string;
   /** The run's configuration; written next to the outputs as trainer-config.json. */
   config: Record<string, unknown> & { output_dir: string };
   onEvent?: (e: TrainerEvent) => void;
@@ -33,7 +45,7 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
   mkdirSync(opts.config.output_dir, { recursive: true });
   writeFileSync(configPath, JSON.stringify(opts.config, null, 2));
   const child = spawn(opts.python, ['-m', 'gantry_trainer', configPath], {
-    cwd: REFERENCE_TRAINER_DIR,
+    cwd: opts.trainerDir ?? REFERENCE_TRAINER_DIR,
     env: { ...process.env, PYTHONUNBUFFERED: '1', JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

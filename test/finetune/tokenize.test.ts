@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../../common/config';
-import { ByteTokenizer } from '../../finetune/tokenizer';
+import { ByteTokenizer, hfTokenizer } from '../../finetune/tokenizer';
 import { encodeSample, segmentsOf, tokenizePreference, tokenizeSft, trainedSpans } from '../../finetune/tokenize';
 import { runTrainer } from '../../providers/trainer/process-trainer';
 import { chat } from '../helpers/datasets';
@@ -36,7 +36,7 @@ describe('masks follow train_on_inputs', () => {
   const opts = (format: any, trainOnInputs: any) => ({ tokenizer, format, maxSeqLength: 1024, trainOnInputs });
 
   test('auto: text datasets train everything', () => {
-    const { ids, mask } = encodeSample(segmentsOf({ text: 'hello world' }, 'GENERAL'), opts('GENERAL', 'auto'));
+    const { ids, mask } = encodeSample(segmentsOf({ text: 'hello world' }, 'GENERAL', tokenizer.chat), opts('GENERAL', 'auto'));
     assert.equal(trainedText(ids, mask), 'hello world');
     assert.equal(mask[0], 0, 'BOS is never trained');
     assert.equal(mask.at(-1), 1, 'EOS is trained');
@@ -44,7 +44,7 @@ describe('masks follow train_on_inputs', () => {
 
   test('auto: prompt + completion trains the completion only', () => {
     const { ids, mask } = encodeSample(
-      segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION'),
+      segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION', tokenizer.chat),
       opts('INSTRUCTION', 'auto'),
     );
     assert.equal(trainedText(ids, mask), ' A.');
@@ -60,16 +60,16 @@ describe('masks follow train_on_inputs', () => {
         { role: 'assistant', content: 'goodbye', reasoning: 'polite' },
       ],
     };
-    const { ids, mask } = encodeSample(segmentsOf(record, 'CONVERSATION'), opts('CONVERSATION', 'auto'));
+    const { ids, mask } = encodeSample(segmentsOf(record, 'CONVERSATION', tokenizer.chat), opts('CONVERSATION', 'auto'));
     assert.equal(trainedText(ids, mask), 'assistant: <think>polite</think>goodbye\n');
     assert.match(decode(ids), /^system: Be brief\.\nuser: hi\nassistant: hello\nuser: bye\n/);
   });
 
   test('true trains inputs too; false trains outputs only', () => {
-    const seg = segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION');
+    const seg = segmentsOf({ prompt: 'Q?', completion: ' A.' }, 'INSTRUCTION', tokenizer.chat);
     const all = encodeSample(seg, opts('INSTRUCTION', true));
     assert.equal(trainedText(all.ids, all.mask), 'Q? A.');
-    const outputs = encodeSample(segmentsOf({ text: 'abc' }, 'GENERAL'), opts('GENERAL', false));
+    const outputs = encodeSample(segmentsOf({ text: 'abc' }, 'GENERAL', tokenizer.chat), opts('GENERAL', false));
     assert.equal(trainedText(outputs.ids, outputs.mask), '', 'a text dataset has no outputs: only EOS is trained');
   });
 
@@ -157,5 +157,39 @@ describe('tokenized rows train the reference model', () => {
     assert.equal(run.exitCode, 0, run.stderr);
     const losses = run.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
     assert.ok(losses.at(-1)! < losses[0] - 1, `loss ${losses[0].toFixed(2)} -> ${losses.at(-1)!.toFixed(2)}`);
+  });
+});
+
+describe('real families use their published tokenizers and chat templates', () => {
+  const conversation = {
+    messages: [
+      { role: 'user', content: 'Hello' },
+      { role: 'assistant', content: 'Hi there' },
+    ],
+  };
+
+  test('Llama 3.1: BOS, header tokens untrained, the assistant body and <|eot_id|> trained', () => {
+    const llama = hfTokenizer('llama3.1');
+    // Ids from Llama 3's published vocabulary (tokenizer.json), not from Gantry's code.
+    assert.deepEqual(llama.encode('Hello world'), [9906, 1917]);
+    assert.equal(llama.bos, 128000);
+    assert.equal(llama.vocabSize, 128256);
+    const opts = { tokenizer: llama, format: 'CONVERSATION' as const, maxSeqLength: 1024, trainOnInputs: 'auto' as const };
+    const { ids, mask } = encodeSample(segmentsOf(conversation, 'CONVERSATION', llama.chat), opts);
+    assert.equal(ids[0], 128000);
+    const tokens = ids.map((id) => llama.tokenString(id));
+    assert.deepEqual(tokens.slice(1, 4), ['<|start_header_id|>', 'user', '<|end_header_id|>']);
+    const trained = tokens.filter((_, i) => mask[i]);
+    assert.deepEqual(trained, ['Hi', 'Ġthere', '<|eot_id|>', '<|eot_id|>'], 'body, its end of turn, then EOS');
+  });
+
+  test('Qwen3: no BOS; <|im_start|> headers; counts differ from Llama on the same text', () => {
+    const qwen = hfTokenizer('qwen3');
+    assert.equal(qwen.bos, null);
+    const opts = { tokenizer: qwen, format: 'CONVERSATION' as const, maxSeqLength: 1024, trainOnInputs: 'auto' as const };
+    const { ids } = encodeSample(segmentsOf(conversation, 'CONVERSATION', qwen.chat), opts);
+    assert.equal(qwen.tokenString(ids[0]), '<|im_start|>');
+    const text = 'Tokenizers split “naïve” text differently: 東京 2026.';
+    assert.notDeepEqual(qwen.encode(text), hfTokenizer('llama3.1').encode(text));
   });
 });

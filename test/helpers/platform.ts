@@ -82,7 +82,7 @@ export async function startTestPlatform(
       host: new SimulatedHost(),
       db,
       blobs,
-      trainerPython: base.trainerPython,
+      trainers: { reference: base.trainerPython },
       workDir: path.join(base.dataDir, 'trainer-runs'),
     })),
   ];
