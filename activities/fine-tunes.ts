@@ -271,6 +271,26 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
       const validationFile = prepared.evalKey ? path.join(run, 'eval.jsonl') : null;
       if (prepared.evalKey && validationFile) await download(blobs, prepared.evalKey, validationFile);
 
+      // from_checkpoint: the weights this run starts from.
+      let initFrom: string | undefined;
+      if (job.plan.init_from) {
+        initFrom = path.join(run, 'init');
+        const { blob_prefix, file } = job.plan.init_from;
+        if ((await blobs.size(`${blob_prefix}/${file}`)) === null) {
+          throw ApplicationFailure.nonRetryable(
+            `the checkpoint ${job.plan.from_checkpoint} no longer exists (its job or registry model was deleted)`,
+            'CheckpointGone',
+          );
+        }
+        await download(blobs, `${blob_prefix}/${file}`, path.join(initFrom, file));
+        await addFineTuneEvent(db, {
+          jobId,
+          type: 'model_download_complete',
+          message: `Starting from the checkpoint ${job.plan.from_checkpoint}.`,
+          dedupKey: 'init-from',
+        });
+      }
+
       let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ?? { step: 0 };
       let resumeFrom: string | undefined;
       if (progress.checkpoint) {
@@ -307,6 +327,7 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
             validationFile,
             outputDir: path.join(run, 'out'),
             resumeFrom,
+            initFrom,
           }),
           signal: ctx.cancellationSignal,
           onEvent: (e) => {

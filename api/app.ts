@@ -15,6 +15,7 @@ import { addAccountRoutes } from './routes/account';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
+import { addFineTuneEstimateRoute } from './routes/fine-tune-estimate';
 import { addFineTunePreviewRoute } from './routes/fine-tune-preview';
 import { addFineTuneRoutes } from './routes/fine-tunes';
 import { addSystemRoutes } from './routes/system';
@@ -36,6 +37,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addFileRoutes(v1, deps);
   addFineTuneDownloadRoutes(v1, deps); // before addFineTuneRoutes' /fine-tunes/:id
   addFineTunePreviewRoute(v1, deps);
+  addFineTuneEstimateRoute(v1, deps);
   addFineTuneRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.

@@ -18,6 +18,7 @@ export type FineTuneEventType =
   | 'job_start'
   | 'job_stopped'
   | 'job_restarted'
+  | 'model_download_complete'
   | 'training_data_downloading'
   | 'training_data_download_complete'
   | 'validation_data_downloading'
@@ -69,6 +70,9 @@ export interface TrainingPlan {
   lora: { r: number; alpha: number; dropout: number; target_modules: string[] } | null;
   early_stopping: { enabled: boolean; patience: number; min_delta: number; warmup_evals: number };
   suffix: string | null;
+  /** from_checkpoint as the user gave it, and the weights file the run starts from (absent on older jobs). */
+  from_checkpoint?: string | null;
+  init_from?: { blob_prefix: string; file: string } | null;
 }
 
 export interface FineTuneWorkflowInput {

@@ -1,6 +1,7 @@
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
 import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../common/fine-tunes';
 import type { Queryable } from './pool';
+import { qualifiedModelName } from './registry';
 
 export interface FineTuneRow {
   id: string;
@@ -22,6 +23,11 @@ export interface FineTuneRow {
   created_at: Date;
   updated_at: Date;
   started_at: Date | null;
+  model_object_id: string | null;
+  model_object_revision_id: string | null;
+  adapter_object_id: string | null;
+  adapter_object_revision_id: string | null;
+  adapter_output_name: string | null;
 }
 
 export interface FineTuneEventRow {
@@ -213,7 +219,12 @@ export async function recordCheckpoint(
 
 export async function listCheckpoints(db: Queryable, jobId: string) {
   const { rows } = await db.query(
-    'SELECT step, epoch, checkpoint_type, blob_prefix, files, created_at FROM fine_tune_checkpoints WHERE job_id = $1 ORDER BY step, checkpoint_type DESC',
+    `SELECT c.step, c.epoch, c.checkpoint_type, c.blob_prefix, c.files, c.created_at, c.object_id, c.object_revision_id,
+            c.object_name, m.name AS registry_name, p.slug AS registry_project_slug
+     FROM fine_tune_checkpoints c
+     LEFT JOIN registry_models m ON m.id = c.object_id
+     LEFT JOIN projects p ON p.id = m.project_id
+     WHERE c.job_id = $1 ORDER BY c.step, c.checkpoint_type DESC`,
     [jobId],
   );
   return rows as Array<{
@@ -223,5 +234,36 @@ export async function listCheckpoints(db: Queryable, jobId: string) {
     blob_prefix: string;
     files: string[];
     created_at: Date;
+    object_id: string | null;
+    object_revision_id: string | null;
+    object_name: string | null;
+    registry_name: string | null;
+    registry_project_slug: string | null;
   }>;
+}
+
+/**
+ * The qualified names of what a job registered, resolved now: `<project_slug>/<name>` of the
+ * registry object, its id when the slug cannot be resolved, and the bare output name when
+ * nothing was registered (a name without an id cannot be deployed).
+ */
+export async function resolveFineTuneObjectNames(
+  db: Queryable,
+  row: FineTuneRow,
+): Promise<{ model_object_name: string; adapter_object_name?: string }> {
+  const { rows } = await db.query<{ id: string; name: string; project_slug: string | null }>(
+    `SELECT m.id, m.name, p.slug AS project_slug FROM registry_models m LEFT JOIN projects p ON p.id = m.project_id
+     WHERE m.id = ANY($1)`,
+    [[row.model_object_id, row.adapter_object_id].filter(Boolean)],
+  );
+  const name = (id: string | null, fallback: string | null) => {
+    const m = rows.find((r) => r.id === id);
+    if (m) return qualifiedModelName(m);
+    return fallback ?? undefined;
+  };
+  const adapter = row.plan.training_type === 'lora' ? name(row.adapter_object_id, row.adapter_output_name) : undefined;
+  return {
+    model_object_name: name(row.model_object_id, row.model_output_name)!,
+    ...(adapter ? { adapter_object_name: adapter } : {}),
+  };
 }

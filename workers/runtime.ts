@@ -23,6 +23,7 @@ import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
+import { createModelRegistryActivities } from '../activities/model-registry';
 import { createSystemActivities } from '../activities/system';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
@@ -83,6 +84,7 @@ export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: Bl
       ...createSystemActivities({ db: deps.db }),
       ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
       ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
+      ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.

@@ -18,6 +18,7 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
+import type { ModelRegistryActivities } from '../activities/model-registry';
 import { finalOutputPrefix, type FineTuneStatus, type FineTuneWorkflowInput } from '../common/fine-tunes';
 import type { GpuType } from '../common/gpu-types';
 import { SA_STATUS } from '../common/search-attributes';
@@ -33,6 +34,13 @@ const control = proxyActivities<FineTuneActivities>({
     maximumAttempts: 20,
     nonRetryableErrorTypes: ['JobGone', 'UnknownModel', 'FileUnusable'],
   },
+});
+
+// Registration copies weights; a failure leaves the job completed without registry ids (the spec's rule).
+const registry = proxyActivities<ModelRegistryActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '2 hours',
+  retry: { initialInterval: '2 seconds', maximumAttempts: 5, nonRetryableErrorTypes: ['JobGone', 'NoFinalWeights'] },
 });
 
 function reason(err: unknown): string {
@@ -128,6 +136,24 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
         dedupKey: 'model-upload-complete',
       },
     });
+    // Added after the first jobs ran: histories recorded before it replay without the step.
+    if (patched('model-registry')) {
+      try {
+        await registry.registerFineTuneOutputs.executeWithOptions({ summary: 'register in the model registry' }, [
+          { jobId },
+        ]);
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        await record({
+          event: {
+            type: 'warning',
+            level: 'warning',
+            message: `The weights are stored but could not be registered in the model registry: ${reason(err)}`,
+            dedupKey: 'registry-failed',
+          },
+        });
+      }
+    }
     await control.releaseFineTuneFiles({ jobId });
     await setStatus('completed', {
       event: { type: 'job_complete', message: 'Fine-tuning job completed.', dedupKey: 'job-complete' },

@@ -22,12 +22,21 @@ const UNSUPPORTED = [
   ['wandb_project_name', 'Experiment tracker integration is not available on this installation.'],
 ] as const;
 
-export function resolveModel(body: CreateFineTuneInput): FineTuneModel {
-  if (body.from_checkpoint !== undefined) {
-    if (body.model !== undefined) {
-      throw badRequest("Set either 'model' or 'from_checkpoint', not both.", 'from_checkpoint');
-    }
-    throw badRequest('Starting from a checkpoint is not available yet on this installation.', 'from_checkpoint');
+/** The checkpoint a from_checkpoint job starts from (fine-tunes-checkpoint-source.ts resolves it). */
+export interface CheckpointSource {
+  spec: string;
+  plan: TrainingPlan;
+  init: { blob_prefix: string; file: string };
+}
+
+export function resolveModel(body: CreateFineTuneInput, source?: CheckpointSource): FineTuneModel {
+  if (body.from_checkpoint !== undefined && body.model !== undefined) {
+    throw badRequest("Set either 'model' or 'from_checkpoint', not both.", 'from_checkpoint');
+  }
+  if (source) {
+    const model = findFineTuneModel(source.plan.model);
+    if (!model) throw badRequest(`The checkpoint's base model ${source.plan.model} is no longer offered.`, 'from_checkpoint');
+    return model;
   }
   if (!body.model) throw badRequest("Missing required field 'model' (or 'from_checkpoint').", 'model');
   const model = findFineTuneModel(body.model);
@@ -69,6 +78,7 @@ export function resolvePlan(
   model: FineTuneModel,
   training: FileRow,
   validation: FileRow | null,
+  source?: CheckpointSource,
 ): TrainingPlan {
   for (const [field, message] of UNSUPPORTED) {
     if (body[field] !== undefined) throw badRequest(message, field, 'not_supported');
@@ -97,6 +107,7 @@ export function resolvePlan(
     }
   }
 
+  if (source) return inheritFromCheckpoint(resolvePlan({ ...body, training_type: undefined }, model, training, validation), body, source);
   const kind = body.training_type?.type === 'Full' ? 'full' : 'lora';
   if (kind === 'full' && !limits.supports_full_training) {
     throw badRequest(`${model.name} supports LoRA fine-tuning only.`, 'training_type.type');
@@ -210,5 +221,42 @@ export function resolvePlan(
     lora,
     early_stopping: early,
     suffix: body.suffix ?? null,
+  };
+}
+
+/**
+ * A job started from a checkpoint inherits the training type (and the LoRA
+ * shape, since it continues the same adapter); asking for another is a 400.
+ * The batch-size bounds are checked again for the inherited type.
+ */
+function inheritFromCheckpoint(plan: TrainingPlan, body: CreateFineTuneInput, source: CheckpointSource): TrainingPlan {
+  const inherited = source.plan.training_type;
+  const asked = body.training_type?.type;
+  if (asked && (asked === 'Full' ? 'full' : 'lora') !== inherited) {
+    throw badRequest(
+      `A job from a checkpoint keeps the checkpoint's training type (${inherited === 'full' ? 'Full' : 'Lora'}).`,
+      'training_type.type',
+    );
+  }
+  if (body.training_type?.type === 'Lora' && body.training_type.lora_r !== undefined && body.training_type.lora_r !== source.plan.lora?.r) {
+    throw badRequest(
+      `The checkpoint's adapter has rank ${source.plan.lora?.r}; a job continuing it keeps that rank.`,
+      'training_type.lora_r',
+    );
+  }
+  const model = findFineTuneModel(plan.model)!;
+  const bounds = inherited === 'full' ? model.limits.full_training! : model.limits.lora_training;
+  const maxBatch = plan.method === 'dpo' ? bounds.max_batch_size_dpo : bounds.max_batch_size;
+  const batch_size = body.batch_size === undefined || body.batch_size === 'max' ? maxBatch : plan.batch_size;
+  if (batch_size < bounds.min_batch_size || batch_size > maxBatch) {
+    throw badRequest(`batch_size must be between ${bounds.min_batch_size} and ${maxBatch} (or 'max').`, 'batch_size');
+  }
+  return {
+    ...plan,
+    batch_size,
+    training_type: inherited,
+    lora: source.plan.lora,
+    from_checkpoint: source.spec,
+    init_from: source.init,
   };
 }

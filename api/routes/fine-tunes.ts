@@ -18,6 +18,7 @@ import {
   listFineTunes,
   listMetrics,
   updateFineTune,
+  resolveFineTuneObjectNames,
   type FineTuneEventRow,
   type FineTuneRow,
 } from '../../db/fine-tunes';
@@ -36,6 +37,8 @@ import {
   ModelLimitsQuery,
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
+import { qualifiedModelName } from '../../db/registry';
+import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
 import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
@@ -51,7 +54,12 @@ function toEvent(e: FineTuneEventRow) {
   };
 }
 
-export function toFineTune(row: FineTuneRow, events?: FineTuneEventRow[]) {
+/** The job as the SDK reads it; `names` (resolved registry names) only on retrieve, per the spec. */
+export function toFineTune(
+  row: FineTuneRow,
+  events?: FineTuneEventRow[],
+  names?: { model_object_name: string; adapter_object_name?: string },
+) {
   const p = row.plan;
   return {
     id: row.id,
@@ -101,6 +109,12 @@ export function toFineTune(row: FineTuneRow, events?: FineTuneEventRow[]) {
     ...(row.early_stopping_best_step !== null ? { early_stopping_best_step: row.early_stopping_best_step } : {}),
     ...(row.early_stopping_best_step !== null ? { early_stopping_best_metric: row.early_stopping_best_metric } : {}),
     model_output_name: row.model_output_name,
+    ...(p.from_checkpoint ? { from_checkpoint: p.from_checkpoint } : {}),
+    ...(row.model_object_id ? { model_object_id: row.model_object_id } : {}),
+    ...(row.model_object_revision_id ? { model_object_revision_id: row.model_object_revision_id } : {}),
+    ...(row.adapter_object_id ? { adapter_object_id: row.adapter_object_id } : {}),
+    ...(row.adapter_object_revision_id ? { adapter_object_revision_id: row.adapter_object_revision_id } : {}),
+    ...names,
     ...(row.output_prefix && row.status === 'completed' ? { model_output_path: row.output_prefix } : {}),
     ...(row.error ? { error: row.error } : {}),
     ...(events ? { events: events.map(toEvent) } : {}),
@@ -143,7 +157,11 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [503],
     response: { status: 200, description: 'The job, status pending', schema: FineTuneSchema },
     handler: async ({ body, principal }) => {
-      const model = resolveModel(body);
+      const source =
+        body.from_checkpoint !== undefined && body.model === undefined
+          ? await resolveCheckpointSource(db, principal.projectId, body.from_checkpoint)
+          : undefined;
+      const model = resolveModel(body, source);
       const training = checkFile(
         await getFile(db, principal.projectId, body.training_file),
         body.training_file,
@@ -156,7 +174,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
             'validation_file',
           )
         : null;
-      const plan = resolvePlan(body, model, training, validation);
+      const plan = resolvePlan(body, model, training, validation, source);
       const id = newId('ft');
       const baseName = model.name.split('/').pop();
       const modelOutputName = `${principal.projectSlug}/${baseName}${plan.suffix ? `-${plan.suffix}` : ''}-${id.slice(3, 11)}`;
@@ -236,7 +254,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The job', schema: FineTuneSchema },
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
-      return toFineTune(row, await listFineTuneEvents(db, row.id));
+      return toFineTune(row, await listFineTuneEvents(db, row.id), await resolveFineTuneObjectNames(db, row));
     },
   });
 
@@ -275,6 +293,9 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
             path: z.string(),
             files: z.array(z.string()),
             created_at: IsoDateTime,
+            object_id: z.string().optional(),
+            object_revision_id: z.string().optional(),
+            object_name: z.string().optional(),
           }),
         ),
       }),
@@ -282,16 +303,47 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
       const lora = row.plan.training_type === 'lora';
-      return {
-        data: (await listCheckpoints(db, row.id)).map((c) => ({
+      const names = await resolveFineTuneObjectNames(db, row);
+      const registered = (id: string | null, revision: string | null, name: string | undefined) =>
+        id && revision && name ? { object_id: id, object_revision_id: revision, object_name: name } : {};
+      const data = [];
+      for (const c of await listCheckpoints(db, row.id)) {
+        const base = {
           step: c.step,
           checkpoint_type: c.checkpoint_type,
-          checkpoint: lora && c.checkpoint_type === 'intermediate' ? ('adapter' as const) : ('model' as const),
-          path: c.checkpoint_type === 'final' ? row.id : `${row.id}:${c.step}`,
           files: c.files,
           created_at: new Date(c.created_at).toISOString(),
-        })),
-      };
+        };
+        if (c.checkpoint_type === 'intermediate') {
+          const name =
+            c.object_id && c.registry_name !== null
+              ? qualifiedModelName({ id: c.object_id, name: c.registry_name, project_slug: c.registry_project_slug })
+              : undefined;
+          data.push({
+            ...base,
+            checkpoint: lora ? ('adapter' as const) : ('model' as const),
+            path: `${row.id}:${c.step}`,
+            ...registered(c.object_id, c.object_revision_id, name),
+          });
+          continue;
+        }
+        // The final checkpoint reuses the job-level registry ids: the merged model, and for LoRA the adapter.
+        data.push({
+          ...base,
+          checkpoint: 'model' as const,
+          path: row.id,
+          ...registered(row.model_object_id, row.model_object_revision_id, names.model_object_name),
+        });
+        if (lora) {
+          data.push({
+            ...base,
+            checkpoint: 'adapter' as const,
+            path: row.id,
+            ...registered(row.adapter_object_id, row.adapter_object_revision_id, names.adapter_object_name),
+          });
+        }
+      }
+      return { data };
     },
   });
 

@@ -5,6 +5,8 @@
  * name their parameter; another project sees nothing.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
@@ -87,6 +89,7 @@ describe('fine-tuning jobs', () => {
       'training_complete',
       'model_uploading',
       'model_upload_complete',
+      'model_upload_complete', // registered in the model registry
       'job_complete',
     ]);
 
@@ -113,6 +116,152 @@ describe('fine-tuning jobs', () => {
     assert.deepEqual(final.files.sort(), ['adapter.safetensors', 'config.json', 'model.safetensors']);
     const adapter = readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/adapter.safetensors`));
     assert.deepEqual(adapter['layers.0.q_proj.lora_A'].shape, [64, 8]);
+  });
+
+  test('a completed job is in the model registry: model, adapter and checkpoints, named by project slug', async () => {
+    const done = (await job(completedId)).body;
+    const name = done.model_output_name as string;
+    assert.match(done.model_object_id, /^ml_/);
+    assert.match(done.model_object_revision_id, /^rv_/);
+    assert.equal(done.model_object_name, name);
+    assert.match(done.adapter_object_id, /^ml_/);
+    assert.notEqual(done.adapter_object_id, done.model_object_id);
+    assert.equal(done.adapter_object_name, `${name}-adapter`);
+    assert.ok(done.events.some((e: any) => e.message.includes(`Registered ${name} (${done.model_object_id}`)));
+
+    // The list carries the ids but not the resolved names.
+    const listed = (await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: a.key })).body.data.find(
+      (j: any) => j.id === completedId,
+    );
+    assert.equal(listed.model_object_id, done.model_object_id);
+    assert.equal(listed.model_object_name, undefined);
+
+    const checkpoints = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/checkpoints`, { key: a.key })).body
+      .data;
+    for (const c of checkpoints.filter((c: any) => c.checkpoint_type === 'intermediate')) {
+      assert.equal(c.object_name, `${name}-${c.step}`);
+      assert.match(c.object_id, /^ml_/);
+    }
+    const finals = checkpoints.filter((c: any) => c.checkpoint_type === 'final');
+    assert.deepEqual(
+      finals.map((c: any) => [c.checkpoint, c.object_id, c.object_name]),
+      [
+        ['model', done.model_object_id, name],
+        ['adapter', done.adapter_object_id, `${name}-adapter`],
+      ],
+    );
+
+    // The registry owns a copy of the weights, byte for byte, and counted their parameters.
+    const rev = await p.db.query(
+      `SELECT r.blob_prefix, f.size_bytes, f.sha256, m.parameters_total, m.weights_type
+       FROM registry_model_revisions r JOIN registry_model_files f ON f.revision_id = r.id
+       JOIN registry_models m ON m.id = r.model_id WHERE r.id = $1 AND f.path = 'model.safetensors'`,
+      [done.model_object_revision_id],
+    );
+    assert.equal(rev.rows[0].weights_type, 'WEIGHTS_TYPE_DEFAULT');
+    const original = readFileSync(p.blobs.localPath(`fine-tunes/${completedId}/final/model.safetensors`));
+    assert.equal(Number(rev.rows[0].size_bytes), original.length);
+    assert.equal(rev.rows[0].sha256, createHash('sha256').update(original).digest('hex'));
+    const tensors = Object.values(readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/model.safetensors`)));
+    assert.equal(
+      Number(rev.rows[0].parameters_total),
+      tensors.reduce((n, t) => n + t.shape.reduce((x, y) => x * y, 1), 0),
+    );
+  });
+
+  test('from_checkpoint continues a previous job: same base and adapter, a lower starting loss', async () => {
+    const base = { training_file: trainingFile, n_epochs: 1, learning_rate: 0.01, batch_size: 8, max_seq_length: 64 };
+    const both = await create(a.key, { ...base, model: MODEL, from_checkpoint: completedId });
+    assert.equal(both.status, 400);
+    assert.equal(both.body.error.param, 'from_checkpoint');
+    const badStep = await create(a.key, { ...base, from_checkpoint: `${completedId}:99999` });
+    assert.equal(badStep.status, 400);
+    assert.match(badStep.body.error.message, /no checkpoint at step 99999/);
+    const otherType = await create(a.key, { ...base, from_checkpoint: completedId, training_type: { type: 'Full' } });
+    assert.equal(otherType.status, 400);
+    assert.equal(otherType.body.error.param, 'training_type.type');
+    assert.equal((await create(b.key, { ...base, from_checkpoint: completedId })).status, 400, "another project's job");
+
+    const source = (await job(completedId)).body;
+    const res = await create(a.key, { ...base, from_checkpoint: source.model_output_name });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.model, MODEL);
+    assert.equal(res.body.from_checkpoint, source.model_output_name);
+    assert.equal(res.body.training_type.type, 'Lora');
+    assert.equal(res.body.training_type.lora_r, 8);
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events?.slice(-3)));
+    assert.ok(done.body.events.some((e: any) => e.type === 'model_download_complete'));
+
+    const firstLoss = async (id: string) =>
+      (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.find(
+        (m: any) => m.loss !== undefined,
+      ).loss;
+    const fresh = await firstLoss(completedId);
+    const continued = await firstLoss(res.body.id);
+    assert.ok(continued < fresh - 0.2, `first loss: fresh ${fresh}, continued ${continued}`);
+  });
+
+  test('estimate-price: billed tokens from the tokenizer, epochs and evals, the no-packing rule, credit', async () => {
+    const texts = ['short', 'a somewhat longer sample of text', 'Grüße aus Köln'];
+    const textFile = await uploadValidated(p, a.key, 'texts.jsonl', jsonl(...texts.map((text) => ({ text }))));
+    const evalFile = await uploadValidated(p, a.key, 'texts-eval.jsonl', jsonl({ text: 'held out' }));
+    const estimate = (json: object) => call(p.baseUrl, 'POST', '/v1/fine-tunes/estimate-price', { key: a.key, json });
+    // The reference tokenizer is byte-level: a sample is its UTF-8 bytes plus BOS and EOS.
+    const perEpoch = texts.reduce((n, t) => n + Buffer.byteLength(t) + 2, 0);
+    const packed = await estimate({
+      model: MODEL,
+      training_file: textFile,
+      validation_file: evalFile,
+      n_epochs: 3,
+      n_evals: 2,
+    });
+    assert.equal(packed.status, 200, JSON.stringify(packed.body));
+    assert.equal(packed.body.estimation_available, true);
+    assert.equal(packed.body.estimated_train_token_count, perEpoch * 3);
+    assert.equal(packed.body.estimated_eval_token_count, (Buffer.byteLength('held out') + 2) * 2);
+    const tokens = perEpoch * 3 + (Buffer.byteLength('held out') + 2) * 2;
+    assert.equal(packed.body.estimated_total_price, Number(((tokens * 0.48) / 1e6).toFixed(6)));
+    assert.equal(packed.body.user_limit, 100);
+    assert.equal(packed.body.allowed_to_proceed, true);
+
+    const unpacked = await estimate({ model: MODEL, training_file: textFile, packing: false, max_seq_length: 128 });
+    assert.equal(unpacked.body.estimated_train_token_count, texts.length * 128, 'each sample fills a padded row');
+
+    const llama = await estimate({ model: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference', training_file: textFile });
+    assert.equal(llama.status, 200, JSON.stringify(llama.body));
+    assert.ok(llama.body.estimated_train_token_count < perEpoch, 'BPE needs fewer tokens than bytes');
+
+    await p.db.query('UPDATE organizations SET credit_limit = 0 WHERE id = $1', [a.organizationId]);
+    const broke = await estimate({ model: MODEL, training_file: textFile });
+    assert.equal(broke.body.allowed_to_proceed, false);
+    assert.equal(broke.body.user_limit, 0);
+    await p.db.query('UPDATE organizations SET credit_limit = 100 WHERE id = $1', [a.organizationId]);
+
+    assert.equal((await estimate({ model: MODEL, training_file: textFile, n_epochs: 0 })).body.error.param, 'n_epochs');
+  });
+
+  test('a real family tokenizes with its own tokenizer; without the PyTorch trainer the job fails and says why', async () => {
+    const res = await create(a.key, {
+      model: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference',
+      training_file: trainingFile,
+      max_seq_length: 1024,
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'error');
+    assert.match(done.body.error, /needs the torch trainer, which this GPU worker does not have/);
+    assert.ok(done.body.token_count > 0);
+    const preview = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference', training_file: trainingFile, top_k: 1 },
+    });
+    assert.deepEqual(preview.body.rows[0].tokens.slice(0, 4), [
+      '<|begin_of_text|>',
+      '<|start_header_id|>',
+      'user',
+      '<|end_header_id|>',
+    ]);
   });
 
   test('weights download as .tar.zst: merged by default for LoRA, the adapter, or one checkpoint', async () => {
@@ -180,7 +329,10 @@ describe('fine-tuning jobs', () => {
 
   test('jobs are listed newest first; another project sees none of them', async () => {
     const list = await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: a.key });
-    assert.equal(list.body.data[0].id, completedId);
+    assert.ok(list.body.data.length >= 3);
+    const created = list.body.data.map((j: any) => Date.parse(j.created_at));
+    assert.deepEqual(created, [...created].sort((x, y) => y - x));
+    assert.equal(list.body.data.at(-1).id, completedId, "the project's first job comes last");
     assert.equal(list.body.data[0].events, undefined, 'the list does not carry events');
     assert.equal((await job(completedId, b.key)).status, 404);
     for (const suffix of ['/events', '/metrics', '/checkpoints']) {

@@ -68,7 +68,16 @@ def run(cfg: dict) -> None:
     else:
         trainable = dict(base)
         trainable_file = "model.safetensors"
-    reference = base  # DPO's reference policy: the model before this run
+    if cfg.get("init_from"):
+        # from_checkpoint: continue from a previous job's weights (a fresh optimizer and schedule).
+        loaded = ckpt.load_params(os.path.join(cfg["init_from"], trainable_file))
+        if set(loaded) != set(trainable) or any(loaded[k].shape != trainable[k].shape for k in trainable):
+            raise ValueError("init_from: the checkpoint's tensors do not match this model and training type")
+        trainable = loaded
+        if kind == "full":
+            base = dict(trainable)
+    # DPO's reference policy: the model before this run (with a continued adapter merged in).
+    reference = merge(base, trainable, scale) if kind == "lora" and cfg.get("init_from") else base
 
     def logits_of(tr, ids, key):
         if kind == "lora":

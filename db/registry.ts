@@ -1,0 +1,117 @@
+/** The model registry's rows: models (ml_), revisions (rv_) and their files. */
+import type { Queryable } from './pool';
+
+export type WeightsType = 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER' | 'WEIGHTS_TYPE_SPECULATOR';
+
+export interface RegistryModelRow {
+  id: string;
+  organization_id: string;
+  project_id: string;
+  name: string;
+  description: string | null;
+  visibility: 'VISIBILITY_PRIVATE' | 'VISIBILITY_INTERNAL';
+  weights_type: WeightsType;
+  base_model: string | null;
+  architecture: string | null;
+  context_length: number | null;
+  parameters_total: string | null;
+  source_fine_tune_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  /** The owning project's slug, for the qualified name (null if the project cannot be resolved). */
+  project_slug: string | null;
+}
+
+const SELECT_MODEL = `SELECT m.*, p.slug AS project_slug FROM registry_models m LEFT JOIN projects p ON p.id = m.project_id`;
+
+/** `<project_slug>/<name>`, or the object id when the slug cannot be resolved (the spec's fallback). */
+export function qualifiedModelName(m: { id: string; name: string; project_slug: string | null }): string {
+  return m.project_slug ? `${m.project_slug}/${m.name}` : m.id;
+}
+
+export async function insertRegistryModel(
+  db: Queryable,
+  m: {
+    id: string;
+    projectId: string;
+    name: string;
+    description?: string;
+    weightsType: WeightsType;
+    baseModel?: string;
+    architecture?: string;
+    contextLength?: number;
+    parametersTotal?: number;
+    sourceFineTuneId?: string;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO registry_models (id, organization_id, project_id, name, description, weights_type, base_model,
+                                  architecture, context_length, parameters_total, source_fine_tune_id)
+     SELECT $1, organization_id, id, $3, $4, $5, $6, $7, $8, $9, $10 FROM projects WHERE id = $2`,
+    [
+      m.id,
+      m.projectId,
+      m.name,
+      m.description ?? null,
+      m.weightsType,
+      m.baseModel ?? null,
+      m.architecture ?? null,
+      m.contextLength ?? null,
+      m.parametersTotal ?? null,
+      m.sourceFineTuneId ?? null,
+    ],
+  );
+}
+
+export async function insertRevision(
+  db: Queryable,
+  r: {
+    id: string;
+    modelId: string;
+    blobPrefix: string;
+    files: Array<{ path: string; bytes: number; sha256: string }>;
+    validationStatus: string;
+  },
+): Promise<void> {
+  await db.query(
+    'INSERT INTO registry_model_revisions (id, model_id, blob_prefix, validation_status) VALUES ($1, $2, $3, $4)',
+    [r.id, r.modelId, r.blobPrefix, r.validationStatus],
+  );
+  for (const f of r.files) {
+    await db.query('INSERT INTO registry_model_files (revision_id, path, size_bytes, sha256) VALUES ($1, $2, $3, $4)', [
+      r.id,
+      f.path,
+      f.bytes,
+      f.sha256,
+    ]);
+  }
+}
+
+export async function getRegistryModel(db: Queryable, projectId: string, id: string): Promise<RegistryModelRow | null> {
+  const { rows } = await db.query<RegistryModelRow>(`${SELECT_MODEL} WHERE m.id = $1 AND m.project_id = $2`, [
+    id,
+    projectId,
+  ]);
+  return rows[0] ?? null;
+}
+
+/** Models whose qualified or bare name matches, in a project (the command-line tool's name lookup). */
+export async function findRegistryModelsByName(db: Queryable, projectId: string, name: string): Promise<RegistryModelRow[]> {
+  const bare = name.includes('/') ? name.slice(name.indexOf('/') + 1) : name;
+  const { rows } = await db.query<RegistryModelRow>(`${SELECT_MODEL} WHERE m.project_id = $1 AND m.name = $2`, [
+    projectId,
+    bare,
+  ]);
+  return rows.filter((r) => !name.includes('/') || qualifiedModelName(r) === name);
+}
+
+export async function listRevisionFiles(
+  db: Queryable,
+  revisionId: string,
+): Promise<Array<{ path: string; size_bytes: string; sha256: string }>> {
+  const { rows } = await db.query(
+    'SELECT path, size_bytes, sha256 FROM registry_model_files WHERE revision_id = $1 ORDER BY path',
+    [revisionId],
+  );
+  return rows;
+}
