@@ -34,7 +34,7 @@ import { findFineTuneModel } from '../finetune/models';
 import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
-import { runTrainer, TRAINER_DIRS, type Trainers } from '../providers/trainer/process-trainer';
+import { runTrainer, type Trainers } from '../providers/trainer/process-trainer';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
 const TOKENIZE_CHUNK = 1000;
@@ -321,7 +321,7 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
       try {
         const result = await runTrainer({
           python,
-          trainerDir: TRAINER_DIRS[model.trainer.kind],
+          trainer: model.trainer.kind,
           config: trainerConfig(job.plan, model, {
             trainFile,
             validationFile,

@@ -12,10 +12,14 @@ import { parseTrainerLine, type TrainerEvent } from './protocol';
 
 export const REFERENCE_TRAINER_DIR = path.resolve(__dirname, '../../trainers/reference');
 
-/** Where each trainer's Python package lives (run as `python -m gantry_trainer <config>`). */
-export const TRAINER_DIRS: Record<TrainerKind, string> = {
-  reference: REFERENCE_TRAINER_DIR,
-  torch: path.resolve(__dirname, '../../trainers/torch'),
+/**
+ * Each trainer's Python package: run as `python -m <module> <config>` from its
+ * directory. The PyTorch trainer shares the reference trainer's batching,
+ * schedule and protocol modules, so the reference directory is on its path.
+ */
+export const TRAINER_PACKAGES: Record<TrainerKind, { dir: string; module: string }> = {
+  reference: { dir: REFERENCE_TRAINER_DIR, module: 'gantry_trainer' },
+  torch: { dir: path.resolve(__dirname, '../../trainers/torch'), module: 'gantry_torch_trainer' },
 };
 
 /** The trainers a GPU host has: kind -> the Python interpreter that has its packages. */
@@ -30,8 +34,8 @@ export interface TrainerRun {
 export interface RunTrainerOptions {
   /** Python with the trainer's requirements (./dev creates .venv/bin/python). */
   python: string;
-  /** The trainer package's directory (default: the reference trainer). */
-  trainerDir?: string;
+  /** Which trainer package runs (default: the reference trainer). */
+  trainer?: TrainerKind;
   /** The run's configuration; written next to the outputs as trainer-config.json. */
   config: Record<string, unknown> & { output_dir: string };
   onEvent?: (e: TrainerEvent) => void;
@@ -44,9 +48,15 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
   const { mkdirSync } = await import('node:fs');
   mkdirSync(opts.config.output_dir, { recursive: true });
   writeFileSync(configPath, JSON.stringify(opts.config, null, 2));
-  const child = spawn(opts.python, ['-m', 'gantry_trainer', configPath], {
-    cwd: opts.trainerDir ?? REFERENCE_TRAINER_DIR,
-    env: { ...process.env, PYTHONUNBUFFERED: '1', JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu' },
+  const pkg = TRAINER_PACKAGES[opts.trainer ?? 'reference'];
+  const child = spawn(opts.python, ['-m', pkg.module, configPath], {
+    cwd: pkg.dir,
+    env: {
+      ...process.env,
+      PYTHONUNBUFFERED: '1',
+      PYTHONPATH: [pkg.dir, REFERENCE_TRAINER_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const onAbort = () => child.kill('SIGTERM');

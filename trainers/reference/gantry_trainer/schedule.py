@@ -22,3 +22,10 @@ def learning_rate(step: int, total_steps: int, peak: float, warmup_steps: int, k
     else:
         raise ValueError(f"unknown lr scheduler {kind!r}")
     return peak * (min_lr_ratio + (1.0 - min_lr_ratio) * factor)
+
+
+def milestones(count: int, total: int) -> set[int]:
+    """`count` points spread evenly over 1..total, always including total (evals, checkpoints)."""
+    if count <= 0 or total <= 0:
+        return set()
+    return {max(1, round(k * total / count)) for k in range(1, count + 1)}

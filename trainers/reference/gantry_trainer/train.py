@@ -19,7 +19,7 @@ from .losses import dpo_loss, sequence_logprob, sft_loss
 from .lora import init_lora, make_linear, merge
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
-from .schedule import learning_rate
+from .schedule import learning_rate, milestones
 
 
 @dataclass
@@ -37,13 +37,6 @@ class RunState:
 
 class Cancelled(Exception):
     pass
-
-
-def _milestones(count: int, total: int) -> set[int]:
-    """`count` points spread evenly over 1..total, always including total."""
-    if count <= 0 or total <= 0:
-        return set()
-    return {max(1, round(k * total / count)) for k in range(1, count + 1)}
 
 
 def run(cfg: dict) -> None:
@@ -128,8 +121,8 @@ def run(cfg: dict) -> None:
     warmup_steps = int(float(cfg.get("warmup_ratio", 0.0)) * total_steps)
     sched = cfg.get("lr_scheduler") or {}
     peak_lr = float(cfg["learning_rate"])
-    eval_steps = _milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
-    checkpoint_epochs = _milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
+    eval_steps = milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
+    checkpoint_epochs = milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
     es = cfg.get("early_stopping") or {}
     es_on = bool(es.get("enabled")) and bool(eval_steps)
     output_dir = cfg["output_dir"]

@@ -1,0 +1,243 @@
+"""One fine-tuning run of a Hugging Face causal LM: SFT or DPO, LoRA (peft) or full.
+
+Configuration (the keys finetune/trainer-config.ts writes): hf_repo, training_method,
+training_type, lora {r, alpha, dropout, target_modules}, learning_rate, lr_scheduler,
+warmup_ratio, max_grad_norm, weight_decay, n_epochs, batch_size, max_seq_length,
+n_checkpoints, n_evals, early_stopping, dpo_beta, seed, train_file, validation_file,
+output_dir, resume_from?, init_from?.
+
+Base weights are read from $GANTRY_MODEL_DIR/<hf_repo> (the host's model cache);
+nothing is downloaded unless GANTRY_ALLOW_HUB_DOWNLOAD=1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM
+
+from gantry_trainer.data import batches, epoch_order, load_rows, trained_tokens
+from gantry_trainer.protocol import emit
+from gantry_trainer.schedule import learning_rate, milestones
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    epochs_done: int = 0
+    evals_done: int = 0
+    best_step: int | None = None
+    best_metric: float | None = None
+    evals_without_improvement: int = 0
+    eval_history: list = field(default_factory=list)
+
+
+def _model_path(repo: str) -> str:
+    local = os.path.join(os.environ.get("GANTRY_MODEL_DIR", ""), repo)
+    if os.path.isdir(local):
+        return local
+    if os.environ.get("GANTRY_ALLOW_HUB_DOWNLOAD") == "1":
+        return repo
+    raise FileNotFoundError(f"base weights of {repo} are not in GANTRY_MODEL_DIR ({local})")
+
+
+def _token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+def _sft_loss(logits, ids, mask, weight):
+    m = mask[:, 1:].float() * weight[:, None]
+    return -(_token_logprobs(logits, ids) * m).sum() / m.sum().clamp(min=1.0)
+
+
+def _seq_logprob(logits, ids, mask):
+    return (_token_logprobs(logits, ids) * mask[:, 1:].float()).sum(-1)
+
+
+def run(cfg: dict) -> None:
+    method, kind = cfg["training_method"], cfg["training_type"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(int(cfg.get("seed", 0)))
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(_model_path(cfg["hf_repo"]), torch_dtype=dtype).to(device)
+    model.gradient_checkpointing_enable()
+    lora_cfg = cfg.get("lora") or {}
+    if kind == "lora":
+        model = get_peft_model(model, LoraConfig(
+            r=int(lora_cfg.get("r", 8)), lora_alpha=float(lora_cfg.get("alpha", 16)),
+            lora_dropout=float(lora_cfg.get("dropout", 0.0)), target_modules=list(lora_cfg["target_modules"]),
+            task_type="CAUSAL_LM"))
+        trainable_file = "adapter.safetensors"
+        trainable_state = lambda: {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+        load_trainable = lambda sd: set_peft_model_state_dict(model, sd)
+    else:
+        trainable_file = "model.safetensors"
+        trainable_state = lambda: {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        load_trainable = lambda sd: model.load_state_dict(sd)
+    if cfg.get("init_from"):
+        load_trainable(load_file(os.path.join(cfg["init_from"], trainable_file)))
+
+    reference = None
+    if method == "dpo" and kind == "full":
+        # DPO's reference policy: the model before this run, frozen.
+        reference = AutoModelForCausalLM.from_pretrained(_model_path(cfg["hf_repo"]), torch_dtype=dtype).to(device).eval()
+        if cfg.get("init_from"):
+            reference.load_state_dict(load_file(os.path.join(cfg["init_from"], trainable_file)))
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)))
+    beta = float(cfg.get("dpo_beta", 0.1))
+    seq_len = int(cfg["max_seq_length"])
+    batch_size = int(cfg["batch_size"])
+    n_epochs = int(cfg["n_epochs"])
+    max_grad_norm = float(cfg.get("max_grad_norm", 1.0))
+
+    def tensors(batch):
+        return {k: torch.as_tensor(np.asarray(v), device=device) for k, v in batch.items()}
+
+    def ref_logprob(ids, mask):
+        with torch.no_grad():
+            if reference is not None:
+                return _seq_logprob(reference(ids.long()).logits, ids.long(), mask)
+            with model.disable_adapter():
+                return _seq_logprob(model(ids.long()).logits, ids.long(), mask)
+
+    def loss_of(b):
+        if method == "sft":
+            ids = b["ids"].long()
+            return _sft_loss(model(ids).logits, ids, b["mask"], b["weight"]), 0.0
+        ids = torch.cat([b["chosen_ids"], b["rejected_ids"]]).long()
+        mask = torch.cat([b["chosen_mask"], b["rejected_mask"]])
+        n = b["chosen_ids"].shape[0]
+        policy = _seq_logprob(model(ids).logits, ids, mask)
+        ref = ref_logprob(ids, mask)
+        margin = beta * ((policy[:n] - ref[:n]) - (policy[n:] - ref[n:]))
+        total = b["weight"].sum().clamp(min=1.0)
+        loss = -(b["weight"] * F.logsigmoid(margin)).sum() / total
+        return loss, float((b["weight"] * margin).sum() / total)
+
+    train_rows = load_rows(cfg["train_file"])
+    eval_rows = load_rows(cfg["validation_file"]) if cfg.get("validation_file") else []
+    steps_per_epoch = -(-len(train_rows) // batch_size)
+    total_steps = steps_per_epoch * n_epochs
+    warmup_steps = int(float(cfg.get("warmup_ratio", 0.0)) * total_steps)
+    sched = cfg.get("lr_scheduler") or {}
+    eval_steps = milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
+    checkpoint_epochs = milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
+    es = cfg.get("early_stopping") or {}
+    es_on = bool(es.get("enabled")) and bool(eval_steps)
+    output_dir = cfg["output_dir"]
+    os.makedirs(output_dir, exist_ok=True)
+
+    state = RunState()
+    resumed_from = None
+    if cfg.get("resume_from"):
+        load_trainable(load_file(os.path.join(cfg["resume_from"], trainable_file)))
+        opt.load_state_dict(torch.load(os.path.join(cfg["resume_from"], "optimizer.pt"), map_location=device))
+        with open(os.path.join(cfg["resume_from"], "trainer_state.json")) as f:
+            state = RunState(**json.load(f))
+        resumed_from = state.step
+    best = trainable_state()
+
+    cancelled = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: cancelled.__setitem__("flag", True))
+    emit("start", total_steps=total_steps, steps_per_epoch=steps_per_epoch, n_epochs=n_epochs,
+         trainable_params=int(sum(p.numel() for p in params)), resumed_from_step=resumed_from)
+
+    def evaluate() -> float:
+        model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for b in batches(eval_rows, batch_size, seq_len, method, np.arange(len(eval_rows))):
+                real = int((b["weight"] > 0).sum())
+                total += float(loss_of(tensors(b))[0]) * real
+                count += real
+        model.train()
+        return total / max(count, 1)
+
+    model.train()
+    early_stopped = False
+    for epoch in range(state.epochs_done, n_epochs):
+        for batch in batches(train_rows, batch_size, seq_len, method, epoch_order(len(train_rows), int(cfg.get("seed", 0)), epoch)):
+            if cancelled["flag"]:
+                emit("cancelled", step=state.step)
+                raise Cancelled()
+            lr = learning_rate(state.step, total_steps, float(cfg["learning_rate"]), warmup_steps, sched.get("type", "linear"),
+                               float(sched.get("min_lr_ratio", 0.0)), float(sched.get("num_cycles", 0.5)))
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss, margin = loss_of(tensors(batch))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
+            opt.step()
+            state.step += 1
+            fields = dict(step=state.step, epoch=epoch + 1, loss=float(loss), lr=lr, grad_norm=float(gnorm),
+                          tokens=trained_tokens(batch, method))
+            if method == "dpo":
+                fields["reward_margin"] = margin
+            emit("step", **fields)
+            if state.step in eval_steps:
+                eval_loss = evaluate()
+                state.evals_done += 1
+                state.eval_history.append([state.step, eval_loss])
+                emit("eval", step=state.step, eval_loss=eval_loss)
+                if state.best_metric is None or eval_loss < state.best_metric - float(es.get("min_delta", 0.0)):
+                    state.best_metric, state.best_step = eval_loss, state.step
+                    state.evals_without_improvement = 0
+                    best = trainable_state()
+                elif state.evals_done > int(es.get("warmup_evals", 0)):
+                    state.evals_without_improvement += 1
+                if es_on and state.evals_done > int(es.get("warmup_evals", 0)) and \
+                        state.evals_without_improvement >= int(es.get("patience", 1)):
+                    early_stopped = True
+                    emit("early_stopped", step=state.step, best_step=state.best_step, best_metric=state.best_metric)
+                    break
+        if early_stopped:
+            break
+        state.epochs_done = epoch + 1
+        if state.epochs_done in checkpoint_epochs:
+            path = os.path.join(output_dir, "checkpoints", f"step-{state.step}")
+            tmp = path + ".partial"
+            os.makedirs(tmp, exist_ok=True)
+            save_file(trainable_state(), os.path.join(tmp, trainable_file))
+            torch.save(opt.state_dict(), os.path.join(tmp, "optimizer.pt"))
+            with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
+                json.dump(asdict(state), f)
+            os.replace(tmp, path)
+            emit("checkpoint", step=state.step, epoch=state.epochs_done, path=path, file=trainable_file)
+
+    # With early stopping the best evaluated weights are the result; otherwise the last.
+    if early_stopped:
+        load_trainable(best)
+    final_dir = os.path.join(output_dir, "final")
+    os.makedirs(final_dir, exist_ok=True)
+    if kind == "lora":
+        save_file(trainable_state(), os.path.join(final_dir, "adapter.safetensors"))
+        merged = model.merge_and_unload()
+        save_file({k: v.detach().cpu().contiguous() for k, v in merged.state_dict().items()},
+                  os.path.join(final_dir, "model.safetensors"))
+        files = ["adapter.safetensors", "model.safetensors"]
+    else:
+        save_file(trainable_state(), os.path.join(final_dir, "model.safetensors"))
+        files = ["model.safetensors"]
+    with open(os.path.join(final_dir, "config.json"), "w") as f:
+        json.dump({"hf_repo": cfg["hf_repo"], "training_type": kind, "training_method": method,
+                   "lora": lora_cfg if kind == "lora" else None}, f)
+    files.append("config.json")
+    done = dict(step=state.step, output_dir=final_dir, files=files, early_stopped=early_stopped)
+    if state.best_step is not None:
+        done.update(best_step=state.best_step, best_metric=state.best_metric)
+    emit("done", **done)
