@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -19,24 +18,8 @@ from .losses import dpo_loss, sequence_logprob, sft_loss
 from .lora import init_lora, make_linear, merge
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
+from .run_state import Cancelled, RunState
 from .schedule import learning_rate, milestones
-
-
-@dataclass
-class RunState:
-    """What a checkpoint must carry for a resumed run to continue exactly."""
-
-    step: int = 0
-    epochs_done: int = 0
-    evals_done: int = 0
-    best_metric: float | None = None
-    best_step: int | None = None
-    evals_without_improvement: int = 0
-    eval_history: list = field(default_factory=list)
-
-
-class Cancelled(Exception):
-    pass
 
 
 def run(cfg: dict) -> None:
@@ -172,18 +155,11 @@ def run(cfg: dict) -> None:
 
             if state.step in eval_steps:
                 eval_loss = evaluate()
-                state.evals_done += 1
-                state.eval_history.append([state.step, eval_loss])
                 emit("eval", step=state.step, eval_loss=eval_loss)
-                min_delta = float(es.get("min_delta", 0.0))
-                if state.best_metric is None or eval_loss < state.best_metric - min_delta:
-                    state.best_metric, state.best_step = eval_loss, state.step
-                    state.evals_without_improvement = 0
+                improved, stop = state.record_eval(eval_loss, es if es_on else {**es, "enabled": False})
+                if improved:
                     best_trainable = trainable
-                elif state.evals_done > int(es.get("warmup_evals", 0)):
-                    state.evals_without_improvement += 1
-                if es_on and state.evals_done > int(es.get("warmup_evals", 0)) and \
-                        state.evals_without_improvement >= int(es.get("patience", 1)):
+                if stop:
                     early_stopped = True
                     emit("early_stopped", step=state.step, best_step=state.best_step, best_metric=state.best_metric)
                     break

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -25,22 +25,8 @@ from transformers import AutoModelForCausalLM
 
 from gantry_trainer.data import batches, epoch_order, load_rows, trained_tokens
 from gantry_trainer.protocol import emit
+from gantry_trainer.run_state import Cancelled, RunState
 from gantry_trainer.schedule import learning_rate, milestones
-
-
-class Cancelled(Exception):
-    pass
-
-
-@dataclass
-class RunState:
-    step: int = 0
-    epochs_done: int = 0
-    evals_done: int = 0
-    best_step: int | None = None
-    best_metric: float | None = None
-    evals_without_improvement: int = 0
-    eval_history: list = field(default_factory=list)
 
 
 def _model_path(repo: str) -> str:
@@ -191,17 +177,11 @@ def run(cfg: dict) -> None:
             emit("step", **fields)
             if state.step in eval_steps:
                 eval_loss = evaluate()
-                state.evals_done += 1
-                state.eval_history.append([state.step, eval_loss])
                 emit("eval", step=state.step, eval_loss=eval_loss)
-                if state.best_metric is None or eval_loss < state.best_metric - float(es.get("min_delta", 0.0)):
-                    state.best_metric, state.best_step = eval_loss, state.step
-                    state.evals_without_improvement = 0
+                improved, stop = state.record_eval(eval_loss, es if es_on else {**es, "enabled": False})
+                if improved:
                     best = trainable_state()
-                elif state.evals_done > int(es.get("warmup_evals", 0)):
-                    state.evals_without_improvement += 1
-                if es_on and state.evals_done > int(es.get("warmup_evals", 0)) and \
-                        state.evals_without_improvement >= int(es.get("patience", 1)):
+                if stop:
                     early_stopped = True
                     emit("early_stopped", step=state.step, best_step=state.best_step, best_metric=state.best_metric)
                     break
