@@ -19,7 +19,7 @@ from .lora import init_lora, make_linear, merge
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
 from .run_state import Cancelled, RunState
-from .schedule import learning_rate, milestones
+from .schedule import step_plan
 
 
 def run(cfg: dict) -> None:
@@ -99,15 +99,7 @@ def run(cfg: dict) -> None:
 
     train_rows = load_rows(cfg["train_file"])
     eval_rows = load_rows(cfg["validation_file"]) if cfg.get("validation_file") else []
-    steps_per_epoch = -(-len(train_rows) // batch_size)
-    total_steps = steps_per_epoch * n_epochs
-    warmup_steps = int(float(cfg.get("warmup_ratio", 0.0)) * total_steps)
-    sched = cfg.get("lr_scheduler") or {}
-    peak_lr = float(cfg["learning_rate"])
-    eval_steps = milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
-    checkpoint_epochs = milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
-    es = cfg.get("early_stopping") or {}
-    es_on = bool(es.get("enabled")) and bool(eval_steps)
+    sp = step_plan(cfg, len(train_rows), bool(eval_rows))
     output_dir = cfg["output_dir"]
     os.makedirs(output_dir, exist_ok=True)
 
@@ -122,7 +114,7 @@ def run(cfg: dict) -> None:
     cancelled = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: cancelled.__setitem__("flag", True))
 
-    emit("start", total_steps=total_steps, steps_per_epoch=steps_per_epoch, n_epochs=n_epochs,
+    emit("start", total_steps=sp.total_steps, steps_per_epoch=sp.steps_per_epoch, n_epochs=n_epochs,
          trainable_params=int(sum(np.prod(v.shape) for v in trainable.values())), resumed_from_step=resumed_from)
 
     def evaluate() -> float:
@@ -141,8 +133,7 @@ def run(cfg: dict) -> None:
             if cancelled["flag"]:
                 emit("cancelled", step=state.step)
                 raise Cancelled()
-            lr = learning_rate(state.step, total_steps, peak_lr, warmup_steps, sched.get("type", "linear"),
-                               float(sched.get("min_lr_ratio", 0.0)), float(sched.get("num_cycles", 0.5)))
+            lr = sp.lr(state.step)
             step_key = jax.random.fold_in(key, state.step)
             trainable, opt_state, loss, margin, gnorm = train_step(
                 trainable, opt_state, {k: jnp.asarray(v) for k, v in batch.items()}, step_key, jnp.float32(lr))
@@ -153,10 +144,10 @@ def run(cfg: dict) -> None:
                 fields["reward_margin"] = float(margin)
             emit("step", **fields)
 
-            if state.step in eval_steps:
+            if state.step in sp.eval_steps:
                 eval_loss = evaluate()
                 emit("eval", step=state.step, eval_loss=eval_loss)
-                improved, stop = state.record_eval(eval_loss, es if es_on else {**es, "enabled": False})
+                improved, stop = state.record_eval(eval_loss, sp.early_stopping)
                 if improved:
                     best_trainable = trainable
                 if stop:
@@ -166,7 +157,7 @@ def run(cfg: dict) -> None:
         if early_stopped:
             break
         state.epochs_done = epoch + 1
-        if state.epochs_done in checkpoint_epochs:
+        if state.epochs_done in sp.checkpoint_epochs:
             path = os.path.join(output_dir, "checkpoints", f"step-{state.step}")
             ckpt.save_checkpoint(path, trainable, opt_state, state.__dict__, trainable_file)
             emit("checkpoint", step=state.step, epoch=state.epochs_done, path=path, file=trainable_file)

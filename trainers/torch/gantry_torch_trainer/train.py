@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM
 from gantry_trainer.data import batches, epoch_order, load_rows, trained_tokens
 from gantry_trainer.protocol import emit
 from gantry_trainer.run_state import Cancelled, RunState
-from gantry_trainer.schedule import learning_rate, milestones
+from gantry_trainer.schedule import step_plan
 
 
 def _model_path(repo: str) -> str:
@@ -116,14 +116,7 @@ def run(cfg: dict) -> None:
 
     train_rows = load_rows(cfg["train_file"])
     eval_rows = load_rows(cfg["validation_file"]) if cfg.get("validation_file") else []
-    steps_per_epoch = -(-len(train_rows) // batch_size)
-    total_steps = steps_per_epoch * n_epochs
-    warmup_steps = int(float(cfg.get("warmup_ratio", 0.0)) * total_steps)
-    sched = cfg.get("lr_scheduler") or {}
-    eval_steps = milestones(int(cfg.get("n_evals", 0)) if eval_rows else 0, total_steps)
-    checkpoint_epochs = milestones(int(cfg.get("n_checkpoints", 1)), n_epochs)
-    es = cfg.get("early_stopping") or {}
-    es_on = bool(es.get("enabled")) and bool(eval_steps)
+    sp = step_plan(cfg, len(train_rows), bool(eval_rows))
     output_dir = cfg["output_dir"]
     os.makedirs(output_dir, exist_ok=True)
 
@@ -139,7 +132,7 @@ def run(cfg: dict) -> None:
 
     cancelled = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: cancelled.__setitem__("flag", True))
-    emit("start", total_steps=total_steps, steps_per_epoch=steps_per_epoch, n_epochs=n_epochs,
+    emit("start", total_steps=sp.total_steps, steps_per_epoch=sp.steps_per_epoch, n_epochs=n_epochs,
          trainable_params=int(sum(p.numel() for p in params)), resumed_from_step=resumed_from)
 
     def evaluate() -> float:
@@ -160,8 +153,7 @@ def run(cfg: dict) -> None:
             if cancelled["flag"]:
                 emit("cancelled", step=state.step)
                 raise Cancelled()
-            lr = learning_rate(state.step, total_steps, float(cfg["learning_rate"]), warmup_steps, sched.get("type", "linear"),
-                               float(sched.get("min_lr_ratio", 0.0)), float(sched.get("num_cycles", 0.5)))
+            lr = sp.lr(state.step)
             for group in opt.param_groups:
                 group["lr"] = lr
             loss, margin = loss_of(tensors(batch))
@@ -175,10 +167,10 @@ def run(cfg: dict) -> None:
             if method == "dpo":
                 fields["reward_margin"] = margin
             emit("step", **fields)
-            if state.step in eval_steps:
+            if state.step in sp.eval_steps:
                 eval_loss = evaluate()
                 emit("eval", step=state.step, eval_loss=eval_loss)
-                improved, stop = state.record_eval(eval_loss, es if es_on else {**es, "enabled": False})
+                improved, stop = state.record_eval(eval_loss, sp.early_stopping)
                 if improved:
                     best = trainable_state()
                 if stop:
@@ -188,7 +180,7 @@ def run(cfg: dict) -> None:
         if early_stopped:
             break
         state.epochs_done = epoch + 1
-        if state.epochs_done in checkpoint_epochs:
+        if state.epochs_done in sp.checkpoint_epochs:
             path = os.path.join(output_dir, "checkpoints", f"step-{state.step}")
             tmp = path + ".partial"
             os.makedirs(tmp, exist_ok=True)
