@@ -360,6 +360,20 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
                   }),
                 );
                 break;
+              case 'epoch':
+                later(() =>
+                  recordJob(db, {
+                    jobId,
+                    update: { epochs_completed: e.epoch },
+                    event: {
+                      type: 'epoch_complete',
+                      message: `Epoch ${e.epoch} completed at step ${e.step}.`,
+                      step: e.step,
+                      dedupKey: `epoch-${e.epoch}`,
+                    },
+                  }),
+                );
+                break;
               case 'eval':
                 later(() => recordMetric(db, { jobId, step: e.step, evalLoss: e.eval_loss }));
                 break;
@@ -381,7 +395,6 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
                         }),
                         recordJob(db, {
                           jobId,
-                          update: { epochs_completed: e.epoch },
                           event: {
                             type: 'checkpoint_save',
                             message: `Checkpoint saved at step ${e.step} (epoch ${e.epoch}).`,

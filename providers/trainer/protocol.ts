@@ -22,6 +22,7 @@ export type TrainerEvent =
       reward_margin?: number;
     }
   | { event: 'eval'; step: number; eval_loss: number }
+  | { event: 'epoch'; epoch: number; step: number }
   | { event: 'checkpoint'; step: number; epoch: number; path: string; file: string }
   | { event: 'early_stopped'; step: number; best_step: number; best_metric: number }
   | { event: 'cancelled'; step: number }

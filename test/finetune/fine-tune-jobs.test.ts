@@ -74,7 +74,13 @@ describe('fine-tuning jobs', () => {
     assert.ok(done.body.token_count > 0);
     assert.ok(done.body.param_count > 0);
     assert.equal(done.body.model_output_path, `fine-tunes/${completedId}/final`);
-    const types = done.body.events.map((e: any) => e.type);
+    // Epochs end as training goes; their events interleave with checkpoint uploads.
+    const epochs = done.body.events.filter((e: any) => e.type === 'epoch_complete');
+    assert.deepEqual(
+      epochs.map((e: any) => e.message.replace(/ at step \d+/, '')),
+      [1, 2, 3, 4].map((n) => `Epoch ${n} completed.`),
+    );
+    const types = done.body.events.map((e: any) => e.type).filter((t: string) => t !== 'epoch_complete');
     assert.deepEqual(types, [
       'job_pending',
       'training_data_downloading',

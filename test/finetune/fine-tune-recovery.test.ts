@@ -133,6 +133,7 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       .metrics;
     const evals = metrics.filter((m: any) => m.eval_loss !== undefined);
     assert.equal(evals.length, 3, 'stopped after 3 of 6 evaluations');
+    assert.equal(done.body.epochs_completed, 2, 'the stop came at the end of the third epoch, before it counted');
     assert.equal(done.body.early_stopping_best_step, evals[0].global_step);
     assert.equal(done.body.early_stopping_best_metric, evals[0].eval_loss);
     assert.ok(done.body.events.some((e: any) => e.type === 'early_stopped'));

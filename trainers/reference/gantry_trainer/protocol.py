@@ -3,6 +3,7 @@
   {"event": "start", "total_steps", "steps_per_epoch", "n_epochs", "trainable_params", "resumed_from_step"}
   {"event": "step", "step", "epoch", "loss", "lr", "grad_norm", "tokens"[, "reward_margin"]}
   {"event": "eval", "step", "eval_loss"}
+  {"event": "epoch", "epoch", "step"}  (an epoch completed)
   {"event": "checkpoint", "step", "epoch", "path"}
   {"event": "early_stopped", "step", "best_step", "best_metric"}
   {"event": "cancelled", "step"}

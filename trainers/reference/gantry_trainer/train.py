@@ -157,6 +157,7 @@ def run(cfg: dict) -> None:
         if early_stopped:
             break
         state.epochs_done = epoch + 1
+        emit("epoch", epoch=state.epochs_done, step=state.step)
         if state.epochs_done in sp.checkpoint_epochs:
             path = os.path.join(output_dir, "checkpoints", f"step-{state.step}")
             ckpt.save_checkpoint(path, trainable, opt_state, state.__dict__, trainable_file)
