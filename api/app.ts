@@ -12,6 +12,10 @@ import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
+import { addClusterRemediationRoutes } from './routes/cluster-remediations';
+import { addClusterStorageRoutes } from './routes/cluster-storage';
+import { addClusterRoutes } from './routes/clusters';
+import { addFleetRoutes } from './routes/fleet';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -39,6 +43,10 @@ export function createApp(deps: ApiDeps): express.Express {
   addFineTunePreviewRoute(v1, deps);
   addFineTuneEstimateRoute(v1, deps);
   addFineTuneRoutes(v1, deps);
+  addClusterStorageRoutes(v1, deps); // before addClusterRoutes: /compute/clusters/storage/... is not a cluster id
+  addClusterRoutes(v1, deps);
+  addClusterRemediationRoutes(v1, deps);
+  addFleetRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

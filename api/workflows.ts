@@ -6,7 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
-import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
+import { SA_GPU_TYPE, SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const TEMPORAL_CALL_DEADLINE_MS = 5_000;
@@ -23,6 +23,8 @@ export async function startResourceWorkflow<W extends Workflow>(
     status: string;
     summary: string;
     details: string;
+    /** Accelerator type, for resources that have one (clusters). */
+    gpuType?: string;
   },
 ): Promise<void> {
   await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
@@ -35,6 +37,7 @@ export async function startResourceWorkflow<W extends Workflow>(
         { key: SA_RESOURCE_TYPE, value: w.resourceType },
         { key: SA_RESOURCE_ID, value: w.resourceId },
         { key: SA_STATUS, value: w.status },
+        ...(w.gpuType ? [{ key: SA_GPU_TYPE, value: w.gpuType }] : []),
       ],
       staticSummary: w.summary,
       staticDetails: w.details,

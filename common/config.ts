@@ -2,6 +2,7 @@
  * Every setting Gantry reads from its environment, parsed in one place.
  * Processes call loadConfig() once at start; nothing else reads process.env.
  */
+import type { ClusterSettings } from './clusters';
 import path from 'node:path';
 import { z } from 'zod';
 import { GPU_TYPES, type GpuType } from './gpu-types';
@@ -88,6 +89,18 @@ const EnvSchema = z.object({
   GANTRY_GPU_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(30),
   /** How long workers give in-flight activities to finish on shutdown before cancelling them. */
   GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
+  /** Local fleet simulator: time a simulated node spends in each boot phase (and a volume or driver step). */
+  GANTRY_FLEET_STEP_MS: z.coerce.number().int().nonnegative().default(1000),
+  /** Clusters: seconds between health-check rounds (and autoscaler observations). */
+  GANTRY_CLUSTER_HEALTH_CHECK_SECONDS: z.coerce.number().positive().default(60),
+  /** Clusters: the least time between two autoscaling actions. */
+  GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS: z.coerce.number().nonnegative().default(300),
+  /** Clusters: drain window of a preempted node (the spec's 300 seconds). */
+  GANTRY_PREEMPTION_GRACE_SECONDS: z.coerce.number().nonnegative().default(300),
+  /** Clusters: repair rounds for failed acceptance or NCCL tests before a cluster settles as Degraded. */
+  GANTRY_CLUSTER_TEST_REPAIR_ROUNDS: z.coerce.number().int().nonnegative().default(2),
+  /** Clusters: main-loop rounds of one workflow run before it continues as new. */
+  GANTRY_CLUSTER_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(500),
 });
 
 export interface TemporalSettings {
@@ -133,6 +146,8 @@ export interface GantryConfig {
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
+  fleetStepMs: number;
+  clusterSettings: ClusterSettings;
 }
 
 export class ConfigError extends Error {}
@@ -182,6 +197,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,
+    fleetStepMs: e.GANTRY_FLEET_STEP_MS,
+    clusterSettings: {
+      healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
+      autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,
+      preemptionGraceSeconds: e.GANTRY_PREEMPTION_GRACE_SECONDS,
+      maxTestRepairRounds: e.GANTRY_CLUSTER_TEST_REPAIR_ROUNDS,
+      maxRoundsPerRun: e.GANTRY_CLUSTER_ROUNDS_PER_RUN,
+    },
   };
 }
 

@@ -11,4 +11,6 @@ export const SA_RESOURCE_TYPE = defineSearchAttributeKey('GantryResourceType', S
 export const SA_RESOURCE_ID = defineSearchAttributeKey('GantryResourceId', SearchAttributeType.KEYWORD);
 export const SA_STATUS = defineSearchAttributeKey('GantryStatus', SearchAttributeType.KEYWORD);
 
-export const GANTRY_SEARCH_ATTRIBUTES = [SA_PROJECT_ID, SA_RESOURCE_TYPE, SA_RESOURCE_ID, SA_STATUS];
+export const SA_GPU_TYPE = defineSearchAttributeKey('GantryGpuType', SearchAttributeType.KEYWORD);
+
+export const GANTRY_SEARCH_ATTRIBUTES = [SA_PROJECT_ID, SA_RESOURCE_TYPE, SA_RESOURCE_ID, SA_STATUS, SA_GPU_TYPE];

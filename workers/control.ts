@@ -9,6 +9,7 @@ import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
 
@@ -25,6 +26,7 @@ async function main() {
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
     blobs: new FilesystemBlobStore(config.blobDir),
+    fleet: new LocalFleet(db, config.fleetStepMs),
   });
   logger.info({ taskQueue: 'control' }, 'control worker polling');
   await worker.run(); // resolves after a shutdown signal has drained the worker

@@ -9,6 +9,7 @@ import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { createPool } from '../db/pool';
 import { detectAcceleratorHost } from '../providers/accelerator/host';
+import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createGpuWorkers, installRuntime } from './runtime';
 import { gpuTaskQueue } from './task-queues';
@@ -29,6 +30,7 @@ async function main() {
     host,
     db,
     blobs: new FilesystemBlobStore(config.blobDir),
+    fleet: new LocalFleet(db, config.fleetStepMs),
     trainers: {
       reference: config.trainerPython,
       ...(config.torchTrainerPython ? { torch: config.torchTrainerPython } : {}),

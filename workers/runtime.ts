@@ -25,6 +25,8 @@ import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { createModelRegistryActivities } from '../activities/model-registry';
 import { createSystemActivities } from '../activities/system';
+import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
+import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
@@ -73,7 +75,9 @@ interface CommonWorkerDeps {
   shutdownGraceSeconds: number;
 }
 
-export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: BlobStore }): Promise<Worker> {
+export function createControlWorker(
+  deps: CommonWorkerDeps & { db: Db; blobs: BlobStore; fleet: ComputeProvider },
+): Promise<Worker> {
   return Worker.create({
     connection: deps.connection,
     namespace: deps.namespace,
@@ -85,6 +89,7 @@ export function createControlWorker(deps: CommonWorkerDeps & { db: Db; blobs: Bl
       ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
       ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
       ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
+      ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.
@@ -106,6 +111,8 @@ export function createGpuWorkers(
     /** The trainers this host has: kind -> the Python that runs it. */
     trainers: Trainers;
     workDir: string;
+    /** The fleet whose nodes this host's worker tests (acceptance, NCCL, health). */
+    fleet: ComputeProvider;
   },
 ): Promise<Worker[]> {
   const activities = {
@@ -116,6 +123,7 @@ export function createGpuWorkers(
       trainers: deps.trainers,
       workDir: deps.workDir,
     }),
+    ...createClusterNodeTestActivities({ fleet: deps.fleet }),
   };
   return Promise.all(
     deps.gpuTypes.map((gpuType) =>

@@ -1,4 +1,7 @@
 // The workflow bundle's entry: every workflow type is exported from here.
+export * from './clusters';
 export * from './files';
 export * from './fine-tunes';
+export * from './node-remediation';
+export * from './storage-volumes';
 export * from './system';

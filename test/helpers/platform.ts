@@ -17,6 +17,7 @@ import { temporalConnectionOptions } from '../../common/temporal';
 import { createPool, type Db } from '../../db/pool';
 import { SimulatedHost } from '../../providers/accelerator/host';
 import type { BlobStore } from '../../providers/storage/blob-store';
+import { LocalFleet } from '../../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
 import { createControlWorker, createGpuWorkers } from '../../workers/runtime';
 
@@ -73,9 +74,10 @@ export async function startTestPlatform(
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
   const native = await NativeConnection.connect(temporalConnectionOptions(config.temporal));
+  const fleet = new LocalFleet(db, base.fleetStepMs);
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
-    ...(opts.controlWorker === false ? [] : [await createControlWorker({ ...common, db, blobs })]),
+    ...(opts.controlWorker === false ? [] : [await createControlWorker({ ...common, db, blobs, fleet })]),
     ...(await createGpuWorkers({
       ...common,
       gpuTypes: opts.gpuTypes ?? ['H100_SXM'],
@@ -84,6 +86,7 @@ export async function startTestPlatform(
       blobs,
       trainers: { reference: base.trainerPython },
       workDir: path.join(base.dataDir, 'trainer-runs'),
+      fleet,
     })),
   ];
   const running = workers.map((w) => w.run());

@@ -1,0 +1,263 @@
+/**
+ * GPU clusters (spec: Clusters; paths of the SDK's beta.clusters): regions,
+ * create, list, retrieve, update (PUT), delete and credentials. A create
+ * checks every rule of the spec, writes the row and starts `cluster/<id>`;
+ * changes are Updates to that workflow; reads come from PostgreSQL.
+ */
+import { randomBytes } from 'node:crypto';
+import { ClusterRuleError, resolveClusterCreate } from '../../common/cluster-rules';
+import { REGIONS } from '../../common/cluster-catalog';
+import {
+  CLUSTER_MESSAGES,
+  CLUSTER_RESOURCE_TYPE,
+  clusterWorkflowId,
+  initialState,
+  type ClusterWorkflowInput,
+} from '../../common/clusters';
+import { newId } from '../../common/ids';
+import {
+  deleteClusterRow,
+  deleteVolumeRow,
+  getCluster,
+  getVolume,
+  insertCluster,
+  insertVolume,
+  latestRemediations,
+  listClusters,
+  volumesOfCluster,
+  type ClusterRow,
+} from '../../db/clusters';
+import type { Db } from '../../db/pool';
+import type { cluster } from '../../workflows/clusters';
+import { updateCluster } from '../cluster-messages';
+import { toCluster } from '../cluster-view';
+import type { ApiDeps } from '../deps';
+import { ApiError, badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import {
+  ClusterDeleteSchema,
+  ClusterIdParams,
+  ClusterListSchema,
+  ClusterSchema,
+  CreateClusterBody,
+  ListClustersQuery,
+  RegionsSchema,
+  UpdateClusterBody,
+} from '../schemas/clusters';
+import { startResourceWorkflow } from '../workflows';
+import { z } from 'zod';
+
+export async function clusterObject(db: Db, row: ClusterRow) {
+  return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
+}
+
+export async function requireCluster(db: Db, projectId: string, clusterId: string): Promise<ClusterRow> {
+  const row = await getCluster(db, projectId, clusterId);
+  if (!row) throw notFound(`Cluster '${clusterId}' not found.`);
+  return row;
+}
+
+export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+
+  router.add({
+    method: 'get',
+    path: '/compute/regions',
+    operationId: 'listClusterRegions',
+    summary: 'Regions, their GPU types and driver/CUDA images (nvidia_version_id); no prices',
+    tags: ['clusters'],
+    response: { status: 200, description: 'Regions', schema: RegionsSchema },
+    handler: async () => ({ regions: REGIONS.map((r) => ({ ...r })) }),
+  });
+
+  router.add({
+    method: 'post',
+    path: '/compute/clusters',
+    operationId: 'createCluster',
+    summary: 'Create a GPU cluster; it is provisioned by the workflow cluster/<id>',
+    tags: ['clusters'],
+    body: CreateClusterBody,
+    errors: [503],
+    response: { status: 200, description: 'The cluster, queued', schema: ClusterSchema },
+    handler: async ({ body, principal }) => {
+      if (body.project_id !== undefined && body.project_id !== principal.projectId) {
+        throw badRequest('project_id must be the project of the API key (or be left out).', 'project_id');
+      }
+      let resolved;
+      try {
+        resolved = resolveClusterCreate(body, new Date());
+      } catch (err) {
+        if (err instanceof ClusterRuleError) throw badRequest(err.message, err.param);
+        throw err;
+      }
+      const { spec, counts } = resolved;
+      if (body.volume_id) {
+        const volume = await getVolume(db, principal.projectId, body.volume_id);
+        if (!volume) throw badRequest(`Volume '${body.volume_id}' not found in this project.`, 'volume_id');
+        if (volume.region !== spec.region) {
+          throw badRequest(`Volume '${volume.id}' is in ${volume.region}, not ${spec.region}.`, 'volume_id');
+        }
+        if (volume.status !== 'available' && volume.status !== 'provisioning') {
+          throw badRequest(`Volume '${volume.id}' is ${volume.status}; it must be available.`, 'volume_id');
+        }
+      }
+      const clusterId = `cl-${randomBytes(6).toString('hex')}`;
+      if (body.shared_volume) {
+        spec.volume_id = newId('vol');
+        await insertVolume(db, {
+          id: spec.volume_id,
+          projectId: principal.projectId,
+          name: body.shared_volume.volume_name,
+          region: spec.region,
+          sizeTib: body.shared_volume.size_tib,
+          lifecycleIndependent: body.shared_volume.is_lifecycle_independent ?? false,
+          createdWithCluster: clusterId,
+        });
+      }
+      const input: ClusterWorkflowInput = {
+        clusterId,
+        projectId: principal.projectId,
+        spec,
+        counts,
+        settings: config.clusterSettings,
+      };
+      const workflowId = clusterWorkflowId(clusterId);
+      await insertCluster(db, {
+        id: clusterId,
+        projectId: principal.projectId,
+        workflowId,
+        state: initialState(input),
+      });
+      try {
+        await startResourceWorkflow<typeof cluster>(temporal, {
+          workflowType: 'cluster',
+          workflowId,
+          args: [input],
+          projectId: principal.projectId,
+          resourceType: CLUSTER_RESOURCE_TYPE,
+          resourceId: clusterId,
+          status: 'WaitingForControlPlaneNodes',
+          gpuType: spec.gpu_type,
+          summary: `Cluster ${spec.cluster_name} (${clusterId}): ${counts.num_gpus}x ${spec.gpu_type} in ${spec.region}, ${spec.cluster_type}, ${spec.billing_type}`,
+          details: [
+            `Created by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
+            `Image: CUDA ${spec.cuda_version}, driver ${spec.nvidia_driver_version}, ${spec.os_image} (\`${spec.nvidia_version_id}\`).`,
+            spec.auto_scale ? `Autoscaling up to ${spec.auto_scale_max_gpus} GPUs.` : 'No autoscaling.',
+          ].join('\n\n'),
+        });
+      } catch (err) {
+        await deleteClusterRow(db, clusterId);
+        if (body.shared_volume && spec.volume_id) await deleteVolumeRow(db, spec.volume_id);
+        throw err;
+      }
+      return clusterObject(db, (await getCluster(db, principal.projectId, clusterId))!);
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/compute/clusters',
+    operationId: 'listClusters',
+    summary: "The project's clusters (deleted ones stay readable by id)",
+    tags: ['clusters'],
+    query: ListClustersQuery,
+    response: { status: 200, description: 'Clusters', schema: ClusterListSchema },
+    handler: async ({ query, principal }) => {
+      // The SDK's projectId filter: only the key's own project can be listed.
+      if (query.projectId && query.projectId !== principal.projectId) return { clusters: [] };
+      const rows = await listClusters(db, principal.projectId);
+      return { clusters: await Promise.all(rows.map((r) => clusterObject(db, r))) };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/compute/clusters/:cluster_id',
+    operationId: 'getCluster',
+    summary: 'A GPU cluster',
+    tags: ['clusters'],
+    params: ClusterIdParams,
+    errors: [404],
+    response: { status: 200, description: 'The cluster', schema: ClusterSchema },
+    handler: async ({ params, principal }) =>
+      clusterObject(db, await requireCluster(db, principal.projectId, params.cluster_id)),
+  });
+
+  router.add({
+    method: 'put',
+    path: '/compute/clusters/:cluster_id',
+    operationId: 'updateCluster',
+    summary: 'Resize a cluster or change its preemptible GPUs, reservation end, add-ons or config',
+    tags: ['clusters'],
+    params: ClusterIdParams,
+    body: UpdateClusterBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The cluster; resizing proceeds asynchronously', schema: ClusterSchema },
+    handler: async ({ params, body, principal }) => {
+      const row = await requireCluster(db, principal.projectId, params.cluster_id);
+      if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
+      await updateCluster(temporal, row.id, CLUSTER_MESSAGES.update, body);
+      return clusterObject(db, (await getCluster(db, principal.projectId, row.id))!);
+    },
+  });
+
+  router.add({
+    method: 'delete',
+    path: '/compute/clusters/:cluster_id',
+    operationId: 'deleteCluster',
+    summary: 'Delete a cluster: nodes are drained and released, volumes released; the row stays readable',
+    tags: ['clusters'],
+    params: ClusterIdParams,
+    errors: [404],
+    response: { status: 200, description: 'Deletion accepted', schema: ClusterDeleteSchema },
+    handler: async ({ params, principal }) => {
+      const row = await requireCluster(db, principal.projectId, params.cluster_id);
+      if (!row.deleted_at) {
+        try {
+          await updateCluster(temporal, row.id, CLUSTER_MESSAGES.delete, { reason: 'deleted through the API' });
+        } catch (err) {
+          // Already gone (a reservation that just ended): deleting it is done.
+          if (!(err instanceof ApiError && err.status === 409)) throw err;
+        }
+      }
+      return { cluster_id: row.id };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/compute/clusters/:cluster_id/credentials',
+    operationId: 'getClusterCredentials',
+    summary: "Download the cluster's kubeconfig",
+    tags: ['clusters'],
+    params: ClusterIdParams,
+    errors: [404, 409],
+    response: {
+      status: 200,
+      description: 'kubeconfig (YAML)',
+      schema: z.string(),
+      mediaType: 'application/yaml',
+    },
+    handler: async ({ params, principal, res }) => {
+      const row = await requireCluster(db, principal.projectId, params.cluster_id);
+      if (row.state.spec.cluster_type !== 'KUBERNETES') {
+        throw conflict('SLURM clusters have no kubeconfig; log in to the Slurm login node instead.', 'no_kubeconfig');
+      }
+      if (row.deleted_at)
+        throw conflict(`Cluster '${row.id}' was deleted; its credentials are revoked.`, 'cluster_deleted');
+      if (!row.kube_config) {
+        throw conflict(
+          `Cluster '${row.id}' has no control plane yet (status ${row.status}); try again shortly.`,
+          'not_ready',
+        );
+      }
+      res
+        .status(200)
+        .type('application/yaml')
+        .setHeader('Content-Disposition', `attachment; filename="${row.id}-kubeconfig.yaml"`);
+      res.setHeader('Cache-Control', 'no-store');
+      res.send(row.kube_config);
+      return undefined;
+    },
+  });
+}

@@ -1,0 +1,131 @@
+/**
+ * Operator controls of the local fleet SIMULATOR (admin only): inject faults
+ * (a node that never boots, failed acceptance / NCCL / health checks), hold
+ * back preemptible capacity, report a cluster's workload to its autoscaler,
+ * and deliver a preemption notice. A real fleet reports these by itself; here
+ * they let a person (or a test) drive every path of the cluster workflow.
+ */
+import { CLUSTER_MESSAGES } from '../../common/clusters';
+import type { ClusterRow } from '../../db/clusters';
+import { FleetControls } from '../../providers/compute/local-fleet';
+import { signalCluster } from '../cluster-messages';
+import type { ApiDeps } from '../deps';
+import { badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import {
+  ClusterIdParams,
+  FleetCapacityBody,
+  FleetFaultBody,
+  FleetPreemptionBody,
+  FleetWorkloadBody,
+} from '../schemas/clusters';
+import { z } from 'zod';
+
+const Ack = z.object({ ok: z.literal(true), simulator: z.literal(true), detail: z.string() });
+
+export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal } = deps;
+  const fleet = new FleetControls(db);
+
+  async function anyCluster(id: string): Promise<ClusterRow> {
+    const { rows } = await db.query<ClusterRow>('SELECT id, state, deleted_at FROM clusters WHERE id = $1', [id]);
+    if (!rows[0]) throw notFound(`Cluster '${id}' not found.`);
+    return rows[0];
+  }
+
+  router.add({
+    method: 'post',
+    path: '/compute/fleet/faults',
+    operationId: 'injectFleetFault',
+    summary: 'Simulator: make the next boot, acceptance, NCCL or health check of a cluster (or one node) fail',
+    tags: ['fleet simulator'],
+    access: 'platform-admin',
+    strict: true,
+    body: FleetFaultBody,
+    errors: [403, 404],
+    response: { status: 200, description: 'Fault armed', schema: Ack },
+    handler: async ({ body }) => {
+      await anyCluster(body.cluster_id);
+      const id = await fleet.injectFault({
+        clusterId: body.cluster_id,
+        nodeId: body.node_id,
+        kind: body.kind,
+        count: body.count,
+      });
+      return {
+        ok: true as const,
+        simulator: true as const,
+        detail: `fault ${id}: ${body.kind} x${body.count} on ${body.node_id ?? `any node of ${body.cluster_id}`}`,
+      };
+    },
+  });
+
+  router.add({
+    method: 'put',
+    path: '/compute/fleet/capacity',
+    operationId: 'setFleetCapacity',
+    summary: 'Simulator: how many preemptible nodes a region can hand out (null: no limit)',
+    tags: ['fleet simulator'],
+    access: 'platform-admin',
+    strict: true,
+    body: FleetCapacityBody,
+    errors: [403],
+    response: { status: 200, description: 'Capacity set', schema: Ack },
+    handler: async ({ body }) => {
+      await fleet.setPreemptibleCapacity(body.region, body.gpu_type, body.preemptible_nodes);
+      return {
+        ok: true as const,
+        simulator: true as const,
+        detail: `${body.region}/${body.gpu_type}: ${body.preemptible_nodes ?? 'unlimited'} preemptible nodes`,
+      };
+    },
+  });
+
+  router.add({
+    method: 'put',
+    path: '/compute/fleet/clusters/:cluster_id/workload',
+    operationId: 'setFleetWorkload',
+    summary: "Simulator: the cluster's pending GPU requests and idle GPUs, as its autoscaler will observe them",
+    tags: ['fleet simulator'],
+    access: 'platform-admin',
+    strict: true,
+    params: ClusterIdParams,
+    body: FleetWorkloadBody,
+    errors: [403, 404],
+    response: { status: 200, description: 'Workload set', schema: Ack },
+    handler: async ({ params, body }) => {
+      await anyCluster(params.cluster_id);
+      await fleet.setWorkload(params.cluster_id, body);
+      return {
+        ok: true as const,
+        simulator: true as const,
+        detail: `pending ${body.pending_gpu_requests}, idle ${body.idle_gpus}`,
+      };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/compute/fleet/clusters/:cluster_id/preemption-notices',
+    operationId: 'sendPreemptionNotice',
+    summary: 'Simulator: the fleet reclaims a preemptible node of the cluster',
+    tags: ['fleet simulator'],
+    access: 'platform-admin',
+    strict: true,
+    params: ClusterIdParams,
+    body: FleetPreemptionBody,
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'Notice delivered', schema: Ack },
+    handler: async ({ params, body }) => {
+      const row = await anyCluster(params.cluster_id);
+      if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`);
+      const node = row.state.gpu_worker_nodes.find((n) => n.node_id === body.node_id || n.instance_id === body.node_id);
+      if (!node) throw notFound(`Cluster '${row.id}' has no live node '${body.node_id}'.`);
+      if (node.capacity !== 'preemptible') {
+        throw badRequest(`Node '${node.node_id}' is not preemptible; only preemptible nodes are reclaimed.`, 'node_id');
+      }
+      await signalCluster(temporal, row.id, CLUSTER_MESSAGES.preemptionNotice, { nodeId: node.node_id });
+      return { ok: true as const, simulator: true as const, detail: `preemption notice sent for ${node.node_id}` };
+    },
+  });
+}

@@ -1,0 +1,76 @@
+/**
+ * A cluster's life through the API, on the local fleet simulator: create to
+ * Ready through every phase, credentials, the count invariants, delete.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { call, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+import { createCluster, phasesOf, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startClusterPlatform();
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+describe('cluster lifecycle', () => {
+  test('create to Ready walks every provisioning phase, with node phases and a kubeconfig', async () => {
+    const created = await createCluster(p, t.key, { cluster_name: 'happy', num_gpus: 16 });
+    assert.match(created.cluster_id, /^cl-[0-9a-f]{12}$/);
+    assert.equal(created.status, 'WaitingForControlPlaneNodes');
+    assert.deepEqual(phasesOf(created), ['QUEUED']);
+    const c = await waitForCluster(p, t.key, created.cluster_id, (c) => c.status === 'Ready');
+    assert.deepEqual(phasesOf(c), [
+      'QUEUED',
+      'SCHEDULED',
+      'WAITING_FOR_CONTROL_PLANE_NODES',
+      'WAITING_FOR_SUBNET',
+      'WAITING_FOR_DATA_PLANE_NODES',
+      'INSTALLING_DRIVERS',
+      'RUNNING_ACCEPTANCE_TESTS',
+      'RUNNING_NCCL_TESTS',
+      'READY',
+    ]);
+    assert.equal(c.gpu_worker_nodes.length, 2);
+    for (const n of c.gpu_worker_nodes) {
+      assert.equal(n.num_gpus, 8);
+      assert.equal(n.status, 'Ready');
+      assert.deepEqual(
+        n.phase_transitions.map((x: any) => x.phase),
+        ['NODE_PHASE_PENDING', 'NODE_PHASE_SCHEDULING', 'NODE_PHASE_BOOTING', 'NODE_PHASE_BOOTSTRAPPING', 'NODE_PHASE_RUNNING'],
+      );
+      assert.match(n.host_name, /^sim-gpu-/, 'simulated nodes say so in their names');
+    }
+    assert.equal(c.control_plane_ready, true);
+    assert.ok(c.first_ready_at);
+    assert.equal(c.num_gpus, 16);
+    assert.equal(c.num_reserved_gpus + c.num_capacity_pool_gpus, 0, 'ON_DEMAND: nothing reserved, no pool');
+    assert.equal(c.cuda_version, '12.6');
+    assert.equal(c.nvidia_driver_version, '560');
+    assert.equal(c.os_image, 'ubuntu-22.04');
+    assert.match(c.kube_config, /kind: Config/);
+
+    const creds = await call(p.baseUrl, 'GET', `/v1/compute/clusters/${c.cluster_id}/credentials`, { key: t.key });
+    assert.equal(creds.status, 200);
+    assert.match(creds.headers.get('content-type') ?? '', /yaml/);
+    assert.equal(creds.body, c.kube_config);
+
+    const listed = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
+    assert.ok(listed.body.clusters.some((x: any) => x.cluster_id === c.cluster_id));
+
+    const del = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+    assert.deepEqual(del.body, { cluster_id: c.cluster_id });
+    const gone = await waitForCluster(p, t.key, c.cluster_id, (c) => !!c.deleted_at);
+    assert.equal(gone.status, 'Deleting');
+    assert.equal(phasesOf(gone).at(-1), 'DELETING');
+    assert.equal(gone.gpu_worker_nodes.length, 0);
+    assert.equal(gone.deleted_gpu_worker_nodes.length, 2);
+    for (const n of gone.deleted_gpu_worker_nodes) assert.ok(n.deleted_at);
+    const after = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
+    assert.ok(!after.body.clusters.some((x: any) => x.cluster_id === c.cluster_id), 'deleted clusters leave the list');
+  });
+});

@@ -1,0 +1,49 @@
+/** Helpers for cluster tests: a platform with fast simulator timings, create bodies, waiting for phases. */
+import { call, eventually, startTestPlatform, type TestPlatform } from './platform';
+
+/** Simulator and workflow timings small enough for tests (the spec's 300 s drain becomes 2 s). */
+export const FAST_CLUSTERS = {
+  GANTRY_FLEET_STEP_MS: '20',
+  GANTRY_CLUSTER_HEALTH_CHECK_SECONDS: '1',
+  GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS: '1',
+  GANTRY_PREEMPTION_GRACE_SECONDS: '2',
+  GANTRY_CLUSTER_TEST_REPAIR_ROUNDS: '2',
+};
+
+export function startClusterPlatform(env: Record<string, string> = {}): Promise<TestPlatform> {
+  return startTestPlatform({ gpuTypes: ['H100_SXM'], env: { ...FAST_CLUSTERS, ...env } });
+}
+
+export const REGION = 'sim-us-east-1';
+export const NVIDIA_VERSION_ID = 'sim-us-east-1-cuda12.6-drv560-ubuntu-22.04';
+
+export function clusterBody(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    cluster_name: 'train-a',
+    region: REGION,
+    gpu_type: 'H100_SXM',
+    num_gpus: 16,
+    billing_type: 'ON_DEMAND',
+    nvidia_version_id: NVIDIA_VERSION_ID,
+    ...extra,
+  };
+}
+
+export async function createCluster(p: TestPlatform, key: string, extra: Record<string, unknown> = {}) {
+  const res = await call(p.baseUrl, 'POST', '/v1/compute/clusters', { key, json: clusterBody(extra) });
+  if (res.status !== 200) throw new Error(`create failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+export function getCluster(p: TestPlatform, key: string, id: string) {
+  return call(p.baseUrl, 'GET', `/v1/compute/clusters/${id}`, { key }).then((r) => r.body);
+}
+
+/** Waits until the cluster satisfies `done` (30 s by default). */
+export function waitForCluster(p: TestPlatform, key: string, id: string, done: (c: any) => boolean, timeoutMs = 30_000) {
+  return eventually(() => getCluster(p, key, id), done, timeoutMs);
+}
+
+export const phasesOf = (c: any): string[] => c.phase_transitions.map((t: any) => t.phase.replace('CLUSTER_PHASE_', ''));
+export const eventsOf = (c: any, reason?: string): any[] =>
+  (c.node_lifecycle_events ?? []).filter((e: any) => !reason || e.reason === reason);

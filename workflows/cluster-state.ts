@@ -1,0 +1,105 @@
+/**
+ * Pure helpers over a cluster's state (common/clusters.ts ClusterState), used
+ * by the cluster workflow: phases, lifecycle events, which nodes are live,
+ * where a new node's GPUs come from. No activities, no timers: each function
+ * only reads or changes the state it is given, with workflow time.
+ */
+import {
+  GPUS_PER_NODE,
+  MAX_DELETED_NODES,
+  MAX_LIFECYCLE_EVENTS,
+  type ClusterNode,
+  type ClusterPhase,
+  type ClusterState,
+  type FleetNode,
+  type NodeCapacity,
+  type PhaseTransition,
+  type NodePhase,
+  nowIso,
+} from '../common/clusters';
+
+export { nowIso } from '../common/clusters';
+
+export function setPhase(state: ClusterState, phase: ClusterPhase): boolean {
+  if (state.phase === phase) return false;
+  state.phase = phase;
+  state.phase_transitions.push({ phase, transition_time: nowIso() });
+  return true;
+}
+
+export function lifecycleEvent(state: ClusterState, nodeId: string, reason: string, message: string): void {
+  state.node_lifecycle_events.push({ node_id: nodeId, reason, message, timestamp: nowIso() });
+  if (state.node_lifecycle_events.length > MAX_LIFECYCLE_EVENTS) {
+    state.node_lifecycle_events.splice(0, state.node_lifecycle_events.length - MAX_LIFECYCLE_EVENTS);
+  }
+}
+
+export function newNode(f: FleetNode, capacity: NodeCapacity, autoRemediation: boolean): ClusterNode {
+  return { ...f, status: 'Provisioning', capacity, auto_remediation_enabled: autoRemediation };
+}
+
+/** Appends the phases a node reached since the last time we looked (a restart starts a new boot). */
+export function mergePhases(node: ClusterNode, seen: Array<PhaseTransition<NodePhase>>): void {
+  const last = node.phase_transitions[node.phase_transitions.length - 1];
+  const fresh = last ? seen.filter((t) => t.transition_time > last.transition_time) : seen;
+  node.phase_transitions.push(...fresh);
+}
+
+export const isPreemptible = (n: ClusterNode) => n.capacity === 'preemptible';
+/** Live regular (non-preemptible) workers: what `num_gpus` and the autoscaler count. */
+export const regularWorkers = (s: ClusterState) => s.gpu_worker_nodes.filter((n) => !isPreemptible(n));
+export const preemptibleWorkers = (s: ClusterState) =>
+  s.gpu_worker_nodes.filter((n) => isPreemptible(n) && !s.draining[n.node_id]);
+
+export function findWorker(s: ClusterState, idOrInstance: string): ClusterNode | undefined {
+  return s.gpu_worker_nodes.find((n) => n.node_id === idOrInstance || n.instance_id === idOrInstance);
+}
+
+/** Takes a worker out of the live data plane; it stays listed in deleted_gpu_worker_nodes. */
+export function retireWorker(s: ClusterState, nodeId: string): ClusterNode | undefined {
+  const i = s.gpu_worker_nodes.findIndex((n) => n.node_id === nodeId);
+  if (i < 0) return undefined;
+  const [node] = s.gpu_worker_nodes.splice(i, 1);
+  node.status = 'Deleted';
+  node.deleted_at = nowIso();
+  delete s.draining[nodeId];
+  s.deleted_gpu_worker_nodes.push(node);
+  if (s.deleted_gpu_worker_nodes.length > MAX_DELETED_NODES) s.deleted_gpu_worker_nodes.shift();
+  refreshPreemptibleCount(s);
+  return node;
+}
+
+export function refreshPreemptibleCount(s: ClusterState): void {
+  s.allocated_preemptible_gpus = preemptibleWorkers(s).length * GPUS_PER_NODE;
+}
+
+/** Where new regular nodes' GPUs come from: reserved first, then the capacity pool, then on demand. */
+export function capacitiesForNewNodes(s: ClusterState, count: number): NodeCapacity[] {
+  const have = (c: NodeCapacity) => regularWorkers(s).filter((n) => n.capacity === c).length;
+  let reserved = have('reserved');
+  let pool = have('capacity_pool');
+  const out: NodeCapacity[] = [];
+  for (let i = 0; i < count; i++) {
+    if (reserved * GPUS_PER_NODE < s.counts.num_reserved_gpus) {
+      out.push('reserved');
+      reserved++;
+    } else if (pool * GPUS_PER_NODE < s.counts.num_capacity_pool_gpus) {
+      out.push('capacity_pool');
+      pool++;
+    } else out.push('on_demand');
+  }
+  return out;
+}
+
+/** Regular workers the cluster should have now: num_gpus, or more while the autoscaler asks for more. */
+export function targetRegularNodes(s: ClusterState): number {
+  const gpus = s.spec.auto_scale ? Math.max(s.counts.num_gpus, s.autoscale_target_gpus) : s.counts.num_gpus;
+  return gpus / GPUS_PER_NODE;
+}
+
+/** Ready or Degraded, once provisioning is over: Degraded while a node is unhealthy or capacity is missing. */
+export function settledPhase(s: ClusterState): ClusterPhase {
+  const unhealthy = s.gpu_worker_nodes.some((n) => n.status === 'Unhealthy' || n.status === 'Failed');
+  const short = regularWorkers(s).length < s.counts.num_gpus / GPUS_PER_NODE;
+  return unhealthy || short ? 'CLUSTER_PHASE_DEGRADED' : 'CLUSTER_PHASE_READY';
+}

@@ -1,0 +1,801 @@
+/**
+ * cluster (`cluster/<id>`): one entity workflow per GPU cluster, for its whole
+ * life. It brings the cluster up phase by phase (control plane, subnet, data
+ * plane, shared volume, drivers, acceptance and NCCL tests, with bounded
+ * repair), then watches it: periodic health checks per node, remediations
+ * (child workflows), preemption drains on durable timers, autoscaling and
+ * resizes, the reservation's end. Every change is projected into PostgreSQL.
+ * Changes arrive as Updates with validators; fleet notices as Signals.
+ */
+import {
+  ApplicationFailure,
+  ParentClosePolicy,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+  allHandlersFinished,
+} from '@temporalio/workflow';
+import type { ClusterActivities, ClusterNodeTestActivities } from '../activities/clusters';
+import {
+  ClusterRuleError,
+  clusterExpiry,
+  resolveClusterUpdate,
+  type ClusterUpdateRequest,
+} from '../common/cluster-rules';
+import {
+  CLUSTER_MESSAGES,
+  FINAL_REMEDIATION_STATES,
+  GPUS_PER_NODE,
+  STATUS_OF_PHASE,
+  UPDATE_REJECTIONS,
+  initialState,
+  remediationWorkflowId,
+  type ClusterNode,
+  type ClusterState,
+  type ClusterWorkflowInput,
+  type CreateRemediationRequest,
+  type NodeCapacity,
+  type Remediation,
+  type ReviewRemediationRequest,
+} from '../common/clusters';
+import { SA_STATUS } from '../common/search-attributes';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+import {
+  capacitiesForNewNodes,
+  findWorker,
+  lifecycleEvent,
+  mergePhases,
+  newNode,
+  nowIso,
+  preemptibleWorkers,
+  refreshPreemptibleCount,
+  regularWorkers,
+  retireWorker,
+  setPhase,
+  settledPhase,
+  targetRegularNodes,
+} from './cluster-state';
+import { nodeRemediation, type RemediationOutcome } from './node-remediation';
+
+export const updateClusterUpdate = defineUpdate<void, [ClusterUpdateRequest]>(CLUSTER_MESSAGES.update);
+export const deleteClusterUpdate = defineUpdate<void, [{ reason: string }]>(CLUSTER_MESSAGES.delete);
+export const createRemediationUpdate = defineUpdate<Remediation, [CreateRemediationRequest]>(
+  CLUSTER_MESSAGES.createRemediation,
+);
+export const reviewRemediationUpdate = defineUpdate<Remediation, [ReviewRemediationRequest]>(
+  CLUSTER_MESSAGES.reviewRemediation,
+);
+export const preemptionNoticeSignal = defineSignal<[{ nodeId: string }]>(CLUSTER_MESSAGES.preemptionNotice);
+export const remediationProgressSignal = defineSignal<
+  [{ remediation: Remediation; nodeId: string; reason: string; message: string }]
+>(CLUSTER_MESSAGES.remediationProgress);
+export const clusterStateQuery = defineQuery<ClusterState>('clusterState');
+
+const control = proxyActivities<ClusterActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '30 seconds' },
+});
+const waits = proxyActivities<ClusterActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+const POLL_MS = 100;
+const rejected = (type: string, message: string, param?: string) =>
+  ApplicationFailure.create({ type, message, details: param ? [param] : [], nonRetryable: true });
+
+export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
+  const { clusterId, settings } = input;
+  const state: ClusterState = input.carried ?? initialState(input);
+  const gpu = proxyActivities<ClusterNodeTestActivities>({
+    taskQueue: gpuTaskQueue(state.spec.gpu_type),
+    startToCloseTimeout: '30 minutes',
+    retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
+  });
+  const driver = { cuda: state.spec.cuda_version, driver: state.spec.nvidia_driver_version, os: state.spec.os_image };
+  const createdAt = new Date(input.carried?.phase_transitions[0]?.transition_time ?? nowIso());
+
+  let deleteRequested: string | undefined;
+  let wake = false;
+  const notices: string[] = [];
+  const tasks = new Set<Promise<void>>();
+  const running = new Set<string>(); // remediation ids whose child is running
+
+  // ---- projection ----
+  let lastStatus = '';
+  async function project(details?: string) {
+    state.version++;
+    const status = STATUS_OF_PHASE[state.phase];
+    if (status !== lastStatus) {
+      upsertSearchAttributes([{ key: SA_STATUS, value: status }]);
+      lastStatus = status;
+    }
+    setCurrentDetails(
+      `**${status}** (${state.phase})\n\n${details ?? ''}\n\nworkers: ${state.gpu_worker_nodes.length} live, ` +
+        `${state.deleted_gpu_worker_nodes.length} deleted; open remediations: ${state.remediations.length}`,
+    );
+    await control.projectClusterState.executeWithOptions({ summary: `project ${state.phase}` }, [{ clusterId, state }]);
+  }
+  async function phase(p: ClusterState['phase'], details?: string) {
+    setPhase(state, p);
+    await project(details);
+  }
+  function spawn(work: () => Promise<void>) {
+    const p: Promise<void> = work().finally(() => {
+      tasks.delete(p);
+      wake = true;
+    });
+    tasks.add(p);
+  }
+
+  // ---- messages ----
+  setHandler(clusterStateQuery, () => state);
+
+  setHandler(
+    updateClusterUpdate,
+    async (req) => {
+      state.counts = resolveClusterUpdate(state.spec, state.counts, req, new Date());
+      if (req.reservation_end_time) state.spec.reservation_end_time = req.reservation_end_time;
+      if (req.cluster_config) state.spec.cluster_config = { ...state.spec.cluster_config, ...req.cluster_config };
+      for (const a of req.add_ons ?? []) {
+        const addOn = state.spec.add_ons.find((x) => x.name === a.name)!;
+        addOn.config = { ...addOn.config, ...a.config };
+      }
+      if (req.auto_remediation_enabled !== undefined) {
+        state.spec.auto_remediation_enabled = req.auto_remediation_enabled;
+        for (const n of state.gpu_worker_nodes) n.auto_remediation_enabled = req.auto_remediation_enabled;
+      }
+      if (state.spec.auto_scale) {
+        state.autoscale_target_gpus = Math.max(state.autoscale_target_gpus, state.counts.num_gpus);
+      }
+      wake = true;
+      await project('Update accepted.');
+    },
+    {
+      validator: (req) => {
+        if (deleteRequested) throw rejected(UPDATE_REJECTIONS.conflict, 'The cluster is being deleted.');
+        try {
+          resolveClusterUpdate(state.spec, state.counts, req, new Date());
+        } catch (err) {
+          if (err instanceof ClusterRuleError) throw rejected(UPDATE_REJECTIONS.invalid, err.message, err.param);
+          throw err;
+        }
+      },
+    },
+  );
+
+  setHandler(deleteClusterUpdate, ({ reason }) => {
+    deleteRequested ??= reason;
+    wake = true;
+  });
+
+  setHandler(
+    createRemediationUpdate,
+    async (req) => {
+      const node = findWorker(state, req.instanceId)!;
+      const now = nowIso();
+      const r: Remediation = {
+        id: req.remediationId,
+        cluster_id: clusterId,
+        instance_id: node.instance_id,
+        instance_name: node.node_id,
+        mode: req.mode,
+        state: 'PENDING', // created through the API: no approval step (SDK)
+        trigger: 'REMEDIATION_TRIGGER_MANUAL',
+        reason: req.reason,
+        requested_by: req.requestedBy,
+        create_time: now,
+        update_time: now,
+      };
+      state.remediations.push(r);
+      await control.recordRemediation(r);
+      wake = true;
+      return r;
+    },
+    {
+      validator: (req) => {
+        if (deleteRequested) throw rejected(UPDATE_REJECTIONS.conflict, 'The cluster is being deleted.');
+        const node = findWorker(state, req.instanceId);
+        if (!node) throw rejected(UPDATE_REJECTIONS.notFound, `The cluster has no live node '${req.instanceId}'.`);
+        if (state.draining[node.node_id]) {
+          throw rejected(
+            UPDATE_REJECTIONS.conflict,
+            `Node '${node.node_id}' is being drained after a preemption notice.`,
+          );
+        }
+        const open = state.remediations.find((r) => r.instance_id === node.instance_id);
+        if (open) {
+          throw rejected(
+            UPDATE_REJECTIONS.conflict,
+            `Node '${node.node_id}' already has remediation '${open.id}' in state ${open.state}.`,
+          );
+        }
+      },
+    },
+  );
+
+  setHandler(
+    reviewRemediationUpdate,
+    async (req) => {
+      const r = state.remediations.find((x) => x.id === req.remediationId)!;
+      const now = nowIso();
+      r.update_time = now;
+      if (req.action === 'approve') {
+        r.state = 'PENDING';
+        if (req.mode) r.mode = req.mode;
+      } else {
+        r.state = 'CANCELLED';
+        r.end_time = now;
+      }
+      if (req.action !== 'cancel') {
+        r.reviewed_by = req.by;
+        r.review_time = now;
+        if (req.comment !== undefined) r.review_comment = req.comment;
+      }
+      if (req.action === 'reject') {
+        const node = findWorker(state, r.instance_id);
+        if (node) {
+          state.remediation_declined.push(node.node_id);
+          lifecycleEvent(state, node.node_id, 'RemediationRejected', `Remediation ${r.id} was rejected by ${req.by}.`);
+        }
+      }
+      if (FINAL_REMEDIATION_STATES.includes(r.state)) state.remediations.splice(state.remediations.indexOf(r), 1);
+      await control.recordRemediation(r);
+      wake = true;
+      await project();
+      return { ...r };
+    },
+    {
+      validator: (req) => {
+        const r = state.remediations.find((x) => x.id === req.remediationId);
+        if (!r) throw rejected(UPDATE_REJECTIONS.conflict, `Remediation '${req.remediationId}' is not open any more.`);
+        if ((req.action === 'approve' || req.action === 'reject') && r.state !== 'PENDING_APPROVAL') {
+          throw rejected(
+            UPDATE_REJECTIONS.conflict,
+            `Only a remediation in PENDING_APPROVAL can be ${req.action}d; '${r.id}' is ${r.state}.`,
+          );
+        }
+        if (req.action === 'cancel' && r.state !== 'PENDING_APPROVAL' && r.state !== 'PENDING') {
+          throw rejected(
+            UPDATE_REJECTIONS.conflict,
+            `Only a remediation in PENDING_APPROVAL or PENDING can be cancelled; '${r.id}' is ${r.state}.`,
+          );
+        }
+        if (req.action === 'cancel' && running.has(r.id)) {
+          throw rejected(UPDATE_REJECTIONS.conflict, `Remediation '${r.id}' has already started.`);
+        }
+        if (req.mode === 'REMEDIATION_MODE_HOST_POWER_CYCLE') {
+          throw rejected(
+            UPDATE_REJECTIONS.invalid,
+            'REMEDIATION_MODE_HOST_POWER_CYCLE cannot be set when approving; create a host power-cycle remediation instead.',
+            'mode',
+          );
+        }
+      },
+    },
+  );
+
+  setHandler(preemptionNoticeSignal, ({ nodeId }) => {
+    notices.push(nodeId);
+    wake = true;
+  });
+
+  setHandler(remediationProgressSignal, ({ remediation, nodeId, reason, message }) => {
+    const r = state.remediations.find((x) => x.id === remediation.id);
+    if (r) Object.assign(r, remediation);
+    const node = findWorker(state, nodeId);
+    if (node && (remediation.state === 'QUARANTINING' || remediation.state === 'QUARANTINED')) node.status = 'Cordoned';
+    if (node && remediation.state === 'RUNNING') node.status = 'Remediating';
+    lifecycleEvent(state, nodeId, reason, message);
+    wake = true;
+  });
+
+  // ---- nodes ----
+
+  /** Provisions worker nodes, waits for them to boot; failed boots are retired and reported. */
+  async function launchWorkers(capacities: NodeCapacity[]): Promise<ClusterNode[]> {
+    if (!capacities.length) return [];
+    const preemptible = capacities[0] === 'preemptible';
+    const seqs = capacities.map(() => ++state.node_seq);
+    const created = await control.provisionNodes.executeWithOptions(
+      { summary: `provision ${seqs.length} ${preemptible ? 'preemptible ' : ''}worker(s)` },
+      [{ clusterId, region: state.spec.region, gpuType: state.spec.gpu_type, role: 'gpu-worker', preemptible, seqs }],
+    );
+    const nodes = created.map((f, i) => newNode(f, capacities[i], state.spec.auto_remediation_enabled));
+    state.gpu_worker_nodes.push(...nodes);
+    await project(`Booting ${nodes.map((n) => n.node_id).join(', ')}.`);
+    const seen = await waits.awaitNodes.executeWithOptions({ summary: `await ${nodes.length} worker(s)` }, [
+      { nodeIds: nodes.map((n) => n.node_id), pollMs: POLL_MS },
+    ]);
+    const booted: ClusterNode[] = [];
+    for (const node of nodes) {
+      const d = seen.find((x) => x.node_id === node.node_id)!;
+      mergePhases(node, d.phase_transitions);
+      if (d.phase === 'NODE_PHASE_RUNNING') {
+        node.status = 'Bootstrapped';
+        booted.push(node);
+      } else {
+        lifecycleEvent(state, node.node_id, 'NodeBootFailed', `Node ${node.node_id} failed to boot; it is released.`);
+        await control.releaseNodes({ nodeIds: [node.node_id] });
+        retireWorker(state, node.node_id);
+      }
+    }
+    await project();
+    return booted;
+  }
+
+  /** Workers with drivers and a passing acceptance test; the others are retired. */
+  async function qualifyWorkers(nodes: ClusterNode[]): Promise<ClusterNode[]> {
+    if (!nodes.length) return [];
+    await control.installDrivers.executeWithOptions({ summary: 'install drivers' }, [
+      { nodeIds: nodes.map((n) => n.node_id), driver },
+    ]);
+    const reports = await Promise.all(nodes.map((n) => acceptance(n)));
+    const passed: ClusterNode[] = [];
+    for (const [i, node] of nodes.entries()) {
+      if (reports[i]) {
+        node.status = 'Ready';
+        passed.push(node);
+      } else {
+        await control.releaseNodes({ nodeIds: [node.node_id] });
+        retireWorker(state, node.node_id);
+      }
+    }
+    return passed;
+  }
+
+  async function acceptance(node: ClusterNode): Promise<boolean> {
+    const params = state.spec.acceptance_tests_params ?? {};
+    if (params.enabled === false) return true;
+    const report = await gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}` }, [
+      { clusterId, nodeId: node.node_id, params },
+    ]);
+    if (!report.passed) {
+      const failed = report.checks.filter((c) => !c.passed).map((c) => `${c.name}: ${c.detail}`);
+      node.status = 'Failed';
+      lifecycleEvent(state, node.node_id, 'AcceptanceTestFailed', failed.join('; '));
+    }
+    return report.passed;
+  }
+
+  /** Runs a remediation as a child workflow and applies its outcome to the nodes. */
+  async function remediate(r: Remediation): Promise<RemediationOutcome> {
+    const node = findWorker(state, r.instance_id);
+    running.add(r.id);
+    const replaces = r.mode === 'REMEDIATION_MODE_VM_ONLY' || r.mode === 'REMEDIATION_MODE_HOST_AWARE';
+    const child = await startChild(nodeRemediation, {
+      workflowId: remediationWorkflowId(clusterId, r.id),
+      parentClosePolicy: ParentClosePolicy.TERMINATE,
+      staticSummary: `${r.mode} of ${node?.node_id ?? r.instance_id} (${r.trigger})`,
+      args: [
+        {
+          clusterId,
+          parentWorkflowId: workflowInfo().workflowId,
+          remediation: r,
+          node: node!,
+          region: state.spec.region,
+          gpuType: state.spec.gpu_type,
+          replacementSeq: replaces ? ++state.node_seq : undefined,
+          driver,
+          acceptance: state.spec.acceptance_tests_params ?? {},
+        },
+      ],
+    });
+    const outcome = await child.result();
+    running.delete(r.id);
+    const i = state.remediations.findIndex((x) => x.id === r.id);
+    if (i >= 0) state.remediations.splice(i, 1);
+    const old = findWorker(state, r.instance_id);
+    if (outcome.remediation.state === 'SUCCEEDED') {
+      state.remediation_declined = state.remediation_declined.filter((id) => id !== old?.node_id);
+      if (outcome.replacement && old) {
+        const fresh = newNode(outcome.replacement, old.capacity, old.auto_remediation_enabled);
+        fresh.status = 'Ready';
+        retireWorker(state, old.node_id);
+        state.gpu_worker_nodes.push(fresh);
+      } else if (outcome.evicted && old) {
+        retireWorker(state, old.node_id);
+      } else if (old) {
+        mergePhases(old, outcome.phases ?? []);
+        old.status = 'Ready';
+      }
+    } else if (old) {
+      old.status = 'Unhealthy';
+    }
+    refreshPreemptibleCount(state);
+    return outcome;
+  }
+
+  /** Acceptance then NCCL tests of the bring-up, with a bounded number of repair rounds for failing nodes. */
+  async function bringUpTests(): Promise<void> {
+    const params = state.spec.acceptance_tests_params ?? {};
+    const nodes = [...state.gpu_worker_nodes];
+    await phase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Acceptance tests on ${nodes.length} node(s).`);
+    const results = await Promise.all(nodes.map((n) => acceptance(n)));
+    for (const [i, n] of nodes.entries()) if (results[i]) n.status = 'Ready';
+    let failed = nodes.filter((_, i) => !results[i]);
+    for (let round = 0; failed.length; round++) {
+      await phase('CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED', `Failed: ${failed.map((n) => n.node_id).join(', ')}.`);
+      if (round >= settings.maxTestRepairRounds) break;
+      // Replacements are acceptance-tested inside their remediation.
+      await phase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Replacing ${failed.map((n) => n.node_id).join(', ')}.`);
+      failed = await repairAll(failed, 'acceptance tests failed');
+    }
+    if (params.nccl_multi_node_skipped || params.enabled === false) return;
+    for (let round = 0; ; round++) {
+      const ready = state.gpu_worker_nodes.filter((n) => n.status === 'Ready');
+      if (!ready.length) return;
+      await phase('CLUSTER_PHASE_RUNNING_NCCL_TESTS', `NCCL all-reduce across ${ready.length} node(s).`);
+      const report = await gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)` }, [
+        { clusterId, nodeIds: ready.map((n) => n.node_id) },
+      ]);
+      if (report.passed) return;
+      const failing = ready.filter((n) => report.failing_node_ids.includes(n.node_id));
+      for (const n of failing) {
+        n.status = 'Failed';
+        lifecycleEvent(state, n.node_id, 'NcclTestFailed', report.detail);
+      }
+      await phase('CLUSTER_PHASE_NCCL_TESTS_FAILED', report.detail);
+      if (round >= settings.maxTestRepairRounds) return;
+      await repairAll(failing, 'NCCL test failed');
+    }
+  }
+
+  /**
+   * Replaces failing nodes through remediations (automated; the bring-up
+   * approves them itself). Returns the nodes whose repair failed.
+   */
+  async function repairAll(nodes: ClusterNode[], why: string): Promise<ClusterNode[]> {
+    const outcomes = await Promise.all(
+      nodes.map(async (node) => {
+        const now = nowIso();
+        const r: Remediation = {
+          id: `rem-${node.node_id}-${state.version}`,
+          cluster_id: clusterId,
+          instance_id: node.instance_id,
+          instance_name: node.node_id,
+          mode: 'REMEDIATION_MODE_VM_ONLY',
+          state: 'PENDING',
+          trigger: 'REMEDIATION_TRIGGER_AUTOMATED',
+          reason: `${why} during provisioning`,
+          requested_by: 'gantry',
+          create_time: now,
+          update_time: now,
+        };
+        state.remediations.push(r);
+        await control.recordRemediation(r);
+        return remediate(r);
+      }),
+    );
+    await project();
+    return nodes.filter((_, i) => outcomes[i].remediation.state !== 'SUCCEEDED');
+  }
+
+  // ---- bring-up ----
+
+  async function bringUp(): Promise<void> {
+    await phase('CLUSTER_PHASE_SCHEDULED');
+    const start = state.spec.reservation_start_time ? Date.parse(state.spec.reservation_start_time) : 0;
+    if (start > Date.now()) {
+      setCurrentDetails(`Scheduled: provisioning starts at ${state.spec.reservation_start_time}.`);
+      await condition(() => deleteRequested !== undefined, start - Date.now());
+      if (deleteRequested) return;
+    }
+
+    await phase('CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES');
+    const [cpNode] = await control.provisionNodes.executeWithOptions({ summary: 'provision control plane' }, [
+      {
+        clusterId,
+        region: state.spec.region,
+        gpuType: state.spec.gpu_type,
+        role: 'control-plane',
+        preemptible: false,
+        seqs: [0],
+      },
+    ]);
+    const cp = newNode(cpNode, 'on_demand', false);
+    state.control_plane_nodes = [cp];
+    await project();
+    const [cpSeen] = await waits.awaitNodes.executeWithOptions({ summary: 'await control plane' }, [
+      { nodeIds: [cp.node_id], pollMs: POLL_MS },
+    ]);
+    mergePhases(cp, cpSeen.phase_transitions);
+    cp.status = 'Ready';
+    if (state.spec.cluster_type === 'KUBERNETES') {
+      await control.issueKubeconfig({ clusterId, clusterName: state.spec.cluster_name });
+    }
+    state.control_plane_ready = true;
+
+    await phase('CLUSTER_PHASE_WAITING_FOR_SUBNET');
+    state.subnet = await control.allocateSubnet({ clusterId });
+
+    await phase('CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES');
+    for (let round = 0; round <= settings.maxTestRepairRounds; round++) {
+      const missing = targetRegularNodes(state) - regularWorkers(state).length;
+      if (missing <= 0) break;
+      await launchWorkers(capacitiesForNewNodes(state, missing));
+    }
+    if (state.spec.cluster_type === 'SLURM') {
+      for (const n of state.gpu_worker_nodes) n.slurm_worker_hostname = n.node_id.replace(/^sim-gpu-/, 'slurm-');
+    }
+
+    if (state.spec.volume_id) {
+      await phase('CLUSTER_PHASE_WAITING_FOR_SHARED_VOLUME');
+      await waits.bindVolume.executeWithOptions({ summary: `bind ${state.spec.volume_id}` }, [
+        { clusterId, volumeId: state.spec.volume_id },
+      ]);
+    }
+
+    await phase('CLUSTER_PHASE_INSTALLING_DRIVERS', `CUDA ${driver.cuda}, driver ${driver.driver}, ${driver.os}.`);
+    await control.installDrivers.executeWithOptions({ summary: 'install drivers' }, [
+      { nodeIds: state.gpu_worker_nodes.map((n) => n.node_id), driver },
+    ]);
+
+    await bringUpTests();
+    state.provisioned = true;
+    const settled = settledPhase(state);
+    if (settled === 'CLUSTER_PHASE_READY') state.first_ready_at ??= nowIso();
+    await phase(settled);
+  }
+
+  // ---- the running cluster ----
+
+  async function scaleRegularWorkers(): Promise<void> {
+    const target = targetRegularNodes(state);
+    const live = regularWorkers(state);
+    if (live.length < target) {
+      const autoscaling = live.length >= state.counts.num_gpus / GPUS_PER_NODE;
+      if (autoscaling) await phase('CLUSTER_PHASE_WAITING_FOR_AUTO_SCALER');
+      const joined = await qualifyWorkers(await launchWorkers(capacitiesForNewNodes(state, target - live.length)));
+      for (const n of joined) {
+        lifecycleEvent(
+          state,
+          n.node_id,
+          'ServiceScaledUp',
+          `Node ${n.node_id} joined (${n.capacity}): ${autoscaling ? 'autoscaler' : 'resize'} to ${target * GPUS_PER_NODE} GPUs.`,
+        );
+      }
+    } else if (live.length > target) {
+      // The newest healthy nodes go first; nodes under remediation are left alone.
+      const busy = new Set(state.remediations.map((r) => r.instance_id));
+      const victims = live
+        .filter((n) => !busy.has(n.instance_id))
+        .slice(-(live.length - target))
+        .reverse();
+      for (const n of victims) {
+        await control.cordonNode({ nodeId: n.node_id });
+        await control.releaseNodes({ nodeIds: [n.node_id] });
+        retireWorker(state, n.node_id);
+        lifecycleEvent(
+          state,
+          n.node_id,
+          'ServiceScaledDown',
+          `Node ${n.node_id} removed: scaled to ${target * GPUS_PER_NODE} GPUs.`,
+        );
+      }
+    }
+    state.last_scale_at = nowIso();
+    await phase(settledPhase(state));
+  }
+
+  async function fulfilPreemptible(): Promise<void> {
+    const want = state.counts.desired_preemptible_gpus / GPUS_PER_NODE;
+    const have = preemptibleWorkers(state);
+    if (have.length > want) {
+      for (const n of have.slice(want)) {
+        await control.releaseNodes({ nodeIds: [n.node_id] });
+        retireWorker(state, n.node_id);
+        lifecycleEvent(
+          state,
+          n.node_id,
+          'ServiceScaledDown',
+          `Preemptible node ${n.node_id} released: desired ${want * GPUS_PER_NODE} preemptible GPUs.`,
+        );
+      }
+      await project();
+      return;
+    }
+    const missing = want - have.length - Object.keys(state.draining).length;
+    if (missing <= 0) return;
+    const available = await control.preemptibleNodesAvailable({
+      region: state.spec.region,
+      gpuType: state.spec.gpu_type,
+    });
+    const n = available === null ? missing : Math.min(missing, available);
+    if (n <= 0) return; // capacity held back: the next round asks again
+    const joined = await qualifyWorkers(await launchWorkers(Array(n).fill('preemptible')));
+    for (const node of joined) {
+      lifecycleEvent(state, node.node_id, 'ServiceScaledUp', `Preemptible node ${node.node_id} joined.`);
+    }
+    refreshPreemptibleCount(state);
+    await project();
+  }
+
+  function startDrain(nodeId: string): void {
+    const node = findWorker(state, nodeId);
+    if (!node || state.draining[nodeId]) return;
+    const grace = settings.preemptionGraceSeconds;
+    state.draining[nodeId] = new Date(Date.now() + grace * 1000).toISOString();
+    node.marked_for_deletion = true;
+    node.status = 'Cordoned';
+    lifecycleEvent(
+      state,
+      nodeId,
+      'ServicePreemptionNotified',
+      `Node ${nodeId} is being reclaimed: cordoned; pods receive SIGTERM and ${grace}s of grace.`,
+    );
+    refreshPreemptibleCount(state);
+    spawn(async () => {
+      await control.cordonNode({ nodeId });
+      await project(`Draining ${nodeId} until ${state.draining[nodeId]}.`);
+      await sleep(grace * 1000);
+      await control.releaseNodes({ nodeIds: [nodeId] });
+      retireWorker(state, nodeId);
+      lifecycleEvent(
+        state,
+        nodeId,
+        'ServicePreempted',
+        `Node ${nodeId} was preempted and removed after its grace period.`,
+      );
+      await project();
+    });
+  }
+
+  async function healthChecks(): Promise<void> {
+    const busy = new Set(state.remediations.map((r) => r.instance_id));
+    const nodes = state.gpu_worker_nodes.filter((n) => !state.draining[n.node_id] && !busy.has(n.instance_id));
+    const reports = await Promise.all(
+      nodes.map((n) =>
+        gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [{ clusterId, nodeId: n.node_id }]),
+      ),
+    );
+    let changed = false;
+    for (const [i, node] of nodes.entries()) {
+      const report = reports[i];
+      if (report.healthy) {
+        if (node.status === 'Unhealthy') {
+          node.status = 'Ready';
+          state.remediation_declined = state.remediation_declined.filter((id) => id !== node.node_id);
+          lifecycleEvent(state, node.node_id, 'HealthCheckRecovered', report.detail);
+          changed = true;
+        }
+        continue;
+      }
+      const firstFailure = node.status !== 'Unhealthy';
+      node.status = 'Unhealthy';
+      if (firstFailure) {
+        lifecycleEvent(state, node.node_id, 'HealthCheckFailed', report.detail);
+        changed = true;
+      }
+      if (state.remediation_declined.includes(node.node_id)) continue;
+      const now = nowIso();
+      const r: Remediation = {
+        id: `rem-${node.node_id}-hc${state.version}`,
+        cluster_id: clusterId,
+        instance_id: node.instance_id,
+        instance_name: node.node_id,
+        mode: 'REMEDIATION_MODE_REBOOT_VM',
+        state: node.auto_remediation_enabled ? 'PENDING' : 'PENDING_APPROVAL',
+        trigger: 'REMEDIATION_TRIGGER_AUTOMATED',
+        reason: `health check failed: ${report.detail}`,
+        requested_by: 'gantry health check',
+        create_time: now,
+        update_time: now,
+        active_health_check_run_id: `hc-${clusterId}-${state.version}-${node.node_id}`,
+      };
+      state.remediations.push(r);
+      await control.recordRemediation(r);
+      changed = true;
+    }
+    if (changed || state.phase !== settledPhase(state)) await phase(settledPhase(state));
+  }
+
+  async function observeWorkload(): Promise<void> {
+    if (!state.spec.auto_scale || !state.spec.auto_scale_max_gpus) return;
+    const cooledDown =
+      !state.last_scale_at || Date.now() - Date.parse(state.last_scale_at) >= settings.autoscaleCooldownSeconds * 1000;
+    if (!cooledDown) return;
+    const w = await control.observeWorkload({ clusterId });
+    const liveGpus = regularWorkers(state).length * GPUS_PER_NODE;
+    let target = state.autoscale_target_gpus;
+    if (w.pending_gpu_requests > 0) {
+      const add = Math.ceil(w.pending_gpu_requests / GPUS_PER_NODE) * GPUS_PER_NODE;
+      target = Math.min(state.spec.auto_scale_max_gpus, liveGpus + add);
+    } else if (w.idle_gpus >= GPUS_PER_NODE) {
+      const remove = Math.floor(w.idle_gpus / GPUS_PER_NODE) * GPUS_PER_NODE;
+      target = Math.max(state.counts.num_gpus, liveGpus - remove);
+    }
+    state.autoscale_target_gpus = target;
+  }
+
+  async function reconcile(): Promise<void> {
+    while (notices.length) startDrain(notices.shift()!);
+    for (const r of state.remediations) {
+      if (r.state === 'PENDING' && !running.has(r.id)) {
+        running.add(r.id);
+        spawn(async () => {
+          await remediate(r);
+          await phase(settledPhase(state));
+        });
+      }
+    }
+    if (regularWorkers(state).length !== targetRegularNodes(state)) await scaleRegularWorkers();
+    await fulfilPreemptible();
+  }
+
+  async function tearDown(reason: string): Promise<void> {
+    await phase('CLUSTER_PHASE_DELETING', reason);
+    const now = nowIso();
+    for (const r of state.remediations) {
+      Object.assign(r, {
+        state: 'CANCELLED',
+        end_time: now,
+        update_time: now,
+        error_message: `cluster deleted: ${reason}`,
+      });
+      await control.recordRemediation(r);
+    }
+    state.remediations = [];
+    const nodeIds = [...state.gpu_worker_nodes, ...state.control_plane_nodes].map((n) => n.node_id);
+    if (nodeIds.length) await control.releaseNodes({ nodeIds });
+    for (const n of [...state.gpu_worker_nodes]) {
+      retireWorker(state, n.node_id);
+      lifecycleEvent(state, n.node_id, 'NodeReleased', `Node ${n.node_id} released: ${reason}.`);
+    }
+    for (const n of state.control_plane_nodes) n.status = 'Deleted';
+    state.control_plane_ready = false;
+    await control.releaseClusterResources({ clusterId });
+    state.deleted_at = nowIso();
+    state.deletion_reason = reason;
+    await project(`Deleted: ${reason}.`);
+  }
+
+  // ---- life ----
+  if (!input.carried) {
+    await project('Queued.');
+    await bringUp();
+  }
+  let rounds = 0;
+  let nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
+  while (!deleteRequested) {
+    const expiry = clusterExpiry(state.spec, createdAt);
+    if (expiry && Date.now() >= expiry.getTime()) {
+      deleteRequested =
+        state.spec.billing_type === 'RESERVED' ? 'the reservation ended' : 'the scheduled capacity window ended';
+      break;
+    }
+    await reconcile();
+    if (Date.now() >= nextHealthCheck) {
+      await healthChecks();
+      await observeWorkload();
+      nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
+      continue; // act on what the round found before sleeping
+    }
+    rounds++;
+    if ((rounds >= settings.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) && tasks.size === 0) {
+      await condition(allHandlersFinished);
+      if (!wake && notices.length === 0) {
+        await project('Continuing as new with the same state.');
+        await continueAsNew<typeof cluster>({ ...input, carried: state });
+      }
+    }
+    const until = Math.min(nextHealthCheck, expiry ? expiry.getTime() : Infinity) - Date.now();
+    await condition(() => wake || deleteRequested !== undefined, Math.max(1, until));
+    wake = false;
+  }
+  await tearDown(deleteRequested);
+  await condition(allHandlersFinished);
+  return 'deleted';
+}

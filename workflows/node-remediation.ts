@@ -1,0 +1,152 @@
+/**
+ * nodeRemediation (`cluster/<id>/remediation/<rid>`): the repair of one node,
+ * a child of the cluster workflow. Cordon and drain (QUARANTINING ->
+ * QUARANTINED), then by mode: reboot or power-cycle in place and check health
+ * again; replace the VM (on another host for HOST_AWARE) and accept the new
+ * node; or evict without replacement. Each step is recorded on the
+ * remediation and reported to the parent, which shows it in the node's
+ * lifecycle events and applies the outcome to its nodes.
+ */
+import { ActivityFailure, getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
+import type { ClusterActivities, ClusterNodeTestActivities } from '../activities/clusters';
+import type {
+  AcceptanceTestsParams,
+  ClusterNode,
+  FleetNode,
+  NodePhase,
+  PhaseTransition,
+  Remediation,
+  RemediationState,
+} from '../common/clusters';
+import { CLUSTER_MESSAGES } from '../common/clusters';
+import type { GpuType } from '../common/gpu-types';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+
+export interface RemediationInput {
+  clusterId: string;
+  parentWorkflowId: string;
+  remediation: Remediation;
+  node: ClusterNode;
+  region: string;
+  gpuType: GpuType;
+  /** Sequence number for a replacement node (replacing modes only). */
+  replacementSeq?: number;
+  driver: { cuda: string; driver: string; os: string };
+  acceptance: AcceptanceTestsParams;
+}
+
+export interface RemediationOutcome {
+  remediation: Remediation;
+  replacement?: FleetNode;
+  evicted?: boolean;
+  phases?: Array<PhaseTransition<NodePhase>>;
+}
+
+const control = proxyActivities<ClusterActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '30 seconds' },
+});
+const waits = proxyActivities<ClusterActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+export async function nodeRemediation(input: RemediationInput): Promise<RemediationOutcome> {
+  const r: Remediation = { ...input.remediation };
+  const node = input.node;
+  const parent = getExternalWorkflowHandle(input.parentWorkflowId);
+  const gpu = proxyActivities<ClusterNodeTestActivities>({
+    taskQueue: gpuTaskQueue(input.gpuType),
+    startToCloseTimeout: '30 minutes',
+    retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
+  });
+
+  async function step(state: RemediationState, reason: string, message: string, extra: Partial<Remediation> = {}) {
+    const now = new Date().toISOString();
+    Object.assign(r, { state, update_time: now, ...extra });
+    await control.recordRemediation({ ...r });
+    await parent.signal(CLUSTER_MESSAGES.remediationProgress, {
+      remediation: { ...r },
+      nodeId: node.node_id,
+      reason,
+      message,
+    });
+  }
+
+  const outcome: RemediationOutcome = { remediation: r };
+  try {
+    await step('QUARANTINING', 'RemediationStarted', `${r.mode} of ${node.node_id} started (${r.trigger}).`, {
+      start_time: new Date().toISOString(),
+    });
+    await control.cordonNode({ nodeId: node.node_id });
+    await step('QUARANTINED', 'NodeCordoned', `Node ${node.node_id} cordoned and drained.`);
+    await step('RUNNING', 'RemediationRunning', `Applying ${r.mode} to ${node.node_id}.`);
+
+    switch (r.mode) {
+      case 'REMEDIATION_MODE_REBOOT_VM':
+      case 'REMEDIATION_MODE_HOST_POWER_CYCLE': {
+        await control.restartNode({ nodeId: node.node_id });
+        const [seen] = await waits.awaitNodes({ nodeIds: [node.node_id], pollMs: 100 });
+        outcome.phases = seen.phase_transitions;
+        if (seen.phase !== 'NODE_PHASE_RUNNING')
+          throw new Error(`node ${node.node_id} did not come back after restart`);
+        const health = await gpu.runHealthCheck({ clusterId: input.clusterId, nodeId: node.node_id });
+        if (!health.healthy) throw new Error(`node ${node.node_id} still unhealthy after restart: ${health.detail}`);
+        break;
+      }
+      case 'REMEDIATION_MODE_VM_ONLY':
+      case 'REMEDIATION_MODE_HOST_AWARE': {
+        const [fresh] = await control.provisionNodes({
+          clusterId: input.clusterId,
+          region: input.region,
+          gpuType: input.gpuType,
+          role: 'gpu-worker',
+          preemptible: node.capacity === 'preemptible',
+          seqs: [input.replacementSeq!],
+          avoidHosts: r.mode === 'REMEDIATION_MODE_HOST_AWARE' ? [node.host_name] : undefined,
+        });
+        const [seen] = await waits.awaitNodes({ nodeIds: [fresh.node_id], pollMs: 100 });
+        if (seen.phase !== 'NODE_PHASE_RUNNING') {
+          await control.releaseNodes({ nodeIds: [fresh.node_id] });
+          throw new Error(`replacement ${fresh.node_id} failed to boot`);
+        }
+        await control.installDrivers({ nodeIds: [fresh.node_id], driver: input.driver });
+        if (input.acceptance.enabled !== false) {
+          const report = await gpu.runAcceptanceTests({
+            clusterId: input.clusterId,
+            nodeId: fresh.node_id,
+            params: input.acceptance,
+          });
+          if (!report.passed) {
+            await control.releaseNodes({ nodeIds: [fresh.node_id] });
+            const why = report.checks.filter((c) => !c.passed).map((c) => c.detail);
+            throw new Error(`replacement ${fresh.node_id} failed acceptance: ${why.join('; ')}`);
+          }
+        }
+        await control.releaseNodes({ nodeIds: [node.node_id] });
+        outcome.replacement = { ...seen, phase_transitions: seen.phase_transitions };
+        await step('RUNNING', 'RemediationReplaced', `Node ${node.node_id} replaced by ${fresh.node_id}.`);
+        break;
+      }
+      case 'REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT':
+        await control.releaseNodes({ nodeIds: [node.node_id] });
+        outcome.evicted = true;
+        break;
+    }
+    await step('SUCCEEDED', 'RemediationSucceeded', `${r.mode} of ${node.node_id} succeeded.`, {
+      end_time: new Date().toISOString(),
+    });
+  } catch (err) {
+    const cause = err instanceof ActivityFailure ? (err.cause ?? err) : err;
+    const message = (cause as Error).message ?? String(cause);
+    await step('FAILED', 'RemediationFailed', `${r.mode} of ${node.node_id} failed: ${message}`, {
+      end_time: new Date().toISOString(),
+      error_message: message,
+    });
+  }
+  outcome.remediation = { ...r };
+  return outcome;
+}
