@@ -99,7 +99,8 @@ export function targetRegularNodes(s: ClusterState): number {
 
 /** Ready or Degraded, once provisioning is over: Degraded while a node is unhealthy or capacity is missing. */
 export function settledPhase(s: ClusterState): ClusterPhase {
-  const unhealthy = s.gpu_worker_nodes.some((n) => n.status === 'Unhealthy' || n.status === 'Failed');
+  // A node being reclaimed after a preemption notice is expected churn, not a degradation.
+  const unhealthy = s.gpu_worker_nodes.some((n) => n.status !== 'Ready' && !s.draining[n.node_id]);
   const short = regularWorkers(s).length < s.counts.num_gpus / GPUS_PER_NODE;
   return unhealthy || short ? 'CLUSTER_PHASE_DEGRADED' : 'CLUSTER_PHASE_READY';
 }

@@ -264,7 +264,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         if ((req.action === 'approve' || req.action === 'reject') && r.state !== 'PENDING_APPROVAL') {
           throw rejected(
             UPDATE_REJECTIONS.conflict,
-            `Only a remediation in PENDING_APPROVAL can be ${req.action}d; '${r.id}' is ${r.state}.`,
+            `Only a remediation in PENDING_APPROVAL can be ${req.action === 'approve' ? 'approved' : 'rejected'}; '${r.id}' is ${r.state}.`,
           );
         }
         if (req.action === 'cancel' && r.state !== 'PENDING_APPROVAL' && r.state !== 'PENDING') {

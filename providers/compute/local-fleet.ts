@@ -253,6 +253,11 @@ export class LocalFleet implements ComputeProvider {
       'UPDATE fleet_nodes SET started_at = now(), boot_fails = false, cordoned = false WHERE node_id = $1',
       [nodeId],
     );
+    // An injected health fault models a transient condition (a wedged GPU): a restart clears it.
+    await this.db.query(
+      `UPDATE fleet_faults SET remaining = 0 WHERE node_id = $1 AND kind = 'health_check_failure'`,
+      [nodeId],
+    );
   }
 
   async release(nodeIds: string[]): Promise<void> {
