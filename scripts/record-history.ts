@@ -2,7 +2,10 @@
  * Records a finished workflow's history into test/replay/histories/ so the
  * replay test guards its determinism from then on.
  *
- *   npm run record-history -- <workflowId> [label]
+ *   npm run record-history -- <workflowId> [label] [runId]
+ *
+ * Without a run id the latest run is recorded; an entity workflow that
+ * continued as new has earlier runs worth keeping too (name them by run id).
  *
  * Uses TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (default: the local dev server).
  * The file is named <WorkflowType>-<label>.json; label defaults to the date.
@@ -17,9 +20,9 @@ import { temporalConnectionOptions } from '../common/temporal';
 export const HISTORIES_DIR = path.resolve(__dirname, '..', 'test', 'replay', 'histories');
 
 async function main() {
-  const [workflowId, label = new Date().toISOString().slice(0, 10)] = process.argv.slice(2);
+  const [workflowId, label = new Date().toISOString().slice(0, 10), runId] = process.argv.slice(2);
   if (!workflowId) {
-    process.stderr.write('usage: npm run record-history -- <workflowId> [label]\n');
+    process.stderr.write('usage: npm run record-history -- <workflowId> [label] [runId]\n');
     process.exit(2);
   }
   if (!/^[a-z0-9-]+$/i.test(label)) throw new Error('label may hold only letters, digits and dashes');
@@ -27,7 +30,7 @@ async function main() {
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const handle = client.workflow.getHandle(workflowId);
+    const handle = client.workflow.getHandle(workflowId, runId);
     const description = await handle.describe();
     if (description.status.name === 'RUNNING') {
       throw new Error(`${workflowId} is still running; record finished runs so the history is complete.`);

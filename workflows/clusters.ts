@@ -557,7 +557,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     const live = regularWorkers(state);
     if (live.length < target) {
       const autoscaling = live.length >= state.counts.num_gpus / GPUS_PER_NODE;
-      if (autoscaling) await phase('CLUSTER_PHASE_WAITING_FOR_AUTO_SCALER');
+      await phase(autoscaling ? 'CLUSTER_PHASE_WAITING_FOR_AUTO_SCALER' : 'CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES');
       const joined = await qualifyWorkers(await launchWorkers(capacitiesForNewNodes(state, target - live.length)));
       for (const n of joined) {
         lifecycleEvent(
