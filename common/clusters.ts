@@ -197,6 +197,8 @@ export interface ClusterSettings {
   maxTestRepairRounds: number;
   /** Main-loop rounds before continue-as-new (Temporal's own suggestion also triggers it). */
   maxRoundsPerRun: number;
+  /** How long node tests wait for a worker on gpu.<type> before the cluster says none is serving it. */
+  gpuQueueWaitSeconds?: number;
 }
 
 export const REMEDIATION_MODES = [

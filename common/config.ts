@@ -204,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
       preemptionGraceSeconds: e.GANTRY_PREEMPTION_GRACE_SECONDS,
       maxTestRepairRounds: e.GANTRY_CLUSTER_TEST_REPAIR_ROUNDS,
       maxRoundsPerRun: e.GANTRY_CLUSTER_ROUNDS_PER_RUN,
+      gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     },
   };
 }

@@ -8,10 +8,13 @@
  * Changes arrive as Updates with validators; fleet notices as Signals.
  */
 import {
+  ActivityFailure,
   ApplicationFailure,
+  TimeoutFailure,
   ParentClosePolicy,
   condition,
   continueAsNew,
+  patched,
   defineQuery,
   defineSignal,
   defineUpdate,
@@ -48,6 +51,7 @@ import {
   type ReviewRemediationRequest,
 } from '../common/clusters';
 import { SA_STATUS } from '../common/search-attributes';
+import { TimeoutType } from '@temporalio/common';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
 import {
   capacitiesForNewNodes,
@@ -99,8 +103,12 @@ const rejected = (type: string, message: string, param?: string) =>
 export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const { clusterId, settings } = input;
   const state: ClusterState = input.carried ?? initialState(input);
+  const queue = gpuTaskQueue(state.spec.gpu_type);
   const gpu = proxyActivities<ClusterNodeTestActivities>({
-    taskQueue: gpuTaskQueue(state.spec.gpu_type),
+    taskQueue: queue,
+    // The bound on "is any accelerator host serving this queue?" (see onAccelerator).
+    // (runs started before the setting existed carry no value: a minute)
+    scheduleToStartTimeout: `${settings.gpuQueueWaitSeconds ?? 60} seconds`,
     startToCloseTimeout: '30 minutes',
     retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
   });
@@ -109,6 +117,9 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
 
   let deleteRequested: string | undefined;
   let wake = false;
+  let nextHealthCheck = 0;
+  // A scale attempt that fell short is not retried before the next health round.
+  let scaleDeferredUntil = 0;
   const notices: string[] = [];
   const tasks = new Set<Promise<void>>();
   const running = new Set<string>(); // remediation ids whose child is running
@@ -132,12 +143,50 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     setPhase(state, p);
     await project(details);
   }
+  /** Bring-up moves on phase by phase; a delete that arrived meanwhile stops it at the next one. */
+  async function bringUpPhase(p: ClusterState['phase'], details?: string) {
+    abortIfDeleting();
+    await phase(p, details);
+  }
   function spawn(work: () => Promise<void>) {
     const p: Promise<void> = work().finally(() => {
       tasks.delete(p);
       wake = true;
     });
     tasks.add(p);
+  }
+
+  /** Thrown where bring-up or a wait can stop early because the cluster is being deleted. */
+  class DeletionRequested extends Error {}
+  const abortIfDeleting = () => {
+    if (deleteRequested) throw new DeletionRequested();
+  };
+
+  /**
+   * Runs node tests on the accelerator queue. With no worker there, the
+   * schedule-to-start timeout fires: the cluster says so once (a lifecycle
+   * event and the current details) and keeps waiting, unless it is deleted.
+   */
+  async function onAccelerator<T>(nodeId: string, what: string, run: () => Promise<T>): Promise<T> {
+    for (let reported = false; ; ) {
+      try {
+        return await run();
+      } catch (err) {
+        const cause = err instanceof ActivityFailure ? err.cause : undefined;
+        if (!(cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START)) throw err;
+        abortIfDeleting();
+        if (!reported) {
+          reported = true;
+          lifecycleEvent(
+            state,
+            nodeId,
+            'AcceleratorQueueUnserved',
+            `No worker is serving ${queue}; the ${what} waits for one. Start a GPU worker with GANTRY_GPU_TYPES=${state.spec.gpu_type}.`,
+          );
+          await project(`Waiting for a worker on ${queue} (${what}).`);
+        }
+      }
+    }
   }
 
   // ---- messages ----
@@ -359,9 +408,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   async function acceptance(node: ClusterNode): Promise<boolean> {
     const params = state.spec.acceptance_tests_params ?? {};
     if (params.enabled === false) return true;
-    const report = await gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}` }, [
-      { clusterId, nodeId: node.node_id, params },
-    ]);
+    const report = await onAccelerator(node.node_id, 'acceptance test', () =>
+      gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}` }, [
+        { clusterId, nodeId: node.node_id, params },
+      ]),
+    );
     if (!report.passed) {
       const failed = report.checks.filter((c) => !c.passed).map((c) => `${c.name}: ${c.detail}`);
       node.status = 'Failed';
@@ -422,32 +473,34 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   async function bringUpTests(): Promise<void> {
     const params = state.spec.acceptance_tests_params ?? {};
     const nodes = [...state.gpu_worker_nodes];
-    await phase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Acceptance tests on ${nodes.length} node(s).`);
+    await bringUpPhase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Acceptance tests on ${nodes.length} node(s).`);
     const results = await Promise.all(nodes.map((n) => acceptance(n)));
     for (const [i, n] of nodes.entries()) if (results[i]) n.status = 'Ready';
     let failed = nodes.filter((_, i) => !results[i]);
     for (let round = 0; failed.length; round++) {
-      await phase('CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED', `Failed: ${failed.map((n) => n.node_id).join(', ')}.`);
+      await bringUpPhase('CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED', `Failed: ${failed.map((n) => n.node_id).join(', ')}.`);
       if (round >= settings.maxTestRepairRounds) break;
       // Replacements are acceptance-tested inside their remediation.
-      await phase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Replacing ${failed.map((n) => n.node_id).join(', ')}.`);
+      await bringUpPhase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Replacing ${failed.map((n) => n.node_id).join(', ')}.`);
       failed = await repairAll(failed, 'acceptance tests failed');
     }
     if (params.nccl_multi_node_skipped || params.enabled === false) return;
     for (let round = 0; ; round++) {
       const ready = state.gpu_worker_nodes.filter((n) => n.status === 'Ready');
       if (!ready.length) return;
-      await phase('CLUSTER_PHASE_RUNNING_NCCL_TESTS', `NCCL all-reduce across ${ready.length} node(s).`);
-      const report = await gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)` }, [
-        { clusterId, nodeIds: ready.map((n) => n.node_id) },
-      ]);
+      await bringUpPhase('CLUSTER_PHASE_RUNNING_NCCL_TESTS', `NCCL all-reduce across ${ready.length} node(s).`);
+      const report = await onAccelerator(ready[0].node_id, 'NCCL test', () =>
+        gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)` }, [
+          { clusterId, nodeIds: ready.map((n) => n.node_id) },
+        ]),
+      );
       if (report.passed) return;
       const failing = ready.filter((n) => report.failing_node_ids.includes(n.node_id));
       for (const n of failing) {
         n.status = 'Failed';
         lifecycleEvent(state, n.node_id, 'NcclTestFailed', report.detail);
       }
-      await phase('CLUSTER_PHASE_NCCL_TESTS_FAILED', report.detail);
+      await bringUpPhase('CLUSTER_PHASE_NCCL_TESTS_FAILED', report.detail);
       if (round >= settings.maxTestRepairRounds) return;
       await repairAll(failing, 'NCCL test failed');
     }
@@ -486,7 +539,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   // ---- bring-up ----
 
   async function bringUp(): Promise<void> {
-    await phase('CLUSTER_PHASE_SCHEDULED');
+    await bringUpPhase('CLUSTER_PHASE_SCHEDULED');
     const start = state.spec.reservation_start_time ? Date.parse(state.spec.reservation_start_time) : 0;
     if (start > Date.now()) {
       setCurrentDetails(`Scheduled: provisioning starts at ${state.spec.reservation_start_time}.`);
@@ -494,7 +547,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       if (deleteRequested) return;
     }
 
-    await phase('CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES');
+    await bringUpPhase('CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES');
     const [cpNode] = await control.provisionNodes.executeWithOptions({ summary: 'provision control plane' }, [
       {
         clusterId,
@@ -518,10 +571,10 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
     state.control_plane_ready = true;
 
-    await phase('CLUSTER_PHASE_WAITING_FOR_SUBNET');
+    await bringUpPhase('CLUSTER_PHASE_WAITING_FOR_SUBNET');
     state.subnet = await control.allocateSubnet({ clusterId });
 
-    await phase('CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES');
+    await bringUpPhase('CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES');
     for (let round = 0; round <= settings.maxTestRepairRounds; round++) {
       const missing = targetRegularNodes(state) - regularWorkers(state).length;
       if (missing <= 0) break;
@@ -532,13 +585,13 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
 
     if (state.spec.volume_id) {
-      await phase('CLUSTER_PHASE_WAITING_FOR_SHARED_VOLUME');
+      await bringUpPhase('CLUSTER_PHASE_WAITING_FOR_SHARED_VOLUME');
       await waits.bindVolume.executeWithOptions({ summary: `bind ${state.spec.volume_id}` }, [
         { clusterId, volumeId: state.spec.volume_id },
       ]);
     }
 
-    await phase('CLUSTER_PHASE_INSTALLING_DRIVERS', `CUDA ${driver.cuda}, driver ${driver.driver}, ${driver.os}.`);
+    await bringUpPhase('CLUSTER_PHASE_INSTALLING_DRIVERS', `CUDA ${driver.cuda}, driver ${driver.driver}, ${driver.os}.`);
     await control.installDrivers.executeWithOptions({ summary: 'install drivers' }, [
       { nodeIds: state.gpu_worker_nodes.map((n) => n.node_id), driver },
     ]);
@@ -552,7 +605,8 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
 
   // ---- the running cluster ----
 
-  async function scaleRegularWorkers(): Promise<void> {
+  /** Moves the regular workers toward their target; false when it fell short (nodes failed to join). */
+  async function scaleRegularWorkers(): Promise<boolean> {
     const target = targetRegularNodes(state);
     const live = regularWorkers(state);
     if (live.length < target) {
@@ -588,9 +642,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
     state.last_scale_at = nowIso();
     await phase(settledPhase(state));
+    return regularWorkers(state).length === target;
   }
 
-  async function fulfilPreemptible(): Promise<void> {
+  /** Moves preemptible workers toward what is desired, as capacity allows; false when nodes failed to join. */
+  async function fulfilPreemptible(): Promise<boolean> {
     const want = state.counts.desired_preemptible_gpus / GPUS_PER_NODE;
     const have = preemptibleWorkers(state);
     if (have.length > want) {
@@ -605,22 +661,23 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         );
       }
       await project();
-      return;
+      return true;
     }
     const missing = want - have.length - Object.keys(state.draining).length;
-    if (missing <= 0) return;
+    if (missing <= 0) return true;
     const available = await control.preemptibleNodesAvailable({
       region: state.spec.region,
       gpuType: state.spec.gpu_type,
     });
     const n = available === null ? missing : Math.min(missing, available);
-    if (n <= 0) return; // capacity held back: the next round asks again
+    if (n <= 0) return true; // capacity held back: the next round asks again
     const joined = await qualifyWorkers(await launchWorkers(Array(n).fill('preemptible')));
     for (const node of joined) {
       lifecycleEvent(state, node.node_id, 'ServiceScaledUp', `Preemptible node ${node.node_id} joined.`);
     }
     refreshPreemptibleCount(state);
     await project();
+    return joined.length === n;
   }
 
   function startDrain(nodeId: string): void {
@@ -658,7 +715,9 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     const nodes = state.gpu_worker_nodes.filter((n) => !state.draining[n.node_id] && !busy.has(n.instance_id));
     const reports = await Promise.all(
       nodes.map((n) =>
-        gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [{ clusterId, nodeId: n.node_id }]),
+        onAccelerator(n.node_id, 'health check', () =>
+          gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [{ clusterId, nodeId: n.node_id }]),
+        ),
       ),
     );
     let changed = false;
@@ -699,7 +758,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       await control.recordRemediation(r);
       changed = true;
     }
-    if (changed || state.phase !== settledPhase(state)) await phase(settledPhase(state));
+    // While a resize is pending, the shortfall is the resize's business, not a degradation.
+    // (added after the first recorded runs: those replay without it)
+    const resizing =
+      regularWorkers(state).length !== targetRegularNodes(state) && patched('resize-is-not-degradation');
+    if (changed || (!resizing && state.phase !== settledPhase(state))) await phase(settledPhase(state));
   }
 
   async function observeWorkload(): Promise<void> {
@@ -731,8 +794,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         });
       }
     }
-    if (regularWorkers(state).length !== targetRegularNodes(state)) await scaleRegularWorkers();
-    await fulfilPreemptible();
+    if (Date.now() < scaleDeferredUntil) return;
+    let complete = true;
+    if (regularWorkers(state).length !== targetRegularNodes(state)) complete = await scaleRegularWorkers();
+    complete = (await fulfilPreemptible()) && complete;
+    if (!complete) scaleDeferredUntil = nextHealthCheck;
   }
 
   async function tearDown(reason: string): Promise<void> {
@@ -763,39 +829,44 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   }
 
   // ---- life ----
-  if (!input.carried) {
-    await project('Queued.');
-    await bringUp();
-  }
-  let rounds = 0;
-  let nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
-  while (!deleteRequested) {
-    const expiry = clusterExpiry(state.spec, createdAt);
-    if (expiry && Date.now() >= expiry.getTime()) {
-      deleteRequested =
-        state.spec.billing_type === 'RESERVED' ? 'the reservation ended' : 'the scheduled capacity window ended';
-      break;
+  try {
+    if (!input.carried) {
+      await project('Queued.');
+      await bringUp();
     }
-    await reconcile();
-    if (Date.now() >= nextHealthCheck) {
-      await healthChecks();
-      await observeWorkload();
-      nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
-      continue; // act on what the round found before sleeping
-    }
-    rounds++;
-    if ((rounds >= settings.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) && tasks.size === 0) {
-      await condition(allHandlersFinished);
-      if (!wake && notices.length === 0) {
-        await project('Continuing as new with the same state.');
-        await continueAsNew<typeof cluster>({ ...input, carried: state });
+    let rounds = 0;
+    nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
+    while (!deleteRequested) {
+      const expiry = clusterExpiry(state.spec, createdAt);
+      if (expiry && Date.now() >= expiry.getTime()) {
+        deleteRequested =
+          state.spec.billing_type === 'RESERVED' ? 'the reservation ended' : 'the scheduled capacity window ended';
+        break;
       }
+      await reconcile();
+      if (Date.now() >= nextHealthCheck) {
+        await healthChecks();
+        await observeWorkload();
+        nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
+        scaleDeferredUntil = 0;
+        continue; // act on what the round found before sleeping
+      }
+      rounds++;
+      if ((rounds >= settings.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) && tasks.size === 0) {
+        await condition(allHandlersFinished);
+        if (!wake && notices.length === 0) {
+          await project('Continuing as new with the same state.');
+          await continueAsNew<typeof cluster>({ ...input, carried: state });
+        }
+      }
+      const until = Math.min(nextHealthCheck, expiry ? expiry.getTime() : Infinity) - Date.now();
+      await condition(() => wake || deleteRequested !== undefined, Math.max(1, until));
+      wake = false;
     }
-    const until = Math.min(nextHealthCheck, expiry ? expiry.getTime() : Infinity) - Date.now();
-    await condition(() => wake || deleteRequested !== undefined, Math.max(1, until));
-    wake = false;
+  } catch (err) {
+    if (!(err instanceof DeletionRequested)) throw err;
   }
-  await tearDown(deleteRequested);
+  await tearDown(deleteRequested!);
   await condition(allHandlersFinished);
   return 'deleted';
 }

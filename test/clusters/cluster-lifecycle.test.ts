@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { createCluster, phasesOf, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import { createCluster, eventsOf, phasesOf, startClusterPlatform, waitForCluster } from '../helpers/clusters';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -72,5 +72,19 @@ describe('cluster lifecycle', () => {
     for (const n of gone.deleted_gpu_worker_nodes) assert.ok(n.deleted_at);
     const after = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
     assert.ok(!after.body.clusters.some((x: any) => x.cluster_id === c.cluster_id), 'deleted clusters leave the list');
+  });
+
+  test('with no worker on its GPU queue the cluster says so, and a delete still stops the bring-up', async () => {
+    // This platform's GPU worker serves gpu.H100_SXM only.
+    const c = await createCluster(p, t.key, { gpu_type: 'H200_SXM', num_gpus: 8 });
+    const waiting = await waitForCluster(p, t.key, c.cluster_id, (x) => eventsOf(x, 'AcceleratorQueueUnserved').length > 0);
+    assert.equal(waiting.status, 'RunningAcceptanceTests');
+    assert.match(eventsOf(waiting, 'AcceleratorQueueUnserved')[0].message, /gpu\.H200_SXM.*GANTRY_GPU_TYPES=H200_SXM/);
+    const del = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+    assert.equal(del.status, 200);
+    const gone = await waitForCluster(p, t.key, c.cluster_id, (x) => !!x.deleted_at);
+    assert.equal(phasesOf(gone).at(-1), 'DELETING');
+    assert.ok(!phasesOf(gone).includes('READY'));
+    assert.equal(gone.gpu_worker_nodes.length, 0);
   });
 });
