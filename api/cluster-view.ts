@@ -49,8 +49,9 @@ export function toCluster(row: ClusterRow, volumes: VolumeRow[], latest: Map<str
     desired_preemptible_gpus: s.counts.desired_preemptible_gpus,
     allocated_preemptible_gpus: s.allocated_preemptible_gpus,
     billing_type: spec.billing_type,
+    // Add-ons are installed with the cluster: they show once provisioning is over.
     add_ons: spec.add_ons
-      .filter((a) => a.config[a.add_on_type]?.enabled === true)
+      .filter((a) => s.provisioned && a.config[a.add_on_type]?.enabled === true)
       .map((a) => ({ name: a.name, add_on_type: a.add_on_type, config: a.config, state: { [a.add_on_type]: {} } })),
     ...(s.first_ready_at ? { first_ready_at: s.first_ready_at } : {}),
     control_plane_ready: s.control_plane_ready,

@@ -815,10 +815,24 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
     state.remediations = [];
     const nodeIds = [...state.gpu_worker_nodes, ...state.control_plane_nodes].map((n) => n.node_id);
+    // Workers are cordoned first so nothing new lands on them while they go (added after the first recorded runs).
+    const drained = state.gpu_worker_nodes.length > 0 && patched('drain-workers-on-delete');
+    if (drained) {
+      await Promise.all(
+        state.gpu_worker_nodes.map((n) =>
+          control.cordonNode.executeWithOptions({ summary: `cordon ${n.node_id}` }, [{ nodeId: n.node_id }]),
+        ),
+      );
+    }
     if (nodeIds.length) await control.releaseNodes({ nodeIds });
     for (const n of [...state.gpu_worker_nodes]) {
       retireWorker(state, n.node_id);
-      lifecycleEvent(state, n.node_id, 'NodeReleased', `Node ${n.node_id} released: ${reason}.`);
+      lifecycleEvent(
+        state,
+        n.node_id,
+        'NodeReleased',
+        `Node ${n.node_id} ${drained ? 'cordoned, drained and released' : 'released'}: ${reason}.`,
+      );
     }
     for (const n of state.control_plane_nodes) n.status = 'Deleted';
     state.control_plane_ready = false;

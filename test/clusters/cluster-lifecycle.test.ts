@@ -19,7 +19,15 @@ after(() => p.stop());
 
 describe('cluster lifecycle', () => {
   test('create to Ready walks every provisioning phase, with node phases and a kubeconfig', async () => {
-    const created = await createCluster(p, t.key, { cluster_name: 'happy', num_gpus: 16 });
+    const created = await createCluster(p, t.key, {
+      cluster_name: 'happy',
+      num_gpus: 16,
+      add_ons: [
+        { add_on_type: 'dashboard', name: 'dash', config: { dashboard: { enabled: true } } },
+        { add_on_type: 'ingress', name: 'off', config: { ingress: { enabled: false } } },
+      ],
+    });
+    assert.deepEqual(created.add_ons, [], 'add-ons show once installed');
     assert.match(created.cluster_id, /^cl-[0-9a-f]{12}$/);
     assert.equal(created.status, 'WaitingForControlPlaneNodes');
     assert.deepEqual(phasesOf(created), ['QUEUED']);
@@ -53,6 +61,11 @@ describe('cluster lifecycle', () => {
     assert.equal(c.nvidia_driver_version, '560');
     assert.equal(c.os_image, 'ubuntu-22.04');
     assert.match(c.kube_config, /kind: Config/);
+    assert.deepEqual(
+      c.add_ons.map((a: any) => [a.name, a.add_on_type]),
+      [['dash', 'dashboard']],
+      'only enabled add-ons are returned',
+    );
 
     const creds = await call(p.baseUrl, 'GET', `/v1/compute/clusters/${c.cluster_id}/credentials`, { key: t.key });
     assert.equal(creds.status, 200);
@@ -70,6 +83,7 @@ describe('cluster lifecycle', () => {
     assert.equal(gone.gpu_worker_nodes.length, 0);
     assert.equal(gone.deleted_gpu_worker_nodes.length, 2);
     for (const n of gone.deleted_gpu_worker_nodes) assert.ok(n.deleted_at);
+    assert.match(eventsOf(gone, 'NodeReleased')[0].message, /cordoned, drained and released: deleted through the API/);
     const after = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
     assert.ok(!after.body.clusters.some((x: any) => x.cluster_id === c.cluster_id), 'deleted clusters leave the list');
   });

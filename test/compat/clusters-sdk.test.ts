@@ -69,6 +69,13 @@ describe('official SDK: clusters', () => {
     const page = await client.beta.clusters.remediations.list(node.instance_id!, { cluster_id: created.cluster_id });
     assert.equal(page.remediations[0].id, rem.id);
     assert.equal(page.has_next, false);
+    // The SDK sends array filters comma-separated.
+    const filtered = await client.beta.clusters.remediations.list(node.instance_id!, {
+      cluster_id: created.cluster_id,
+      state: ['FAILED', 'CANCELLED'],
+      trigger: ['REMEDIATION_TRIGGER_MANUAL'],
+    });
+    assert.deepEqual(filtered.remediations, []);
 
     const deleted = await client.beta.clusters.delete(created.cluster_id);
     assert.equal(deleted.cluster_id, created.cluster_id);
