@@ -162,7 +162,7 @@ def run(cfg: dict) -> None:
             gnorm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
             opt.step()
             state.step += 1
-            fields = dict(step=state.step, epoch=epoch + 1, loss=float(loss), lr=lr, grad_norm=float(gnorm),
+            fields = dict(step=state.step, epoch=epoch + 1, loss=float(loss.detach()), lr=lr, grad_norm=float(gnorm),
                           tokens=trained_tokens(batch, method))
             if method == "dpo":
                 fields["reward_margin"] = margin
