@@ -27,7 +27,8 @@ import {
   workflowInfo,
   allHandlersFinished,
 } from '@temporalio/workflow';
-import type { ClusterActivities, ClusterNodeTestActivities } from '../activities/clusters';
+import type { ClusterNodeTestActivities } from '../activities/clusters';
+import { clusterControl, clusterWaits, NODE_POLL_MS } from './cluster-activities';
 import {
   ClusterRuleError,
   clusterExpiry,
@@ -52,7 +53,7 @@ import {
 } from '../common/clusters';
 import { SA_STATUS } from '../common/search-attributes';
 import { TimeoutType } from '@temporalio/common';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+import { gpuTaskQueue } from '../workers/task-queues';
 import {
   capacitiesForNewNodes,
   findWorker,
@@ -67,7 +68,7 @@ import {
   setPhase,
   settledPhase,
   targetRegularNodes,
-} from './cluster-state';
+} from '../common/cluster-state';
 import { nodeRemediation, type RemediationOutcome } from './node-remediation';
 
 export const updateClusterUpdate = defineUpdate<void, [ClusterUpdateRequest]>(CLUSTER_MESSAGES.update);
@@ -84,19 +85,9 @@ export const remediationProgressSignal = defineSignal<
 >(CLUSTER_MESSAGES.remediationProgress);
 export const clusterStateQuery = defineQuery<ClusterState>('clusterState');
 
-const control = proxyActivities<ClusterActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '500 milliseconds', maximumInterval: '30 seconds' },
-});
-const waits = proxyActivities<ClusterActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '1 hour',
-  heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const control = clusterControl;
+const waits = clusterWaits;
 
-const POLL_MS = 100;
 const rejected = (type: string, message: string, param?: string) =>
   ApplicationFailure.create({ type, message, details: param ? [param] : [], nonRetryable: true });
 
@@ -168,7 +159,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
    * event and the current details) and keeps waiting, unless it is deleted.
    */
   async function onAccelerator<T>(nodeId: string, what: string, run: () => Promise<T>): Promise<T> {
-    for (let reported = false; ; ) {
+    for (let reported = false; ;) {
       try {
         return await run();
       } catch (err) {
@@ -366,7 +357,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     state.gpu_worker_nodes.push(...nodes);
     await project(`Booting ${nodes.map((n) => n.node_id).join(', ')}.`);
     const seen = await waits.awaitNodes.executeWithOptions({ summary: `await ${nodes.length} worker(s)` }, [
-      { nodeIds: nodes.map((n) => n.node_id), pollMs: POLL_MS },
+      { nodeIds: nodes.map((n) => n.node_id), pollMs: NODE_POLL_MS },
     ]);
     const booted: ClusterNode[] = [];
     for (const node of nodes) {
@@ -478,10 +469,16 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     for (const [i, n] of nodes.entries()) if (results[i]) n.status = 'Ready';
     let failed = nodes.filter((_, i) => !results[i]);
     for (let round = 0; failed.length; round++) {
-      await bringUpPhase('CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED', `Failed: ${failed.map((n) => n.node_id).join(', ')}.`);
+      await bringUpPhase(
+        'CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED',
+        `Failed: ${failed.map((n) => n.node_id).join(', ')}.`,
+      );
       if (round >= settings.maxTestRepairRounds) break;
       // Replacements are acceptance-tested inside their remediation.
-      await bringUpPhase('CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', `Replacing ${failed.map((n) => n.node_id).join(', ')}.`);
+      await bringUpPhase(
+        'CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS',
+        `Replacing ${failed.map((n) => n.node_id).join(', ')}.`,
+      );
       failed = await repairAll(failed, 'acceptance tests failed');
     }
     if (params.nccl_multi_node_skipped || params.enabled === false) return;
@@ -562,7 +559,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     state.control_plane_nodes = [cp];
     await project();
     const [cpSeen] = await waits.awaitNodes.executeWithOptions({ summary: 'await control plane' }, [
-      { nodeIds: [cp.node_id], pollMs: POLL_MS },
+      { nodeIds: [cp.node_id], pollMs: NODE_POLL_MS },
     ]);
     mergePhases(cp, cpSeen.phase_transitions);
     cp.status = 'Ready';
@@ -591,7 +588,10 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       ]);
     }
 
-    await bringUpPhase('CLUSTER_PHASE_INSTALLING_DRIVERS', `CUDA ${driver.cuda}, driver ${driver.driver}, ${driver.os}.`);
+    await bringUpPhase(
+      'CLUSTER_PHASE_INSTALLING_DRIVERS',
+      `CUDA ${driver.cuda}, driver ${driver.driver}, ${driver.os}.`,
+    );
     await control.installDrivers.executeWithOptions({ summary: 'install drivers' }, [
       { nodeIds: state.gpu_worker_nodes.map((n) => n.node_id), driver },
     ]);
@@ -760,8 +760,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
     // While a resize is pending, the shortfall is the resize's business, not a degradation.
     // (added after the first recorded runs: those replay without it)
-    const resizing =
-      regularWorkers(state).length !== targetRegularNodes(state) && patched('resize-is-not-degradation');
+    const resizing = regularWorkers(state).length !== targetRegularNodes(state) && patched('resize-is-not-degradation');
     if (changed || (!resizing && state.phase !== settledPhase(state))) await phase(settledPhase(state));
   }
 

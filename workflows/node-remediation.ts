@@ -8,7 +8,8 @@
  * lifecycle events and applies the outcome to its nodes.
  */
 import { ActivityFailure, getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
-import type { ClusterActivities, ClusterNodeTestActivities } from '../activities/clusters';
+import type { ClusterNodeTestActivities } from '../activities/clusters';
+import { clusterControl, clusterWaits, NODE_POLL_MS } from './cluster-activities';
 import type {
   AcceptanceTestsParams,
   ClusterNode,
@@ -20,7 +21,7 @@ import type {
 } from '../common/clusters';
 import { CLUSTER_MESSAGES } from '../common/clusters';
 import type { GpuType } from '../common/gpu-types';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+import { gpuTaskQueue } from '../workers/task-queues';
 
 export interface RemediationInput {
   clusterId: string;
@@ -42,17 +43,8 @@ export interface RemediationOutcome {
   phases?: Array<PhaseTransition<NodePhase>>;
 }
 
-const control = proxyActivities<ClusterActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '500 milliseconds', maximumInterval: '30 seconds' },
-});
-const waits = proxyActivities<ClusterActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '1 hour',
-  heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const control = clusterControl;
+const waits = clusterWaits;
 
 export async function nodeRemediation(input: RemediationInput): Promise<RemediationOutcome> {
   const r: Remediation = { ...input.remediation };
@@ -89,7 +81,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
       case 'REMEDIATION_MODE_REBOOT_VM':
       case 'REMEDIATION_MODE_HOST_POWER_CYCLE': {
         await control.restartNode({ nodeId: node.node_id });
-        const [seen] = await waits.awaitNodes({ nodeIds: [node.node_id], pollMs: 100 });
+        const [seen] = await waits.awaitNodes({ nodeIds: [node.node_id], pollMs: NODE_POLL_MS });
         outcome.phases = seen.phase_transitions;
         if (seen.phase !== 'NODE_PHASE_RUNNING')
           throw new Error(`node ${node.node_id} did not come back after restart`);
@@ -108,7 +100,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
           seqs: [input.replacementSeq!],
           avoidHosts: r.mode === 'REMEDIATION_MODE_HOST_AWARE' ? [node.host_name] : undefined,
         });
-        const [seen] = await waits.awaitNodes({ nodeIds: [fresh.node_id], pollMs: 100 });
+        const [seen] = await waits.awaitNodes({ nodeIds: [fresh.node_id], pollMs: NODE_POLL_MS });
         if (seen.phase !== 'NODE_PHASE_RUNNING') {
           await control.releaseNodes({ nodeIds: [fresh.node_id] });
           throw new Error(`replacement ${fresh.node_id} failed to boot`);

@@ -3,16 +3,10 @@
  * the storage API, then marks it available. Binding to a cluster and release
  * are the cluster workflow's business (its volume phase and its deletion).
  */
-import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
-import type { ClusterActivities } from '../activities/clusters';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { setCurrentDetails } from '@temporalio/workflow';
+import { clusterWaits } from './cluster-activities';
 
-const storage = proxyActivities<ClusterActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '1 hour',
-  heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const storage = clusterWaits;
 
 export async function storageVolume({ volumeId }: { volumeId: string }): Promise<'available' | 'gone'> {
   setCurrentDetails(`Provisioning volume ${volumeId}.`);

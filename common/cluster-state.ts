@@ -16,9 +16,9 @@ import {
   type PhaseTransition,
   type NodePhase,
   nowIso,
-} from '../common/clusters';
+} from './clusters';
 
-export { nowIso } from '../common/clusters';
+export { nowIso } from './clusters';
 
 export function setPhase(state: ClusterState, phase: ClusterPhase): boolean {
   if (state.phase === phase) return false;
