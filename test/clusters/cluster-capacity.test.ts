@@ -8,7 +8,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { createCluster, eventsOf, phasesOf, REGION, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import {
+  deleteAllClusters,
+  createCluster,
+  eventsOf,
+  phasesOf,
+  REGION,
+  startClusterPlatform,
+  waitForCluster,
+} from '../helpers/clusters';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -19,7 +27,10 @@ before(async () => {
   t = await createTenant(p.db);
   admin = await createTenant(p.db, { platformAdmin: true });
 });
-after(() => p.stop());
+after(async () => {
+  await deleteAllClusters(p, t.key);
+  await p.stop();
+});
 
 const fleet = (method: string, path: string, json: unknown) =>
   call(p.baseUrl, method, `/v1/compute/fleet${path}`, { key: admin.key, json });
@@ -28,7 +39,10 @@ const put = (id: string, json: unknown) => call(p.baseUrl, 'PUT', `/v1/compute/c
 describe('cluster capacity', () => {
   test('preemptible GPUs: held-back capacity, then fulfilled; a preemption drains for its grace period', async () => {
     // A region-wide hold first: the cluster asks for 16 preemptible GPUs but gets 8.
-    assert.equal((await fleet('PUT', '/capacity', { region: REGION, gpu_type: 'H100_SXM', preemptible_nodes: 1 })).status, 200);
+    assert.equal(
+      (await fleet('PUT', '/capacity', { region: REGION, gpu_type: 'H100_SXM', preemptible_nodes: 1 })).status,
+      200,
+    );
     const c = await createCluster(p, t.key, { gpu_type: 'H100_SXM', num_gpus: 8, num_preemptible_gpus: 16 });
     assert.equal(c.desired_preemptible_gpus, 16);
     const partial = await waitForCluster(p, t.key, c.cluster_id, (x) => x.allocated_preemptible_gpus === 8);
@@ -41,11 +55,18 @@ describe('cluster capacity', () => {
     // The fleet reclaims one preemptible node.
     const victim = full.gpu_worker_nodes.find((n: any) => n.node_id !== full.gpu_worker_nodes[0].node_id);
     const regular = full.gpu_worker_nodes[0];
-    const notRegular = await fleet('POST', `/clusters/${c.cluster_id}/preemption-notices`, { node_id: regular.node_id });
+    const notRegular = await fleet('POST', `/clusters/${c.cluster_id}/preemption-notices`, {
+      node_id: regular.node_id,
+    });
     assert.equal(notRegular.status, 400, 'only preemptible nodes are reclaimed');
     const sent = await fleet('POST', `/clusters/${c.cluster_id}/preemption-notices`, { node_id: victim.node_id });
     assert.equal(sent.status, 200);
-    const draining = await waitForCluster(p, t.key, c.cluster_id, (x) => eventsOf(x, 'ServicePreemptionNotified').length > 0);
+    const draining = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => eventsOf(x, 'ServicePreemptionNotified').length > 0,
+    );
     const drainingNode = draining.gpu_worker_nodes.find((n: any) => n.node_id === victim.node_id);
     assert.equal(drainingNode.marked_for_deletion, true);
     assert.equal(drainingNode.status, 'Cordoned');
@@ -56,7 +77,12 @@ describe('cluster capacity', () => {
     assert.ok(gone.deleted_gpu_worker_nodes.some((n: any) => n.node_id === victim.node_id && n.deleted_at));
     assert.ok(!gone.gpu_worker_nodes.some((n: any) => n.node_id === victim.node_id), 'not counted as live');
     // Capacity is there, so a replacement is asked for and joins.
-    const replaced = await waitForCluster(p, t.key, c.cluster_id, (x) => x.allocated_preemptible_gpus === 16 && x.gpu_worker_nodes.length === 3);
+    const replaced = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.allocated_preemptible_gpus === 16 && x.gpu_worker_nodes.length === 3,
+    );
     assert.ok(eventsOf(replaced, 'ServiceScaledUp').length >= 3);
     await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
     await waitForCluster(p, t.key, c.cluster_id, (x) => !!x.deleted_at);
@@ -66,7 +92,12 @@ describe('cluster capacity', () => {
     const c = await createCluster(p, t.key, { num_gpus: 8, auto_scale: true, auto_scale_max_gpus: 24 });
     await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
     await fleet('PUT', `/clusters/${c.cluster_id}/workload`, { pending_gpu_requests: 12, idle_gpus: 0 });
-    const up = await waitForCluster(p, t.key, c.cluster_id, (x) => x.gpu_worker_nodes.length === 3 && x.status === 'Ready');
+    const up = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.gpu_worker_nodes.length === 3 && x.status === 'Ready',
+    );
     assert.equal(eventsOf(up, 'ServiceScaledUp').length, 2, 'two nodes for 12 pending GPUs');
     assert.ok(phasesOf(up).includes('WAITING_FOR_AUTO_SCALER'));
     assert.equal(up.num_gpus, 8, 'num_gpus stays the floor');
@@ -87,7 +118,12 @@ describe('cluster capacity', () => {
     const res = await put(c.cluster_id, { num_gpus: 24 });
     assert.equal(res.status, 200);
     assert.equal(res.body.num_gpus, 24);
-    const up = await waitForCluster(p, t.key, c.cluster_id, (x) => x.gpu_worker_nodes.length === 3 && x.status === 'Ready');
+    const up = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.gpu_worker_nodes.length === 3 && x.status === 'Ready',
+    );
     assert.equal(eventsOf(up, 'ServiceScaledUp').length, 2);
     assert.ok(phasesOf(up).includes('WAITING_FOR_DATA_PLANE_NODES'));
     await put(c.cluster_id, { num_gpus: 16 });
@@ -109,7 +145,9 @@ describe('cluster capacity', () => {
     const scheduled = await waitForCluster(p, t.key, c.cluster_id, (x) => phasesOf(x).includes('SCHEDULED'));
     assert.deepEqual(phasesOf(scheduled), ['QUEUED', 'SCHEDULED']);
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
-    const cpAt = ready.phase_transitions.find((x: any) => x.phase === 'CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES').transition_time;
+    const cpAt = ready.phase_transitions.find(
+      (x: any) => x.phase === 'CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES',
+    ).transition_time;
     assert.ok(Date.parse(cpAt) >= Date.parse(start), 'provisioning began at the reservation start');
     const ended = await waitForCluster(p, t.key, c.cluster_id, (x) => !!x.deleted_at, 20_000);
     assert.ok(Date.parse(ended.deleted_at) >= Date.parse(end));
@@ -128,9 +166,15 @@ describe('cluster capacity', () => {
       () => call(p.baseUrl, 'GET', `/v1/compute/clusters/storage/volumes/${vol}`, { key: t.key }),
       (r) => r.body.status === 'available',
     );
-    const shrink = await call(p.baseUrl, 'PUT', '/v1/compute/clusters/storage/volumes', { key: t.key, json: { volume_id: vol, size_tib: 1 } });
+    const shrink = await call(p.baseUrl, 'PUT', '/v1/compute/clusters/storage/volumes', {
+      key: t.key,
+      json: { volume_id: vol, size_tib: 1 },
+    });
     assert.equal(shrink.body.error.param, 'size_tib');
-    const grow = await call(p.baseUrl, 'PUT', '/v1/compute/clusters/storage/volumes', { key: t.key, json: { volume_id: vol, size_tib: 4 } });
+    const grow = await call(p.baseUrl, 'PUT', '/v1/compute/clusters/storage/volumes', {
+      key: t.key,
+      json: { volume_id: vol, size_tib: 4 },
+    });
     assert.equal(grow.body.size_tib, 4);
 
     const withExisting = await createCluster(p, t.key, { num_gpus: 8, volume_id: vol });
@@ -156,8 +200,14 @@ describe('cluster capacity', () => {
     const inline = await call(p.baseUrl, 'GET', `/v1/compute/clusters/storage/volumes/${inlineVol}`, { key: t.key });
     assert.equal(inline.status, 404, 'an inline volume goes with its cluster');
     const other = await createTenant(p.db);
-    assert.equal((await call(p.baseUrl, 'GET', `/v1/compute/clusters/storage/volumes/${vol}`, { key: other.key })).status, 404);
-    assert.equal((await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/storage/volumes/${vol}`, { key: t.key })).status, 200);
+    assert.equal(
+      (await call(p.baseUrl, 'GET', `/v1/compute/clusters/storage/volumes/${vol}`, { key: other.key })).status,
+      404,
+    );
+    assert.equal(
+      (await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/storage/volumes/${vol}`, { key: t.key })).status,
+      200,
+    );
   });
 
   test('a SLURM cluster has Slurm worker names and no kubeconfig', async () => {
@@ -175,11 +225,20 @@ describe('cluster capacity', () => {
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
     const handle = p.temporal.workflow.getHandle(`cluster/${c.cluster_id}`);
     const firstRun = (await handle.describe()).runId;
-    await eventually(() => handle.describe(), (d) => d.runId !== firstRun, 30_000);
+    await eventually(
+      () => handle.describe(),
+      (d) => d.runId !== firstRun,
+      30_000,
+    );
     // The new run still knows the nodes and still takes updates.
     const res = await put(c.cluster_id, { num_gpus: 16 });
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    const grown = await waitForCluster(p, t.key, c.cluster_id, (x) => x.gpu_worker_nodes.length === 2 && x.status === 'Ready');
+    const grown = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.gpu_worker_nodes.length === 2 && x.status === 'Ready',
+    );
     assert.equal(grown.gpu_worker_nodes[0].node_id, ready.gpu_worker_nodes[0].node_id);
     assert.deepEqual(phasesOf(grown).slice(0, phasesOf(ready).length), phasesOf(ready));
     await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });

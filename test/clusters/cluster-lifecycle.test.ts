@@ -6,7 +6,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { createCluster, eventsOf, phasesOf, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import {
+  deleteAllClusters,
+  createCluster,
+  eventsOf,
+  phasesOf,
+  startClusterPlatform,
+  waitForCluster,
+} from '../helpers/clusters';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -15,7 +22,10 @@ before(async () => {
   p = await startClusterPlatform();
   t = await createTenant(p.db);
 });
-after(() => p.stop());
+after(async () => {
+  await deleteAllClusters(p, t.key);
+  await p.stop();
+});
 
 describe('cluster lifecycle', () => {
   test('create to Ready walks every provisioning phase, with node phases and a kubeconfig', async () => {
@@ -49,7 +59,13 @@ describe('cluster lifecycle', () => {
       assert.equal(n.status, 'Ready');
       assert.deepEqual(
         n.phase_transitions.map((x: any) => x.phase),
-        ['NODE_PHASE_PENDING', 'NODE_PHASE_SCHEDULING', 'NODE_PHASE_BOOTING', 'NODE_PHASE_BOOTSTRAPPING', 'NODE_PHASE_RUNNING'],
+        [
+          'NODE_PHASE_PENDING',
+          'NODE_PHASE_SCHEDULING',
+          'NODE_PHASE_BOOTING',
+          'NODE_PHASE_BOOTSTRAPPING',
+          'NODE_PHASE_RUNNING',
+        ],
       );
       assert.match(n.host_name, /^sim-gpu-/, 'simulated nodes say so in their names');
     }
@@ -91,7 +107,12 @@ describe('cluster lifecycle', () => {
   test('with no worker on its GPU queue the cluster says so, and a delete still stops the bring-up', async () => {
     // This platform's GPU worker serves gpu.H100_SXM only.
     const c = await createCluster(p, t.key, { gpu_type: 'H200_SXM', num_gpus: 8 });
-    const waiting = await waitForCluster(p, t.key, c.cluster_id, (x) => eventsOf(x, 'AcceleratorQueueUnserved').length > 0);
+    const waiting = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => eventsOf(x, 'AcceleratorQueueUnserved').length > 0,
+    );
     assert.equal(waiting.status, 'RunningAcceptanceTests');
     assert.match(eventsOf(waiting, 'AcceleratorQueueUnserved')[0].message, /gpu\.H200_SXM.*GANTRY_GPU_TYPES=H200_SXM/);
     const del = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });

@@ -8,7 +8,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { createCluster, eventsOf, getCluster, phasesOf, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import {
+  deleteAllClusters,
+  createCluster,
+  eventsOf,
+  getCluster,
+  phasesOf,
+  startClusterPlatform,
+  waitForCluster,
+} from '../helpers/clusters';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -19,16 +27,24 @@ before(async () => {
   t = await createTenant(p.db);
   admin = await createTenant(p.db, { platformAdmin: true });
 });
-after(() => p.stop());
+after(async () => {
+  await deleteAllClusters(p, t.key);
+  await p.stop();
+});
 
 async function fault(cluster_id: string, kind: string, extra: Record<string, unknown> = {}) {
-  const res = await call(p.baseUrl, 'POST', '/v1/compute/fleet/faults', { key: admin.key, json: { cluster_id, kind, ...extra } });
+  const res = await call(p.baseUrl, 'POST', '/v1/compute/fleet/faults', {
+    key: admin.key,
+    json: { cluster_id, kind, ...extra },
+  });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   assert.equal(res.body.simulator, true);
 }
 
 const remediations = (c: any, node: any, q = '') =>
-  call(p.baseUrl, 'GET', `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations${q}`, { key: t.key });
+  call(p.baseUrl, 'GET', `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations${q}`, {
+    key: t.key,
+  });
 
 describe('cluster faults and repair', () => {
   test('an acceptance failure is repaired by replacing the node, then the cluster is Ready', async () => {
@@ -45,8 +61,17 @@ describe('cluster faults and repair', () => {
     assert.equal(ready.gpu_worker_nodes.length, 2, 'still two live nodes');
     assert.equal(ready.deleted_gpu_worker_nodes.length, 1, 'the failed one is retired');
     const failed = ready.deleted_gpu_worker_nodes[0];
-    const reasons = eventsOf(ready).filter((e: any) => e.node_id === failed.node_id).map((e: any) => e.reason);
-    assert.deepEqual(reasons, ['AcceptanceTestFailed', 'RemediationStarted', 'NodeCordoned', 'RemediationRunning', 'RemediationReplaced', 'RemediationSucceeded']);
+    const reasons = eventsOf(ready)
+      .filter((e: any) => e.node_id === failed.node_id)
+      .map((e: any) => e.reason);
+    assert.deepEqual(reasons, [
+      'AcceptanceTestFailed',
+      'RemediationStarted',
+      'NodeCordoned',
+      'RemediationRunning',
+      'RemediationReplaced',
+      'RemediationSucceeded',
+    ]);
     assert.match(eventsOf(ready, 'AcceptanceTestFailed')[0].message, /dcgm_diag: .*ECC/);
     assert.equal(failed.latest_remediation.state, 'SUCCEEDED');
     assert.equal(failed.latest_remediation.trigger, 'REMEDIATION_TRIGGER_AUTOMATED');
@@ -57,7 +82,12 @@ describe('cluster faults and repair', () => {
     const c = await createCluster(p, t.key, { num_gpus: 16 });
     await fault(c.cluster_id, 'nccl_failure');
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
-    assert.deepEqual(phasesOf(ready).slice(-4), ['RUNNING_NCCL_TESTS', 'NCCL_TESTS_FAILED', 'RUNNING_NCCL_TESTS', 'READY']);
+    assert.deepEqual(phasesOf(ready).slice(-4), [
+      'RUNNING_NCCL_TESTS',
+      'NCCL_TESTS_FAILED',
+      'RUNNING_NCCL_TESTS',
+      'READY',
+    ]);
     assert.match(eventsOf(ready, 'NcclTestFailed')[0].message, /InfiniBand link down/);
     assert.equal(ready.deleted_gpu_worker_nodes.length, 1);
   });
@@ -87,7 +117,12 @@ describe('cluster faults and repair', () => {
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
     const node = ready.gpu_worker_nodes[0];
     await fault(c.cluster_id, 'health_check_failure', { node_id: node.node_id, count: 100 });
-    const degraded = await waitForCluster(p, t.key, c.cluster_id, (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL');
+    const degraded = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL',
+    );
     assert.equal(degraded.status, 'Degraded');
     assert.equal(degraded.gpu_worker_nodes[0].status, 'Unhealthy');
     const pending = degraded.gpu_worker_nodes[0].latest_remediation;
@@ -95,7 +130,10 @@ describe('cluster faults and repair', () => {
     assert.match(pending.reason, /Xid 79/);
     const base = `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations/${pending.id}`;
 
-    const cancelTwice = await call(p.baseUrl, 'POST', `${base}/approve`, { key: t.key, json: { comment: 'go', mode: 'REMEDIATION_MODE_HOST_POWER_CYCLE' } });
+    const cancelTwice = await call(p.baseUrl, 'POST', `${base}/approve`, {
+      key: t.key,
+      json: { comment: 'go', mode: 'REMEDIATION_MODE_HOST_POWER_CYCLE' },
+    });
     assert.equal(cancelTwice.status, 400, 'power cycle cannot be an approval override');
     const approved = await call(p.baseUrl, 'POST', `${base}/approve`, { key: t.key, json: { comment: 'reboot it' } });
     assert.equal(approved.status, 200, JSON.stringify(approved.body));
@@ -105,14 +143,27 @@ describe('cluster faults and repair', () => {
     const again = await call(p.baseUrl, 'POST', `${base}/approve`, { key: t.key, json: {} });
     assert.equal(again.status, 409, 'only PENDING_APPROVAL can be approved');
 
-    const healed = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready' && x.gpu_worker_nodes[0].latest_remediation?.state === 'SUCCEEDED');
+    const healed = await waitForCluster(
+      p,
+      t.key,
+      c.cluster_id,
+      (x) => x.status === 'Ready' && x.gpu_worker_nodes[0].latest_remediation?.state === 'SUCCEEDED',
+    );
     const n = healed.gpu_worker_nodes[0];
     assert.equal(n.node_id, node.node_id, 'a reboot keeps the node');
     assert.equal(n.status, 'Ready');
     const phases = n.phase_transitions.map((x: any) => x.phase);
     assert.equal(phases.filter((x: string) => x === 'NODE_PHASE_BOOTING').length, 2, 'booted twice');
-    const reasons = eventsOf(healed).filter((e: any) => e.node_id === node.node_id).map((e: any) => e.reason);
-    assert.deepEqual(reasons, ['HealthCheckFailed', 'RemediationStarted', 'NodeCordoned', 'RemediationRunning', 'RemediationSucceeded']);
+    const reasons = eventsOf(healed)
+      .filter((e: any) => e.node_id === node.node_id)
+      .map((e: any) => e.reason);
+    assert.deepEqual(reasons, [
+      'HealthCheckFailed',
+      'RemediationStarted',
+      'NodeCordoned',
+      'RemediationRunning',
+      'RemediationSucceeded',
+    ]);
     const got = await call(p.baseUrl, 'GET', base, { key: t.key });
     assert.equal(got.body.state, 'SUCCEEDED');
     assert.ok(got.body.start_time && got.body.end_time);
@@ -124,10 +175,19 @@ describe('cluster faults and repair', () => {
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
     const node = ready.gpu_worker_nodes[0];
     await fault(c.cluster_id, 'health_check_failure', { node_id: node.node_id, count: 100 });
-    const pending = (await waitForCluster(p, t.key, c.cluster_id, (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL'))
-      .gpu_worker_nodes[0].latest_remediation;
+    const pending = (
+      await waitForCluster(
+        p,
+        t.key,
+        c.cluster_id,
+        (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL',
+      )
+    ).gpu_worker_nodes[0].latest_remediation;
     const base = `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations`;
-    const rej = await call(p.baseUrl, 'POST', `${base}/${pending.id}/reject`, { key: t.key, json: { comment: 'not now' } });
+    const rej = await call(p.baseUrl, 'POST', `${base}/${pending.id}/reject`, {
+      key: t.key,
+      json: { comment: 'not now' },
+    });
     assert.equal(rej.status, 200);
     assert.equal(rej.body.state, 'CANCELLED');
     assert.equal(rej.body.review_comment, 'not now');
@@ -144,7 +204,10 @@ describe('cluster faults and repair', () => {
     assert.equal(manual.status, 200, JSON.stringify(manual.body));
     assert.equal(manual.body.trigger, 'REMEDIATION_TRIGGER_MANUAL');
     assert.equal(manual.body.id, 'manual-1');
-    const same = await call(p.baseUrl, 'POST', `${base}?remediation_id=manual-1`, { key: t.key, json: { mode: 'REMEDIATION_MODE_VM_ONLY' } });
+    const same = await call(p.baseUrl, 'POST', `${base}?remediation_id=manual-1`, {
+      key: t.key,
+      json: { mode: 'REMEDIATION_MODE_VM_ONLY' },
+    });
     assert.equal(same.status, 200, 'the same client id is idempotent');
     assert.equal(same.body.id, 'manual-1');
     const done = await eventually(
@@ -173,7 +236,12 @@ describe('cluster faults and repair', () => {
       (res) => res.body.remediations?.[0]?.state === 'PENDING_APPROVAL',
     );
     const id = r.body.remediations[0].id;
-    const cancelled = await call(p.baseUrl, 'POST', `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations/${id}/cancel`, { key: t.key });
+    const cancelled = await call(
+      p.baseUrl,
+      'POST',
+      `/v1/compute/clusters/${c.cluster_id}/instances/${node.instance_id}/remediations/${id}/cancel`,
+      { key: t.key },
+    );
     assert.equal(cancelled.status, 200);
     assert.equal(cancelled.body.state, 'CANCELLED');
     // The fault was used once: the next check passes and the node recovers on its own.

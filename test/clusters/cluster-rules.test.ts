@@ -3,7 +3,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { clusterBody, createCluster, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import {
+  deleteAllClusters,
+  clusterBody,
+  createCluster,
+  startClusterPlatform,
+  waitForCluster,
+} from '../helpers/clusters';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -12,7 +18,10 @@ before(async () => {
   p = await startClusterPlatform();
   t = await createTenant(p.db);
 });
-after(() => p.stop());
+after(async () => {
+  await deleteAllClusters(p, t.key);
+  await p.stop();
+});
 
 const future = (s: number) => new Date(Date.now() + s * 1000).toISOString();
 
@@ -39,26 +48,87 @@ describe('cluster create rules', () => {
   const cases: Array<[string, Record<string, unknown>, string[], string]> = [
     ['num_gpus not a multiple of 8', { num_gpus: 12 }, [], 'num_gpus'],
     ['unknown region', { region: 'mars-1' }, [], 'region'],
-    ['region closed to new clusters', { region: 'sim-ap-closed-1', nvidia_version_id: 'sim-ap-closed-1-cuda12.4-drv550-ubuntu-22.04' }, [], 'region'],
+    [
+      'region closed to new clusters',
+      { region: 'sim-ap-closed-1', nvidia_version_id: 'sim-ap-closed-1-cuda12.4-drv550-ubuntu-22.04' },
+      [],
+      'region',
+    ],
     ['GPU type not in the region', { gpu_type: 'L40_PCIE' }, [], 'gpu_type'],
     ['no driver selector at all', {}, ['nvidia_version_id'], 'nvidia_version_id'],
-    ['nvidia_version_id of another region', { nvidia_version_id: 'sim-eu-north-1-cuda12.6-drv560-ubuntu-22.04' }, [], 'nvidia_version_id'],
-    ['legacy cuda_version without the driver', { cuda_version: '12.6' }, ['nvidia_version_id'], 'nvidia_driver_version'],
-    ['legacy pair that the region lacks', { cuda_version: '11.8', nvidia_driver_version: '520' }, ['nvidia_version_id'], 'cuda_version'],
-    ['legacy pair and an id that disagree', { cuda_version: '12.4', nvidia_driver_version: '550' }, [], 'nvidia_version_id'],
+    [
+      'nvidia_version_id of another region',
+      { nvidia_version_id: 'sim-eu-north-1-cuda12.6-drv560-ubuntu-22.04' },
+      [],
+      'nvidia_version_id',
+    ],
+    [
+      'legacy cuda_version without the driver',
+      { cuda_version: '12.6' },
+      ['nvidia_version_id'],
+      'nvidia_driver_version',
+    ],
+    [
+      'legacy pair that the region lacks',
+      { cuda_version: '11.8', nvidia_driver_version: '520' },
+      ['nvidia_version_id'],
+      'cuda_version',
+    ],
+    [
+      'legacy pair and an id that disagree',
+      { cuda_version: '12.4', nvidia_driver_version: '550' },
+      [],
+      'nvidia_version_id',
+    ],
     ['capacity-pool GPUs without a pool', { num_capacity_pool_gpus: 8 }, [], 'num_capacity_pool_gpus'],
-    ['capacity-pool GPUs above num_gpus', { capacity_pool_id: 'pool-1', num_capacity_pool_gpus: 24 }, [], 'num_capacity_pool_gpus'],
+    [
+      'capacity-pool GPUs above num_gpus',
+      { capacity_pool_id: 'pool-1', num_capacity_pool_gpus: 24 },
+      [],
+      'num_capacity_pool_gpus',
+    ],
     ['reserved GPUs on an on-demand cluster', { num_reserved_gpus: 8 }, [], 'num_reserved_gpus'],
     ['RESERVED without duration_days', { billing_type: 'RESERVED' }, [], 'duration_days'],
-    ['RESERVED counts that do not add up', { billing_type: 'RESERVED', duration_days: 7, num_reserved_gpus: 8 }, [], 'num_reserved_gpus'],
+    [
+      'RESERVED counts that do not add up',
+      { billing_type: 'RESERVED', duration_days: 7, num_reserved_gpus: 8 },
+      [],
+      'num_reserved_gpus',
+    ],
     ['SLURM without shared memory size', { cluster_type: 'SLURM' }, [], 'slurm_shm_size_gib'],
-    ['OIDC on SLURM', { cluster_type: 'SLURM', slurm_shm_size_gib: 64, oidc_config: { issuer_url: 'https://idp', client_id: 'c', username_claim: 'sub', username_prefix: 'o:', group_claim: 'groups', group_prefix: 'o:' } }, [], 'oidc_config'],
-    ['traefik on SLURM', { cluster_type: 'SLURM', slurm_shm_size_gib: 64, install_traefik: true }, [], 'install_traefik'],
+    [
+      'OIDC on SLURM',
+      {
+        cluster_type: 'SLURM',
+        slurm_shm_size_gib: 64,
+        oidc_config: {
+          issuer_url: 'https://idp',
+          client_id: 'c',
+          username_claim: 'sub',
+          username_prefix: 'o:',
+          group_claim: 'groups',
+          group_prefix: 'o:',
+        },
+      },
+      [],
+      'oidc_config',
+    ],
+    [
+      'traefik on SLURM',
+      { cluster_type: 'SLURM', slurm_shm_size_gib: 64, install_traefik: true },
+      [],
+      'install_traefik',
+    ],
     ['auto_scale without a maximum', { auto_scale: true }, [], 'auto_scale_max_gpus'],
     ['deprecated auto_scaled without a maximum', { auto_scaled: true }, [], 'auto_scale_max_gpus'],
     ['auto-scale maximum below num_gpus', { auto_scale: true, auto_scale_max_gpus: 8 }, [], 'auto_scale_max_gpus'],
     ['SCHEDULED_CAPACITY without an end', { billing_type: 'SCHEDULED_CAPACITY' }, [], 'reservation_end_time'],
-    ['reservation that ends before it starts', { billing_type: 'SCHEDULED_CAPACITY', reservation_start_time: future(600), reservation_end_time: future(300) }, [], 'reservation_end_time'],
+    [
+      'reservation that ends before it starts',
+      { billing_type: 'SCHEDULED_CAPACITY', reservation_start_time: future(600), reservation_end_time: future(300) },
+      [],
+      'reservation_end_time',
+    ],
     ['preemptible GPUs not a multiple of 8', { num_preemptible_gpus: 4 }, [], 'num_preemptible_gpus'],
     ['unknown add-on type', { add_ons: [{ add_on_type: 'crypto-miner', name: 'x' }] }, [], 'add_ons[0].add_on_type'],
     ['missing cluster_name', {}, ['cluster_name'], 'cluster_name'],
@@ -72,7 +142,11 @@ describe('cluster create rules', () => {
   }
 
   test('the legacy pair: a bare CUDA value selects ubuntu-22.04, an OS-suffixed one is honoured', async () => {
-    const bare = await createCluster(p, t.key, { nvidia_version_id: undefined, cuda_version: '12.6', nvidia_driver_version: '560' });
+    const bare = await createCluster(p, t.key, {
+      nvidia_version_id: undefined,
+      cuda_version: '12.6',
+      nvidia_driver_version: '560',
+    });
     assert.equal(bare.os_image, 'ubuntu-22.04');
     assert.equal(bare.nvidia_driver_version_id, 'sim-us-east-1-cuda12.6-drv560-ubuntu-22.04');
     const suffixed = await createCluster(p, t.key, {
@@ -81,7 +155,8 @@ describe('cluster create rules', () => {
       nvidia_driver_version: '570',
     });
     assert.equal(suffixed.os_image, 'ubuntu-24.04');
-    for (const c of [bare, suffixed]) await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+    for (const c of [bare, suffixed])
+      await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
   });
 
   test('RESERVED defaults num_reserved_gpus to num_gpus minus the pool; counts always add up', async () => {
@@ -137,7 +212,10 @@ describe('cluster create rules', () => {
       ['GET', `/v1/compute/clusters/${c.cluster_id}/credentials`],
       ['GET', `/v1/compute/clusters/${c.cluster_id}/instances/x/remediations`],
     ] as const) {
-      const res = await call(p.baseUrl, method, path, { key: other.key, json: method === 'PUT' ? { num_gpus: 16 } : undefined });
+      const res = await call(p.baseUrl, method, path, {
+        key: other.key,
+        json: method === 'PUT' ? { num_gpus: 16 } : undefined,
+      });
       assert.equal(res.status, 404, `${method} ${path}`);
     }
     const list = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: other.key });

@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Together } from 'together-ai';
 import { eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { NVIDIA_VERSION_ID, REGION, startClusterPlatform } from '../helpers/clusters';
+import { deleteAllClusters, NVIDIA_VERSION_ID, REGION, startClusterPlatform } from '../helpers/clusters';
 
 describe('official SDK: clusters', () => {
   let p: TestPlatform;
@@ -22,7 +22,10 @@ describe('official SDK: clusters', () => {
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
   });
-  after(() => p.stop());
+  after(async () => {
+    await deleteAllClusters(p, tenant.key);
+    await p.stop();
+  });
 
   test('a cluster through its whole life with the SDK', async () => {
     const { regions } = await client.beta.clusters.listRegions();
@@ -62,7 +65,11 @@ describe('official SDK: clusters', () => {
     });
     assert.equal(rem.state, 'PENDING');
     const done = await eventually(
-      () => client.beta.clusters.remediations.retrieve(rem.id, { cluster_id: created.cluster_id, instance_id: node.instance_id! }),
+      () =>
+        client.beta.clusters.remediations.retrieve(rem.id, {
+          cluster_id: created.cluster_id,
+          instance_id: node.instance_id!,
+        }),
       (r) => r.state === 'SUCCEEDED',
     );
     assert.ok(done.end_time);

@@ -40,10 +40,25 @@ export function getCluster(p: TestPlatform, key: string, id: string) {
 }
 
 /** Waits until the cluster satisfies `done` (30 s by default). */
-export function waitForCluster(p: TestPlatform, key: string, id: string, done: (c: any) => boolean, timeoutMs = 30_000) {
+export function waitForCluster(
+  p: TestPlatform,
+  key: string,
+  id: string,
+  done: (c: any) => boolean,
+  timeoutMs = 30_000,
+) {
   return eventually(() => getCluster(p, key, id), done, timeoutMs);
 }
 
-export const phasesOf = (c: any): string[] => c.phase_transitions.map((t: any) => t.phase.replace('CLUSTER_PHASE_', ''));
+export const phasesOf = (c: any): string[] =>
+  c.phase_transitions.map((t: any) => t.phase.replace('CLUSTER_PHASE_', ''));
 export const eventsOf = (c: any, reason?: string): any[] =>
   (c.node_lifecycle_events ?? []).filter((e: any) => !reason || e.reason === reason);
+
+/** Deletes every live cluster of the key's project and waits until each is gone (keeps later test files quiet). */
+export async function deleteAllClusters(p: TestPlatform, key: string): Promise<void> {
+  const list = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key });
+  const ids: string[] = list.body.clusters.map((c: any) => c.cluster_id);
+  await Promise.all(ids.map((id) => call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${id}`, { key })));
+  await Promise.all(ids.map((id) => waitForCluster(p, key, id, (c) => !!c.deleted_at)));
+}
