@@ -16,6 +16,7 @@ import { addClusterRemediationRoutes } from './routes/cluster-remediations';
 import { addClusterStorageRoutes } from './routes/cluster-storage';
 import { addClusterRoutes } from './routes/clusters';
 import { addFleetRoutes } from './routes/fleet';
+import { addQueueRoutes } from './routes/queue';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -47,6 +48,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addClusterRoutes(v1, deps);
   addClusterRemediationRoutes(v1, deps);
   addFleetRoutes(v1, deps);
+  addQueueRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

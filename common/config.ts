@@ -101,6 +101,10 @@ const EnvSchema = z.object({
   GANTRY_CLUSTER_TEST_REPAIR_ROUNDS: z.coerce.number().int().nonnegative().default(2),
   /** Clusters: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_CLUSTER_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(500),
+  /** Queue: largest `payload` a job may carry, in bytes of JSON (413 above it). */
+  GANTRY_QUEUE_MAX_PAYLOAD_BYTES: z.coerce.number().int().positive().default(512 * 1024),
+  /** Queue: how long finished and canceled jobs stay readable. */
+  GANTRY_QUEUE_RETENTION_SECONDS: z.coerce.number().int().positive().default(7 * 24 * 3600),
 });
 
 export interface TemporalSettings {
@@ -147,6 +151,8 @@ export interface GantryConfig {
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
   fleetStepMs: number;
+  queueMaxPayloadBytes: number;
+  queueRetentionSeconds: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -198,6 +204,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,
     fleetStepMs: e.GANTRY_FLEET_STEP_MS,
+    queueMaxPayloadBytes: e.GANTRY_QUEUE_MAX_PAYLOAD_BYTES,
+    queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

@@ -26,6 +26,7 @@ import { createFineTuneActivities, createTrainingActivities } from '../activitie
 import { createModelRegistryActivities } from '../activities/model-registry';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
+import { createQueueActivities } from '../activities/queue';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
@@ -90,6 +91,7 @@ export function createControlWorker(
       ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
       ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
+      ...createQueueActivities({ db: deps.db }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.

@@ -3,5 +3,6 @@ export * from './clusters';
 export * from './files';
 export * from './fine-tunes';
 export * from './node-remediation';
+export * from './queue';
 export * from './storage-volumes';
 export * from './system';

@@ -1,0 +1,369 @@
+/**
+ * The asynchronous job queue (spec: Queue; the SDK's beta.jig.queue): submit,
+ * status, cancel, clear, metrics; and the worker protocol that containers
+ * use to take jobs: claim (long-poll), update (info, progress; keeps the
+ * claim alive), complete, fail. Order comes from PostgreSQL (db/queue.ts);
+ * each claim's timers from the workflow queueJob.
+ */
+import { z } from 'zod';
+import { newId } from '../../common/ids';
+import {
+  cancelJob,
+  claimNextJob,
+  clearJobs,
+  findDeploymentByName,
+  finishJob,
+  getJob,
+  queueMetrics,
+  submitJob,
+  touchJob,
+  type JobRow,
+} from '../../db/queue';
+import type { queueJob, QueueJobInput } from '../../workflows/queue';
+import type { ApiDeps } from '../deps';
+import { conflict, notFound, payloadTooLarge } from '../errors';
+import type { ApiRouter } from '../route';
+import { startResourceWorkflow } from '../workflows';
+
+const JsonObject = z.record(z.string(), z.unknown());
+const Model = z.string().min(1).max(256);
+
+const SubmitBody = z.object({
+  model: Model,
+  payload: JsonObject,
+  priority: z.number().int().default(0),
+  info: JsonObject.optional(),
+});
+const JobRef = z.object({ model: Model, request_id: z.string().min(1).max(128) });
+const ClaimBody = z.object({
+  model: Model,
+  worker_id: z.string().max(256).optional(),
+  claim_timeout_seconds: z.number().int().min(1).max(3600).default(60),
+  wait_seconds: z.number().min(0).max(20).default(0),
+});
+const ClaimRef = JobRef.extend({ claim_token: z.string().min(1).max(128) });
+const UpdateBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
+const CompleteBody = ClaimRef.extend({ outputs: JsonObject.default({}), info: JsonObject.optional() });
+const FailBody = ClaimRef.extend({ error: z.string().min(1).max(10_000), info: JsonObject.optional() });
+
+const STATUS = z.enum(['pending', 'running', 'done', 'failed', 'canceled']);
+const JobStatusSchema = z
+  .object({
+    request_id: z.string(),
+    model: z.string(),
+    status: STATUS,
+    priority: z.number().int(),
+    retries: z.number().int(),
+    info: JsonObject,
+    inputs: JsonObject,
+    outputs: JsonObject.optional(),
+    error: z.string().optional(),
+    warnings: z.array(z.string()),
+    created_at: z.string(),
+    claimed_at: z.string().optional(),
+    done_at: z.string().optional(),
+    history: z.array(z.object({ status: STATUS, at: z.string(), note: z.string().optional() })),
+  })
+  .meta({ id: 'QueueJobStatus' });
+const ClaimSchema = z.object({
+  request_id: z.string(),
+  model: z.string(),
+  payload: JsonObject,
+  info: JsonObject,
+  priority: z.number().int(),
+  retries: z.number().int(),
+  claim_token: z.string(),
+  claim_timeout_seconds: z.number().int(),
+});
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
+
+export function toJobStatus(j: JobRow) {
+  return {
+    request_id: j.id,
+    model: j.model,
+    status: j.status,
+    priority: Number(j.priority),
+    retries: j.retries,
+    info: j.info,
+    inputs: j.payload,
+    ...(j.outputs ? { outputs: j.outputs } : {}),
+    ...(j.error ? { error: j.error } : {}),
+    warnings: j.warnings,
+    created_at: iso(j.created_at)!,
+    ...(j.claimed_at ? { claimed_at: iso(j.claimed_at) } : {}),
+    ...(j.done_at ? { done_at: iso(j.done_at) } : {}),
+    history: j.history.map((h) => ({ ...h, at: new Date(h.at).toISOString() })),
+  };
+}
+
+export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+
+  async function requireDeployment(projectId: string, model: string) {
+    const d = await findDeploymentByName(db, projectId, model);
+    if (!d)
+      throw notFound(
+        `No deployment named '${model}' in this project; a queue's model is a deployment name.`,
+        'model_not_found',
+      );
+    return d;
+  }
+  async function requireJob(projectId: string, model: string, id: string) {
+    const job = await getJob(db, projectId, model, id);
+    if (!job) throw notFound(`No job '${id}' for model '${model}'.`, 'job_not_found');
+    return job;
+  }
+  /** A job canceled while pending has no claim workflow: this one keeps it for the retention period. */
+  const retention = (jobId: string, projectId: string) =>
+    startResourceWorkflow<typeof queueJob>(temporal, {
+      workflowType: 'queueJob',
+      workflowId: `queue-job/${jobId}/retention`,
+      args: [{ jobId, claimTimeoutMs: 0, retentionSeconds: config.queueRetentionSeconds } satisfies QueueJobInput],
+      projectId,
+      resourceType: 'queue-job',
+      resourceId: jobId,
+      status: 'canceled',
+      summary: `Retention of canceled job ${jobId}`,
+      details: '',
+    });
+
+  router.add({
+    method: 'post',
+    path: '/queue/submit',
+    operationId: 'submitQueueJob',
+    summary: "Submit a job to a deployment's queue (strict priority order, FIFO within a priority)",
+    tags: ['queue'],
+    body: SubmitBody,
+    errors: [404, 413],
+    response: {
+      status: 200,
+      description: 'The job id (both spellings: the spec says request_id, the SDK reads requestId)',
+      schema: z.object({ request_id: z.string(), requestId: z.string() }),
+    },
+    handler: async ({ body, principal }) => {
+      const size = Buffer.byteLength(JSON.stringify(body.payload));
+      if (size > config.queueMaxPayloadBytes) {
+        throw payloadTooLarge(
+          `payload is ${size} bytes of JSON; the limit is ${config.queueMaxPayloadBytes}.`,
+          'payload',
+        );
+      }
+      const deployment = await requireDeployment(principal.projectId, body.model);
+      const id = newId('job');
+      await submitJob(db, {
+        id,
+        projectId: principal.projectId,
+        deploymentId: deployment.id,
+        model: body.model,
+        priority: body.priority,
+        payload: body.payload,
+        info: body.info ?? {},
+      });
+      return { request_id: id, requestId: id };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/queue/status',
+    operationId: 'getQueueJobStatus',
+    summary: "A job's status, outputs or error, info, priority, retries and timestamps",
+    tags: ['queue'],
+    query: JobRef,
+    errors: [404],
+    response: { status: 200, description: 'The job', schema: JobStatusSchema },
+    handler: async ({ query, principal }) =>
+      toJobStatus(await requireJob(principal.projectId, query.model, query.request_id)),
+  });
+
+  router.add({
+    method: 'post',
+    path: '/queue/cancel',
+    operationId: 'cancelQueueJob',
+    summary: 'Cancel a pending job (409, status unchanged, when it is running or finished)',
+    tags: ['queue'],
+    body: JobRef,
+    errors: [404, 409],
+    response: { status: 200, description: 'Status after the attempt', schema: z.object({ status: STATUS }) },
+    handler: async ({ body, principal, res }) => {
+      const job = await requireJob(principal.projectId, body.model, body.request_id);
+      const status = await cancelJob(db, job.id);
+      if (status !== 'canceled' || job.status !== 'pending') {
+        const err = conflict(`Job '${job.id}' is ${status}; only pending jobs can be canceled.`, 'job_not_pending');
+        res.status(409).json({ status, ...err.toBody() });
+        return undefined;
+      }
+      await retention(job.id, principal.projectId);
+      return { status };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/queue/clear',
+    operationId: 'clearQueue',
+    summary: 'Cancel every pending job of a model; running jobs are untouched',
+    tags: ['queue'],
+    body: z.object({ model: Model }),
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'How many were canceled',
+      schema: z.object({ canceled_count: z.number().int() }),
+    },
+    handler: async ({ body, principal }) => {
+      const deployment = await requireDeployment(principal.projectId, body.model);
+      const ids = await clearJobs(db, deployment.id);
+      await Promise.all(ids.map((id) => retention(id, principal.projectId)));
+      return { canceled_count: ids.length };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/queue/metrics',
+    operationId: 'getQueueMetrics',
+    summary: "Pending and running counts of a model's queue",
+    tags: ['queue'],
+    query: z.object({ model: Model }),
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Counts',
+      schema: z.object({
+        messages_waiting: z.number().int(),
+        messages_running: z.number().int(),
+        total_jobs: z.number().int(),
+      }),
+    },
+    handler: async ({ query, principal }) => {
+      const deployment = await requireDeployment(principal.projectId, query.model);
+      const m = await queueMetrics(db, deployment.id);
+      return { messages_waiting: m.pending, messages_running: m.running, total_jobs: m.pending + m.running };
+    },
+  });
+
+  // ---- the worker protocol ----
+
+  router.add({
+    method: 'post',
+    path: '/queue/claim',
+    operationId: 'claimQueueJob',
+    summary: 'Worker protocol: take the next job (highest priority, oldest first); 204 when there is none',
+    tags: ['queue worker protocol'],
+    body: ClaimBody,
+    errors: [404, 503],
+    response: { status: 200, description: 'The claimed job', schema: ClaimSchema },
+    handler: async ({ body, principal, req, res }) => {
+      const deployment = await requireDeployment(principal.projectId, body.model);
+      const timeoutMs = body.claim_timeout_seconds * 1000;
+      const deadline = Date.now() + body.wait_seconds * 1000;
+      for (;;) {
+        const claim = await claimNextJob(
+          db,
+          { deploymentId: deployment.id, worker: body.worker_id ?? `api-key:${principal.apiKeyId}`, timeoutMs },
+          (job, token) => startClaimTimer(deps, principal.projectId, job, token, timeoutMs),
+        );
+        if (claim) {
+          return {
+            request_id: claim.job.id,
+            model: claim.job.model,
+            payload: claim.job.payload,
+            info: claim.job.info,
+            priority: Number(claim.job.priority),
+            retries: claim.job.retries,
+            claim_token: claim.token,
+            claim_timeout_seconds: body.claim_timeout_seconds,
+          };
+        }
+        if (Date.now() >= deadline || req.socket.destroyed) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      res.status(204).end();
+      return undefined;
+    },
+  });
+
+  const claimed = async (projectId: string, b: z.infer<typeof ClaimRef>) => {
+    await requireJob(projectId, b.model, b.request_id);
+  };
+  const lost = (id: string) =>
+    conflict(`Job '${id}' is no longer claimed by this worker (its claim timed out, or it finished).`, 'claim_lost');
+
+  router.add({
+    method: 'post',
+    path: '/queue/update',
+    operationId: 'updateQueueJob',
+    summary: 'Worker protocol: report progress and info; keeps the claim alive for another claim timeout',
+    tags: ['queue worker protocol'],
+    body: UpdateBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The job', schema: JobStatusSchema },
+    handler: async ({ body, principal }) => {
+      await claimed(principal.projectId, body);
+      const info = { ...body.info, ...(body.progress !== undefined ? { progress: body.progress } : {}) };
+      const job = await touchJob(db, body.request_id, body.claim_token, info);
+      if (!job) throw lost(body.request_id);
+      return toJobStatus(job);
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/queue/complete',
+    operationId: 'completeQueueJob',
+    summary: 'Worker protocol: the job is done, with its outputs',
+    tags: ['queue worker protocol'],
+    body: CompleteBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The job', schema: JobStatusSchema },
+    handler: async ({ body, principal }) => {
+      await claimed(principal.projectId, body);
+      const job = await finishJob(db, body.request_id, body.claim_token, {
+        status: 'done',
+        outputs: body.outputs,
+        info: body.info,
+      });
+      if (!job) throw lost(body.request_id);
+      return toJobStatus(job);
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/queue/fail',
+    operationId: 'failQueueJob',
+    summary: 'Worker protocol: the job failed; it is not retried',
+    tags: ['queue worker protocol'],
+    body: FailBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The job', schema: JobStatusSchema },
+    handler: async ({ body, principal }) => {
+      await claimed(principal.projectId, body);
+      const job = await finishJob(db, body.request_id, body.claim_token, {
+        status: 'failed',
+        error: body.error,
+        info: body.info,
+      });
+      if (!job) throw lost(body.request_id);
+      return toJobStatus(job);
+    },
+  });
+}
+
+/** Starts the claim's timer workflow; runs inside the claim's transaction, so a failure here un-claims. */
+async function startClaimTimer(deps: ApiDeps, projectId: string, job: JobRow, token: string, timeoutMs: number) {
+  await startResourceWorkflow<typeof queueJob>(deps.temporal, {
+    workflowType: 'queueJob',
+    // The token in the id: a claim whose transaction rolled back leaves a workflow that must not block the next.
+    workflowId: `queue-job/${job.id}/claim-${job.retries}-${token.slice(0, 8)}`,
+    args: [{ jobId: job.id, token, claimTimeoutMs: timeoutMs, retentionSeconds: deps.config.queueRetentionSeconds }],
+    projectId,
+    resourceType: 'queue-job',
+    resourceId: job.id,
+    status: 'running',
+    summary: `Claim ${job.retries + 1} of job ${job.id} (${job.model}, priority ${job.priority})`,
+    details: `Claim timeout ${timeoutMs / 1000}s; the worker keeps the claim by sending updates.`,
+  });
+}

@@ -1,0 +1,259 @@
+/**
+ * The job queue's store. PostgreSQL gives what Temporal's task-queue priority
+ * cannot: strict order. Claims of one deployment's queue are serialized by a
+ * transaction-scoped advisory lock and take the highest priority, then the
+ * earliest submission, so the claim order is exactly the priority order.
+ */
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { Db, Queryable } from './pool';
+
+export type JobStatus = 'pending' | 'running' | 'done' | 'failed' | 'canceled';
+export const MAX_RETRIES = 3;
+
+export interface JobRow {
+  id: string;
+  project_id: string;
+  deployment_id: string;
+  model: string;
+  status: JobStatus;
+  priority: string; // bigint
+  payload: Record<string, unknown>;
+  info: Record<string, unknown>;
+  outputs: Record<string, unknown> | null;
+  error: string | null;
+  retries: number;
+  warnings: string[];
+  claim_token: string | null;
+  claim_timeout_ms: number | null;
+  claim_expires_at: Date | null;
+  history: Array<{ status: JobStatus; at: string; note?: string }>;
+  created_at: Date;
+  claimed_at: Date | null;
+  done_at: Date | null;
+}
+
+const historyEntry = (status: string, note: string | null = null) =>
+  `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', '${status}', 'at', clock_timestamp(), 'note', ${note ?? 'null'}::text)))`;
+
+export async function findDeploymentByName(
+  db: Queryable,
+  projectId: string,
+  name: string,
+): Promise<{ id: string; name: string } | null> {
+  const { rows } = await db.query<{ id: string; name: string }>(
+    'SELECT id, name FROM deployments WHERE project_id = $1 AND name = $2',
+    [projectId, name],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertDeployment(
+  db: Queryable,
+  d: { id: string; projectId: string; name: string; spec?: object },
+): Promise<void> {
+  await db.query('INSERT INTO deployments (id, project_id, name, spec) VALUES ($1, $2, $3, $4)', [
+    d.id,
+    d.projectId,
+    d.name,
+    d.spec ?? {},
+  ]);
+}
+
+export async function submitJob(
+  db: Queryable,
+  j: {
+    id: string;
+    projectId: string;
+    deploymentId: string;
+    model: string;
+    priority: number;
+    payload: object;
+    info: object;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO queue_jobs (id, project_id, deployment_id, model, status, priority, payload, info, history)
+     VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, ${historyEntry('pending')})`,
+    [j.id, j.projectId, j.deploymentId, j.model, j.priority, j.payload, j.info],
+  );
+}
+
+export async function getJob(db: Queryable, projectId: string, model: string, id: string): Promise<JobRow | null> {
+  const { rows } = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1 AND project_id = $2 AND model = $3', [
+    id,
+    projectId,
+    model,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function findJob(db: Queryable, id: string): Promise<JobRow | null> {
+  const { rows } = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1', [id]);
+  return rows[0] ?? null;
+}
+
+/** Cancels a pending job; returns the status after the attempt (unchanged unless it was pending). */
+export async function cancelJob(db: Queryable, id: string): Promise<JobStatus> {
+  const { rows } = await db.query<{ status: JobStatus }>(
+    `UPDATE queue_jobs SET status = 'canceled', done_at = clock_timestamp(), history = history || ${historyEntry('canceled')}
+      WHERE id = $1 AND status = 'pending' RETURNING status`,
+    [id],
+  );
+  if (rows[0]) return rows[0].status;
+  const now = await db.query<{ status: JobStatus }>('SELECT status FROM queue_jobs WHERE id = $1', [id]);
+  return now.rows[0].status;
+}
+
+/** Cancels every pending job of a deployment's queue; running jobs are untouched. */
+export async function clearJobs(db: Queryable, deploymentId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE queue_jobs SET status = 'canceled', done_at = clock_timestamp(), history = history || ${historyEntry('canceled', "'cleared'")}
+      WHERE deployment_id = $1 AND status = 'pending' RETURNING id`,
+    [deploymentId],
+  );
+  return rows.map((r) => r.id);
+}
+
+export async function queueMetrics(db: Queryable, deploymentId: string): Promise<{ pending: number; running: number }> {
+  const { rows } = await db.query<{ status: JobStatus; n: string }>(
+    `SELECT status, count(*) AS n FROM queue_jobs
+      WHERE deployment_id = $1 AND status IN ('pending', 'running') GROUP BY status`,
+    [deploymentId],
+  );
+  const n = (s: JobStatus) => Number(rows.find((r) => r.status === s)?.n ?? 0);
+  return { pending: n('pending'), running: n('running') };
+}
+
+export interface Claim {
+  job: JobRow;
+  token: string;
+}
+
+/**
+ * Claims the next job in strict order (priority desc, then submission) inside
+ * one transaction; `beforeCommit` runs while the claim is still uncommitted
+ * (it starts the claim's timer workflow: if that fails, nothing was claimed).
+ */
+export async function claimNextJob(
+  db: Db,
+  c: { deploymentId: string; worker: string; timeoutMs: number },
+  beforeCommit: (job: JobRow, token: string) => Promise<void>,
+): Promise<Claim | null> {
+  const client: pg.PoolClient = await db.connect();
+  try {
+    await client.query('BEGIN');
+    // One claimer per queue at a time: the claim order is then the priority order, exactly.
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`queue:${c.deploymentId}`]);
+    const token = randomBytes(16).toString('hex');
+    const { rows } = await client.query<JobRow>(
+      `UPDATE queue_jobs
+          SET status = 'running', claim_token = $2, claim_worker = $3, claim_timeout_ms = $4::integer,
+              claimed_at = clock_timestamp(),
+              claim_expires_at = clock_timestamp() + make_interval(secs => $4::integer / 1000.0),
+              history = history || ${historyEntry('running', '$3')}
+        WHERE id = (SELECT id FROM queue_jobs
+                     WHERE deployment_id = $1 AND status = 'pending'
+                     ORDER BY priority DESC, seq
+                     LIMIT 1 FOR UPDATE)
+        RETURNING *`,
+      [c.deploymentId, token, c.worker, c.timeoutMs],
+    );
+    if (!rows[0]) {
+      await client.query('ROLLBACK');
+      return null;
+    }
+    await beforeCommit(rows[0], token);
+    await client.query('COMMIT');
+    return { job: rows[0], token };
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** A worker's update: merges info, extends the claim. Null when the claim is no longer the worker's. */
+export async function touchJob(db: Queryable, id: string, token: string, info: object): Promise<JobRow | null> {
+  const { rows } = await db.query<JobRow>(
+    `UPDATE queue_jobs
+        SET info = info || $3::jsonb,
+            claim_expires_at = clock_timestamp() + make_interval(secs => claim_timeout_ms / 1000.0)
+      WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING *`,
+    [id, token, info],
+  );
+  return rows[0] ?? null;
+}
+
+export async function finishJob(
+  db: Queryable,
+  id: string,
+  token: string,
+  f: { status: 'done' | 'failed'; outputs?: object; error?: string; info?: object },
+): Promise<JobRow | null> {
+  const { rows } = await db.query<JobRow>(
+    `UPDATE queue_jobs
+        SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
+            history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
+      WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING *`,
+    [id, token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}],
+  );
+  return rows[0] ?? null;
+}
+
+export type ClaimCheck =
+  | { state: 'alive'; remainingMs: number }
+  | { state: 'requeued' | 'failed' }
+  | { state: 'finished' }
+  | { state: 'superseded' };
+
+/**
+ * The claim timer fired: if the worker kept updating, how long is left; if
+ * not, the job goes back to the queue (retries + 1), or fails for good after
+ * MAX_RETRIES. `info` is kept either way: it accumulates across attempts.
+ */
+export async function checkClaim(db: Db, id: string, token: string): Promise<ClaimCheck> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query<JobRow & { remaining_ms: number }>(
+      `SELECT *, extract(epoch FROM (claim_expires_at - clock_timestamp())) * 1000 AS remaining_ms
+         FROM queue_jobs WHERE id = $1 FOR UPDATE`,
+      [id],
+    );
+    const job = rows[0];
+    let result: ClaimCheck;
+    if (!job || job.claim_token !== token) result = { state: 'superseded' };
+    else if (job.status !== 'running') result = { state: 'finished' };
+    else if (job.remaining_ms > 0) result = { state: 'alive', remainingMs: Math.ceil(job.remaining_ms) };
+    else if (job.retries >= MAX_RETRIES) {
+      await client.query(
+        `UPDATE queue_jobs SET status = 'failed', done_at = clock_timestamp(),
+                error = $2, history = history || ${historyEntry('failed', "'claim timed out'")}
+          WHERE id = $1`,
+        [id, `The worker stopped sending updates within the claim timeout ${MAX_RETRIES + 1} times; the job failed.`],
+      );
+      result = { state: 'failed' };
+    } else {
+      await client.query(
+        `UPDATE queue_jobs SET status = 'pending', retries = retries + 1, claim_token = NULL, claim_worker = NULL,
+                claim_expires_at = NULL, history = history || ${historyEntry('pending', "'claim timed out; retried'")}
+          WHERE id = $1`,
+        [id],
+      );
+      result = { state: 'requeued' };
+    }
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export async function deleteJob(db: Queryable, id: string): Promise<void> {
+  await db.query(`DELETE FROM queue_jobs WHERE id = $1 AND status IN ('done', 'failed', 'canceled')`, [id]);
+}
