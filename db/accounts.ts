@@ -42,7 +42,8 @@ export async function findPrincipalByApiKey(db: Queryable, secret: string): Prom
     `SELECT k.id AS api_key_id, k.user_id, p.id AS project_id, p.name AS project_name, p.slug AS project_slug,
             o.id AS organization_id, o.name AS organization_name,
             pm.role AS project_role, om.role AS organization_role,
-            coalesce(u.is_platform_admin, false) AS is_platform_admin
+            coalesce(u.is_platform_admin, false) AS is_platform_admin,
+            (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS use_is_stale
        FROM api_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organizations o ON o.id = p.organization_id
@@ -54,12 +55,14 @@ export async function findPrincipalByApiKey(db: Queryable, secret: string): Prom
   );
   const r = rows[0];
   if (!r) return null;
-  // Record use at most once a minute per key, so reads do not become writes.
-  await db.query(
-    `UPDATE api_keys SET last_used_at = now()
-      WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
-    [r.api_key_id],
-  );
+  // Record use at most once a minute per key, so reads do not become writes (nor extra round trips).
+  if (r.use_is_stale) {
+    await db.query(
+      `UPDATE api_keys SET last_used_at = now()
+        WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+      [r.api_key_id],
+    );
+  }
   return {
     apiKeyId: r.api_key_id,
     userId: r.user_id,

@@ -60,23 +60,18 @@ export async function insertDeployment(
   ]);
 }
 
+/** Submits a job to the named deployment's queue in one statement; false when the project has no such deployment. */
 export async function submitJob(
   db: Queryable,
-  j: {
-    id: string;
-    projectId: string;
-    deploymentId: string;
-    model: string;
-    priority: number;
-    payload: object;
-    info: object;
-  },
-): Promise<void> {
-  await db.query(
+  j: { id: string; projectId: string; model: string; priority: number; payload: object; info: object },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
     `INSERT INTO queue_jobs (id, project_id, deployment_id, model, status, priority, payload, info, history)
-     VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, ${historyEntry('pending')})`,
-    [j.id, j.projectId, j.deploymentId, j.model, j.priority, j.payload, j.info],
+     SELECT $1, $2, d.id, $3, 'pending', $4, $5, $6, ${historyEntry('pending')}
+       FROM deployments d WHERE d.project_id = $2 AND d.name = $3`,
+    [j.id, j.projectId, j.model, j.priority, j.payload, j.info],
   );
+  return (rowCount ?? 0) > 0;
 }
 
 export async function getJob(db: Queryable, projectId: string, model: string, id: string): Promise<JobRow | null> {
@@ -141,10 +136,14 @@ export async function claimNextJob(
   beforeCommit: (job: JobRow, token: string) => Promise<void>,
 ): Promise<Claim | null> {
   const client: pg.PoolClient = await db.connect();
+  let locked = false;
   try {
     await client.query('BEGIN');
-    // One claimer per queue at a time: the claim order is then the priority order, exactly.
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`queue:${c.deploymentId}`]);
+    // Claims of one queue are assigned one at a time (claimed_at is taken here), so the claim
+    // order is the priority order exactly. The lock is let go as soon as this claim has its
+    // row, so claims of different jobs start their timer workflows side by side.
+    await client.query('SELECT pg_advisory_lock(hashtext($1))', [`queue:${c.deploymentId}`]);
+    locked = true;
     const token = randomBytes(16).toString('hex');
     const { rows } = await client.query<JobRow>(
       `UPDATE queue_jobs
@@ -155,10 +154,12 @@ export async function claimNextJob(
         WHERE id = (SELECT id FROM queue_jobs
                      WHERE deployment_id = $1 AND status = 'pending'
                      ORDER BY priority DESC, seq
-                     LIMIT 1 FOR UPDATE)
+                     LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING *`,
       [c.deploymentId, token, c.worker, c.timeoutMs],
     );
+    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`queue:${c.deploymentId}`]);
+    locked = false;
     if (!rows[0]) {
       await client.query('ROLLBACK');
       return null;
@@ -168,6 +169,8 @@ export async function claimNextJob(
     return { job: rows[0], token };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
+    if (locked)
+      await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`queue:${c.deploymentId}`]).catch(() => undefined);
     throw err;
   } finally {
     client.release();

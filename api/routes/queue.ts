@@ -21,7 +21,7 @@ import {
 } from '../../db/queue';
 import type { queueJob, QueueJobInput } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
-import { conflict, notFound, payloadTooLarge } from '../errors';
+import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
 
@@ -149,17 +149,19 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
           'payload',
         );
       }
-      const deployment = await requireDeployment(principal.projectId, body.model);
       const id = newId('job');
-      await submitJob(db, {
+      const queued = await submitJob(db, {
         id,
         projectId: principal.projectId,
-        deploymentId: deployment.id,
         model: body.model,
         priority: body.priority,
         payload: body.payload,
         info: body.info ?? {},
       });
+      if (!queued) {
+        await requireDeployment(principal.projectId, body.model); // names what is missing
+        throw serviceUnavailable('The deployment changed while the job was being queued; submit it again.');
+      }
       return { request_id: id, requestId: id };
     },
   });

@@ -1,0 +1,223 @@
+/**
+ * Job queue: Gantry against the floor of its design.
+ *
+ *   npx tsx bench/queue.ts [jobs for the throughput phase, default 2000]
+ *
+ * Both systems get the same workload in the same run, with 4 concurrent
+ * workers handling empty jobs:
+ *   1. throughput: jobs submitted as fast as 8 concurrent submitters can,
+ *      while the workers drain them (submitted jobs/s);
+ *   2. latency: 300 jobs submitted at a steady 50 jobs/s; submit-to-claim and
+ *      end-to-end (submit to done) latency, p50 and p99.
+ * Gantry: the real API over loopback HTTP (submit, long-poll claim, complete),
+ * with each claim's timer workflow on a real Temporal server. The reference:
+ * a bare PostgreSQL table, INSERT to submit and FOR UPDATE SKIP LOCKED to claim,
+ * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { newId } from '../common/ids';
+import { insertDeployment } from '../db/queue';
+import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
+import { call, startTestPlatform } from '../test/helpers/platform';
+import { createTenant } from '../test/helpers/tenants';
+import { QueueWorker } from '../worker-kit/queue-worker';
+
+const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+const WORKERS = 4;
+const SUBMITTERS = 8;
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface System {
+  submit(i: number): Promise<void>;
+  startWorkers(): { stop(): Promise<void> };
+  /** created -> claimed and created -> done, in ms, of the jobs since `sinceSubmit`. */
+  latencies(): Promise<{ claim: number[]; e2e: number[] }>;
+  done(): Promise<number>;
+  reset(): Promise<void>;
+}
+
+async function measure(name: string, sys: System, jobs: number) {
+  const workers = sys.startWorkers();
+  // Throughput phase.
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: SUBMITTERS }, async () => {
+      while (next < jobs) await sys.submit(next++);
+    }),
+  );
+  const submitSeconds = (performance.now() - t0) / 1000;
+  while ((await sys.done()) < jobs) await sleep(50);
+  const drainSeconds = (performance.now() - t0) / 1000;
+  await sys.reset();
+  // Latency phase: a steady rate the workers can keep up with.
+  const paced = 300;
+  for (let i = 0; i < paced; i++) {
+    const due = performance.now() + 20;
+    await sys.submit(i);
+    const left = due - performance.now();
+    if (left > 0) await sleep(left);
+  }
+  while ((await sys.done()) < paced) await sleep(50);
+  const { claim, e2e } = await sys.latencies();
+  await workers.stop();
+  const r = {
+    submit_jobs_per_s: Math.round(jobs / submitSeconds),
+    drained_jobs_per_s: Math.round(jobs / drainSeconds),
+    claim_p50_ms: +pct(claim, 50).toFixed(1),
+    claim_p99_ms: +pct(claim, 99).toFixed(1),
+    e2e_p50_ms: +pct(e2e, 50).toFixed(1),
+    e2e_p99_ms: +pct(e2e, 99).toFixed(1),
+  };
+  say(`${name}: ${JSON.stringify(r)}`);
+  return r;
+}
+
+const latencySql = (table: string, where: string) => `
+  SELECT extract(epoch FROM (claimed_at - created_at)) * 1000 AS claim,
+         extract(epoch FROM (done_at - created_at)) * 1000 AS e2e
+    FROM ${table} WHERE ${where} AND done_at IS NOT NULL`;
+
+async function main() {
+  const jobs = Number(process.argv[2] ?? 2000);
+  const work = mkdtempSync(path.join(tmpdir(), 'gantry-bench-'));
+  const services = await startEphemeralServices(work, say);
+  Object.assign(process.env, {
+    DATABASE_URL: services.databaseUrl,
+    TEMPORAL_ADDRESS: services.temporalAddress,
+    GANTRY_DATA_DIR: path.join(work, 'data'),
+    LOG_LEVEL: 'silent',
+  });
+  const platform = await startTestPlatform({ env: { GANTRY_JSON_BODY_LIMIT: '1mb' } });
+  const raw = new pg.Pool({ connectionString: services.databaseUrl, max: SUBMITTERS + WORKERS + 2 });
+  try {
+    const tenant = await createTenant(platform.db);
+    const model = 'bench-model';
+    await insertDeployment(platform.db, { id: newId('dep'), projectId: tenant.projectId, name: model });
+
+    const gantry: System = {
+      async submit(i) {
+        const r = await call(platform.baseUrl, 'POST', '/v1/queue/submit', {
+          key: tenant.key,
+          json: { model, payload: { i }, priority: 0 },
+        });
+        if (r.status !== 200) throw new Error(`submit: ${r.status}`);
+      },
+      startWorkers() {
+        const ws = Array.from(
+          { length: WORKERS },
+          (_, i) =>
+            new QueueWorker({
+              baseUrl: platform.baseUrl,
+              apiKey: tenant.key,
+              model,
+              workerId: `b${i}`,
+              waitSeconds: 1,
+              keepAlive: false,
+            }),
+        );
+        const running = ws.map((w) => w.run(async () => ({})));
+        return {
+          async stop() {
+            ws.forEach((w) => w.stop());
+            await Promise.all(running);
+          },
+        };
+      },
+      async latencies() {
+        const { rows } = await raw.query(latencySql('queue_jobs', `model = '${model}'`));
+        return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
+      },
+      async done() {
+        const { rows } = await raw.query(`SELECT count(*) AS n FROM queue_jobs WHERE model = $1 AND status = 'done'`, [
+          model,
+        ]);
+        return Number(rows[0].n);
+      },
+      async reset() {
+        await raw.query(`DELETE FROM queue_jobs WHERE model = $1`, [model]);
+      },
+    };
+
+    await raw.query(`CREATE TABLE bare_queue (
+      id bigserial PRIMARY KEY, priority bigint NOT NULL, payload jsonb NOT NULL, status text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT clock_timestamp(), claimed_at timestamptz, done_at timestamptz)`);
+    await raw.query(`CREATE INDEX bare_queue_pending ON bare_queue (priority DESC, id) WHERE status = 'pending'`);
+    const bare: System = {
+      async submit(i) {
+        await raw.query(`INSERT INTO bare_queue (priority, payload, status) VALUES (0, $1, 'pending')`, [{ i }]);
+      },
+      startWorkers() {
+        let stopped = false;
+        const running = Array.from({ length: WORKERS }, async () => {
+          while (!stopped) {
+            const { rows } = await raw.query(
+              `UPDATE bare_queue SET status = 'running', claimed_at = clock_timestamp()
+                WHERE id = (SELECT id FROM bare_queue WHERE status = 'pending' ORDER BY priority DESC, id
+                             FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`,
+            );
+            if (!rows[0]) {
+              await sleep(20);
+              continue;
+            }
+            await raw.query(`UPDATE bare_queue SET status = 'done', done_at = clock_timestamp() WHERE id = $1`, [
+              rows[0].id,
+            ]);
+          }
+        });
+        return {
+          async stop() {
+            stopped = true;
+            await Promise.all(running);
+          },
+        };
+      },
+      async latencies() {
+        const { rows } = await raw.query(latencySql('bare_queue', 'true'));
+        return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
+      },
+      async done() {
+        const { rows } = await raw.query(`SELECT count(*) AS n FROM bare_queue WHERE status = 'done'`);
+        return Number(rows[0].n);
+      },
+      async reset() {
+        await raw.query('TRUNCATE bare_queue');
+      },
+    };
+
+    say(`${jobs} jobs, ${WORKERS} workers, ${SUBMITTERS} submitters`);
+    const floor = await measure('bare PostgreSQL queue', bare, jobs);
+    const ours = await measure('Gantry', gantry, jobs);
+    process.stdout.write(
+      JSON.stringify(
+        {
+          jobs,
+          workers: WORKERS,
+          gantry: ours,
+          bare_postgres: floor,
+          submit_throughput_ratio: +(ours.submit_jobs_per_s / floor.submit_jobs_per_s).toFixed(3),
+          drain_throughput_ratio: +(ours.drained_jobs_per_s / floor.drained_jobs_per_s).toFixed(3),
+        },
+        null,
+        2,
+      ) + '\n',
+    );
+  } finally {
+    await raw.end();
+    await platform.stop();
+    await services.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});
