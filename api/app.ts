@@ -17,6 +17,7 @@ import { addClusterStorageRoutes } from './routes/cluster-storage';
 import { addClusterRoutes } from './routes/clusters';
 import { addFleetRoutes } from './routes/fleet';
 import { addQueueRoutes } from './routes/queue';
+import { addDeploymentRoutes } from './routes/deployments';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -49,6 +50,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addClusterRemediationRoutes(v1, deps);
   addFleetRoutes(v1, deps);
   addQueueRoutes(v1, deps);
+  addDeploymentRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

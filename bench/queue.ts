@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { newId } from '../common/ids';
-import { insertDeployment } from '../db/queue';
+import { insertDeployment } from '../db/deployments';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
 import { call, startTestPlatform } from '../test/helpers/platform';
 import { createTenant } from '../test/helpers/tenants';

@@ -105,6 +105,13 @@ const EnvSchema = z.object({
   GANTRY_QUEUE_MAX_PAYLOAD_BYTES: z.coerce.number().int().positive().default(512 * 1024),
   /** Queue: how long finished and canceled jobs stay readable. */
   GANTRY_QUEUE_RETENTION_SECONDS: z.coerce.number().int().positive().default(7 * 24 * 3600),
+  /**
+   * Container runtime of this host's control worker: `process` runs deployments' commands as
+   * local processes (one machine, trusted users: no isolation); `none` runs no replicas here.
+   */
+  GANTRY_CONTAINER_RUNTIME: z.enum(['process', 'none']).default('none'),
+  /** Deployments: longest wait before replacing a replica that keeps dying. */
+  GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
 });
 
 export interface TemporalSettings {
@@ -153,6 +160,8 @@ export interface GantryConfig {
   fleetStepMs: number;
   queueMaxPayloadBytes: number;
   queueRetentionSeconds: number;
+  containerRuntime: 'process' | 'none';
+  deploymentMaxRestartBackoffSeconds: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -206,6 +215,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     fleetStepMs: e.GANTRY_FLEET_STEP_MS,
     queueMaxPayloadBytes: e.GANTRY_QUEUE_MAX_PAYLOAD_BYTES,
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
+    containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
+    deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

@@ -36,30 +36,6 @@ export interface JobRow {
 const historyEntry = (status: string, note: string | null = null) =>
   `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', '${status}', 'at', clock_timestamp(), 'note', ${note ?? 'null'}::text)))`;
 
-export async function findDeploymentByName(
-  db: Queryable,
-  projectId: string,
-  name: string,
-): Promise<{ id: string; name: string } | null> {
-  const { rows } = await db.query<{ id: string; name: string }>(
-    'SELECT id, name FROM deployments WHERE project_id = $1 AND name = $2',
-    [projectId, name],
-  );
-  return rows[0] ?? null;
-}
-
-export async function insertDeployment(
-  db: Queryable,
-  d: { id: string; projectId: string; name: string; spec?: object },
-): Promise<void> {
-  await db.query('INSERT INTO deployments (id, project_id, name, spec) VALUES ($1, $2, $3, $4)', [
-    d.id,
-    d.projectId,
-    d.name,
-    d.spec ?? {},
-  ]);
-}
-
 /** Submits a job to the named deployment's queue in one statement; false when the project has no such deployment. */
 export async function submitJob(
   db: Queryable,

@@ -43,7 +43,12 @@ async function requireFreePort(port: number, what: string, envVar: string) {
 async function main() {
   const config = loadConfig();
   mkdirSync(config.dataDir, { recursive: true });
-  const env: NodeJS.ProcessEnv = { ...process.env, GANTRY_DATA_DIR: config.dataDir };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    GANTRY_DATA_DIR: config.dataDir,
+    // One machine, one user: deployments' replicas run as local processes unless told otherwise.
+    GANTRY_CONTAINER_RUNTIME: process.env.GANTRY_CONTAINER_RUNTIME ?? 'process',
+  };
   if (!config.signingSecret) {
     // One key for pre-signed URLs, kept across restarts so issued URLs stay valid.
     const secretFile = path.join(config.dataDir, 'signing-secret');

@@ -11,7 +11,9 @@ import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
-import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
+import path from 'node:path';
+import { ProcessRuntime } from '../providers/containers/process-runtime';
+import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
   const config = loadConfig();
@@ -28,8 +30,27 @@ async function main() {
     blobs: new FilesystemBlobStore(config.blobDir),
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
-  logger.info({ taskQueue: 'control' }, 'control worker polling');
-  await worker.run(); // resolves after a shutdown signal has drained the worker
+  const runtime =
+    config.containerRuntime === 'process' ? new ProcessRuntime(path.join(config.dataDir, 'deployments')) : null;
+  const containers = runtime
+    ? await createContainerWorkers({
+        connection,
+        namespace: config.temporal.namespace,
+        shutdownGraceSeconds: config.workerShutdownGraceSeconds,
+        db,
+        runtime,
+        signingSecret: config.signingSecret,
+      })
+    : [];
+  logger.info(
+    { taskQueue: 'control', containerRuntime: config.containerRuntime },
+    runtime
+      ? 'control worker polling; container host with the process runtime (no isolation)'
+      : 'control worker polling',
+  );
+  // resolves after a shutdown signal has drained the workers
+  await Promise.all([worker.run(), ...containers.map((w) => w.run())]);
+  await runtime?.stopAll();
   await connection.close();
   await db.end();
   logger.info('control worker stopped');

@@ -27,6 +27,9 @@ import { createModelRegistryActivities } from '../activities/model-registry';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
+import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
+import { containerHostQueue, CONTAINERS_TASK_QUEUE } from '../common/deployments';
+import type { ProcessRuntime } from '../providers/containers/process-runtime';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
@@ -92,6 +95,7 @@ export function createControlWorker(
       ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
       ...createQueueActivities({ db: deps.db }),
+      ...createDeploymentControlActivities({ db: deps.db }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.
@@ -138,6 +142,37 @@ export function createGpuWorkers(
         shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
         // Cancellation reaches an activity in a heartbeat response: heartbeat often,
         // so a cancelled training run stops within about a second.
+        maxHeartbeatThrottleInterval: '1 second',
+      }),
+    ),
+  );
+}
+
+/**
+ * A container host: launches replicas (queue `containers`) and supervises the
+ * ones it launched on its own queue, `containers@<host>`, so a replica is
+ * always watched by the process that holds it.
+ */
+export async function createContainerWorkers(
+  deps: CommonWorkerDeps & { db: Db; runtime: ProcessRuntime; signingSecret?: string },
+): Promise<Worker[]> {
+  const hostQueue = containerHostQueue(`${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
+  const activities = createReplicaActivities({
+    db: deps.db,
+    runtime: deps.runtime,
+    hostQueue,
+    signingSecret: deps.signingSecret,
+  });
+  return Promise.all(
+    [CONTAINERS_TASK_QUEUE, hostQueue].map((taskQueue) =>
+      Worker.create({
+        connection: deps.connection,
+        namespace: deps.namespace,
+        taskQueue,
+        identity: `containers(${deps.runtime.kind})@${hostname()}:${process.pid}`,
+        activities,
+        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        // Cancellation (stop a replica) arrives with a heartbeat response.
         maxHeartbeatThrottleInterval: '1 second',
       }),
     ),

@@ -1,5 +1,6 @@
 // The workflow bundle's entry: every workflow type is exported from here.
 export * from './clusters';
+export * from './deployments';
 export * from './files';
 export * from './fine-tunes';
 export * from './node-remediation';

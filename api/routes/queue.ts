@@ -11,7 +11,6 @@ import {
   cancelJob,
   claimNextJob,
   clearJobs,
-  findDeploymentByName,
   finishJob,
   getJob,
   queueMetrics,
@@ -19,6 +18,7 @@ import {
   touchJob,
   type JobRow,
 } from '../../db/queue';
+import { findDeploymentByName } from '../../db/deployments';
 import type { queueJob, QueueJobInput } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';

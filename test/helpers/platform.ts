@@ -19,7 +19,8 @@ import { SimulatedHost } from '../../providers/accelerator/host';
 import type { BlobStore } from '../../providers/storage/blob-store';
 import { LocalFleet } from '../../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
-import { createControlWorker, createGpuWorkers } from '../../workers/runtime';
+import { createContainerWorkers, createControlWorker, createGpuWorkers } from '../../workers/runtime';
+import { ProcessRuntime } from '../../providers/containers/process-runtime';
 
 let runtimeInstalled = false;
 
@@ -89,6 +90,18 @@ export async function startTestPlatform(
       fleet,
     })),
   ];
+  // Tests run deployments' replicas as local processes (the `process` runtime).
+  const containerRuntime = new ProcessRuntime(path.join(base.dataDir, 'deployments'));
+  if (opts.controlWorker !== false) {
+    workers.push(
+      ...(await createContainerWorkers({
+        ...common,
+        db,
+        runtime: containerRuntime,
+        signingSecret: base.signingSecret,
+      })),
+    );
+  }
   const running = workers.map((w) => w.run());
 
   const logs = new LogCapture();
@@ -107,6 +120,7 @@ export async function startTestPlatform(
       await new Promise<void>((r) => server.close(() => r()));
       for (const w of workers) w.shutdown();
       await Promise.all(running);
+      await containerRuntime.stopAll();
       await native.close();
       await connection.close();
       await db.end();

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { newId } from '../../common/ids';
-import { insertDeployment } from '../../db/queue';
+import { insertDeployment } from '../../db/deployments';
 import { QueueWorker } from '../../worker-kit/queue-worker';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess } from '../helpers/processes';

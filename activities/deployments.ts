@@ -1,0 +1,148 @@
+/**
+ * Activities of the deployment workflow. Replicas run on container hosts:
+ * launchReplica (queue `containers`) starts one and returns once its health
+ * check answers, naming the host's own queue; superviseReplica (on that host
+ * queue) lasts as long as the process does, and stops it gracefully when
+ * cancelled. Secrets are resolved here, on the host, and never pass through
+ * workflow history.
+ */
+import { Context, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { unseal } from '../common/secret-box';
+import type { DeploymentState, LaunchedReplica, ReplicaLaunch } from '../common/deployments';
+import { deleteDeploymentRow, projectDeployment, sealedSecrets, upsertReplica } from '../db/deployments';
+import type { Db } from '../db/pool';
+import { ProcessRuntime, ReplicaFailed } from '../providers/containers/process-runtime';
+
+export function createDeploymentControlActivities({ db }: { db: Db }) {
+  return {
+    async recordDeployment({
+      deploymentId,
+      state,
+      version,
+    }: {
+      deploymentId: string;
+      state: DeploymentState;
+      version: number;
+    }) {
+      await projectDeployment(db, deploymentId, state, version);
+    },
+    /** The deployment is gone: its row, replicas and queue go with it. */
+    async removeDeployment({ deploymentId }: { deploymentId: string }) {
+      await deleteDeploymentRow(db, deploymentId);
+    },
+    async recordReplica(r: {
+      deploymentId: string;
+      replicaId: string;
+      revision: number;
+      image: string;
+      status: string;
+      reason?: string;
+      message?: string;
+    }) {
+      await upsertReplica(db, r);
+    },
+  };
+}
+
+export function createReplicaActivities(deps: {
+  db: Db;
+  runtime: ProcessRuntime;
+  hostQueue: string;
+  signingSecret?: string;
+}) {
+  const { db, runtime } = deps;
+  return {
+    async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
+      const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
+      await upsertReplica(db, { ...base, status: 'Starting', host: deps.hostQueue });
+      const env: Record<string, string> = { GANTRY_DEPLOYMENT: l.spec.name, GANTRY_REPLICA_ID: l.replicaId };
+      const wanted = l.spec.environment_variables.filter((e) => e.value_from_secret).map((e) => e.value_from_secret!);
+      const sealed = wanted.length ? await sealedSecrets(db, l.projectId, wanted) : new Map<string, Buffer>();
+      for (const e of l.spec.environment_variables) {
+        if (e.value_from_secret) {
+          const box = sealed.get(e.value_from_secret);
+          if (!box || !deps.signingSecret) {
+            await upsertReplica(db, {
+              ...base,
+              status: 'Failed',
+              reason: 'SecretNotFound',
+              message: `secret '${e.value_from_secret}' does not exist`,
+            });
+            throw ApplicationFailure.nonRetryable(
+              `Secret '${e.value_from_secret}' (for ${e.name}) does not exist.`,
+              'ReplicaFailed',
+            );
+          }
+          env[e.name] = unseal(deps.signingSecret, box);
+        } else env[e.name] = e.value ?? '';
+      }
+      try {
+        const port = await runtime.launch(
+          {
+            replicaId: l.replicaId,
+            command: [...(l.spec.command ?? []), ...(l.spec.args ?? [])],
+            env,
+            healthPath: l.spec.health_check_path ?? '/',
+            logFile: runtime.logFile(l.deploymentId, l.replicaId),
+            healthTimeoutMs: 60_000,
+          },
+          () => heartbeat(),
+        );
+        await upsertReplica(db, { ...base, status: 'Running', port, host: deps.hostQueue, ready: true });
+        return { replicaId: l.replicaId, hostQueue: deps.hostQueue, port };
+      } catch (err) {
+        if (!(err instanceof ReplicaFailed)) throw err;
+        await upsertReplica(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
+        throw ApplicationFailure.nonRetryable(err.message, 'ReplicaFailed');
+      }
+    },
+
+    /** Lasts while the replica runs; cancellation stops it (SIGTERM, then SIGKILL after the grace period). */
+    async superviseReplica(s: {
+      deploymentId: string;
+      replicaId: string;
+      revision: number;
+      image: string;
+      graceSeconds: number;
+    }) {
+      const base = { deploymentId: s.deploymentId, replicaId: s.replicaId, revision: s.revision, image: s.image };
+      const ctx = Context.current();
+      const beat = setInterval(() => heartbeat(), 1000);
+      try {
+        const exit = await runtime.waitForExit(s.replicaId, ctx.cancellationSignal);
+        if (!exit) {
+          await upsertReplica(db, {
+            ...base,
+            status: 'Lost',
+            reason: 'HostLost',
+            message: 'the host no longer runs this replica',
+          });
+          throw ApplicationFailure.nonRetryable(
+            `Replica ${s.replicaId} is not running on ${deps.hostQueue}.`,
+            'ReplicaExited',
+          );
+        }
+        const message = `exited with code ${exit.code}${exit.signal ? `, signal ${exit.signal}` : ''}`;
+        await upsertReplica(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
+        throw ApplicationFailure.nonRetryable(`Replica ${s.replicaId} ${message}.`, 'ReplicaExited');
+      } catch (err) {
+        if (ctx.cancellationSignal.aborted) {
+          await runtime.stop(s.replicaId, s.graceSeconds);
+          await upsertReplica(db, {
+            ...base,
+            status: 'Terminated',
+            reason: 'Stopped',
+            message: `stopped (grace ${s.graceSeconds}s)`,
+          });
+        }
+        throw err;
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}
+
+export type DeploymentControlActivities = ReturnType<typeof createDeploymentControlActivities>;
+export type ReplicaActivities = ReturnType<typeof createReplicaActivities>;

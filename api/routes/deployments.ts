@@ -1,0 +1,458 @@
+/**
+ * Container deployments (spec: Container deployments; the SDK's beta.jig):
+ * deploy, list, retrieve, update (PATCH), destroy, logs; and deployment
+ * secrets (values sealed at rest, never returned, never logged). Each
+ * deployment is the entity workflow `deployment/<id>`; reads come from
+ * PostgreSQL (the workflow's projection and the replicas' own records).
+ */
+import { readFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
+import { newId } from '../../common/ids';
+import { seal } from '../../common/secret-box';
+import {
+  deleteDeploymentRow,
+  deleteSecret,
+  getDeployment,
+  getSecret,
+  insertDeployment,
+  insertSecret,
+  listDeployments,
+  listReplicas,
+  listSecrets,
+  updateSecret,
+  type DeploymentRow,
+  type SecretRow,
+} from '../../db/deployments';
+import type { Db } from '../../db/pool';
+import type { deployment } from '../../workflows/deployments';
+import type { ApiDeps } from '../deps';
+import { ApiError, badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
+
+const Name = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const EnvVar = z
+  .object({
+    name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/),
+    value: z.string().optional(),
+    value_from_secret: z.string().optional(),
+  })
+  .refine((e) => (e.value === undefined) !== (e.value_from_secret === undefined), {
+    message: 'set exactly one of value and value_from_secret',
+  });
+const Autoscaling = z.record(z.string(), z.unknown());
+const SpecFields = {
+  description: z.string().max(1000).optional(),
+  image: z.string().min(1).max(512),
+  command: z.array(z.string()).optional(),
+  args: z.array(z.string()).optional(),
+  cpu: z.number().positive().optional(),
+  memory: z.number().positive().optional(),
+  storage: z.number().positive().optional(),
+  gpu_count: z.number().int().nonnegative().optional(),
+  gpu_type: z.enum(['h100-80gb', 'h100-40gb-mig', 'h200-140gb', 'b200-192gb']),
+  port: z.number().int().min(1).max(65535),
+  health_check_path: z.string().startsWith('/').optional(),
+  min_replicas: z.number().int().min(0).max(100),
+  max_replicas: z.number().int().min(0).max(100).optional(),
+  termination_grace_period_seconds: z.number().int().min(0).max(3600),
+  capacity_type: z.string().optional(),
+  environment_variables: z.array(EnvVar),
+  volumes: z
+    .array(z.object({ mount_path: z.string(), name: z.string(), version: z.number().int().optional() }))
+    .optional(),
+  model_mounts: z
+    .array(z.object({ model_id: z.string(), mount_path: z.string(), revision_id: z.string().optional() }))
+    .optional(),
+  autoscaling: Autoscaling.optional(),
+};
+// Defaults apply on deploy only: an update changes just what it names.
+const DeployBody = z
+  .object({
+    name: Name,
+    ...SpecFields,
+    port: SpecFields.port.default(8000),
+    min_replicas: SpecFields.min_replicas.default(1),
+    termination_grace_period_seconds: SpecFields.termination_grace_period_seconds.default(30),
+    environment_variables: SpecFields.environment_variables.default([]),
+  })
+  .meta({ id: 'DeploymentCreateRequest' });
+const UpdateBody = z
+  .object({
+    name: Name.optional(),
+    ...Object.fromEntries(Object.entries(SpecFields).map(([k, v]) => [k, (v as z.ZodType).optional()])),
+  })
+  .meta({ id: 'DeploymentUpdateRequest' });
+const IdParams = z.object({ id: z.string().min(1).max(128) });
+
+const DeploymentSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('deployment'),
+    name: z.string(),
+    status: z.enum(['Updating', 'Scaling', 'Ready', 'Failed', 'ScaledToZero']),
+    desired_replicas: z.number().int(),
+    ready_replicas: z.number().int(),
+    replica_events: z.record(z.string(), z.record(z.string(), z.unknown())),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .catchall(z.unknown())
+  .meta({ id: 'Deployment' });
+
+const SecretSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('secret'),
+    name: z.string(),
+    description: z.string().optional(),
+    created_by: z.string(),
+    last_updated_by: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'DeploymentSecret' });
+const SecretName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/);
+const SecretValue = z.string().min(1).max(65536);
+
+const iso = (d: Date) => new Date(d).toISOString();
+const toSecret = (s: SecretRow) => ({
+  id: s.id,
+  object: 'secret' as const,
+  name: s.name,
+  ...(s.description ? { description: s.description } : {}),
+  created_by: s.created_by,
+  last_updated_by: s.last_updated_by,
+  created_at: iso(s.created_at),
+  updated_at: iso(s.updated_at),
+});
+
+async function toDeployment(db: Db, row: DeploymentRow) {
+  const replicas = await listReplicas(db, row.id);
+  const events = Object.fromEntries(
+    replicas.map((r) => [
+      r.replica_id,
+      {
+        image: r.image,
+        revision_id: String(r.revision),
+        replica_status: r.status,
+        ...(r.reason ? { replica_status_reason: r.reason } : {}),
+        ...(r.message ? { replica_status_message: r.message } : {}),
+        ...(r.ready_since ? { replica_ready_since: iso(r.ready_since) } : {}),
+      },
+    ]),
+  );
+  const spec = row.state.spec;
+  return {
+    ...spec,
+    id: row.id,
+    object: 'deployment' as const,
+    name: row.name,
+    status: row.status,
+    desired_replicas: row.state.desired_replicas ?? spec.min_replicas,
+    ready_replicas: replicas.filter((r) => r.status === 'Running').length,
+    replica_events: events,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+  const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
+
+  async function requireDeployment(projectId: string, id: string) {
+    const row = await getDeployment(db, projectId, id);
+    if (!row) throw notFound(`Deployment '${id}' not found.`);
+    return row;
+  }
+  async function checkSecrets(projectId: string, env: DeploymentSpec['environment_variables']) {
+    for (const [i, e] of env.entries()) {
+      if (e.value_from_secret && !(await getSecret(db, projectId, e.value_from_secret))) {
+        throw badRequest(
+          `Secret '${e.value_from_secret}' does not exist in this project.`,
+          `environment_variables[${i}].value_from_secret`,
+        );
+      }
+    }
+  }
+  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment' | 'deleteDeployment', args: unknown[]) {
+    const handle = temporal.workflow.getHandle(deploymentWorkflowId(row.id));
+    try {
+      await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS * 6, () =>
+        handle.executeUpdate(name, { args } as never),
+      );
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
+    }
+  }
+
+  // ---- secrets (before /deployments/:id) ----
+  router.add({
+    method: 'post',
+    path: '/deployments/secrets',
+    operationId: 'createDeploymentSecret',
+    summary: 'Store a secret for deployments; its value is never returned',
+    tags: ['deployments'],
+    body: z.object({
+      name: SecretName,
+      value: SecretValue,
+      description: z.string().max(1000).optional(),
+      project_id: z.string().optional(),
+    }),
+    errors: [409],
+    response: { status: 200, description: 'The secret (without its value)', schema: SecretSchema },
+    handler: async ({ body, principal }) => {
+      if (body.project_id && body.project_id !== principal.projectId)
+        throw badRequest("project_id must be the key's project.", 'project_id');
+      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (await getSecret(db, principal.projectId, body.name))
+        throw conflict(`A secret named '${body.name}' exists.`, 'secret_exists');
+      const id = newId('sec');
+      await insertSecret(db, {
+        id,
+        projectId: principal.projectId,
+        name: body.name,
+        description: body.description,
+        sealed: seal(config.signingSecret, body.value),
+        by: who(principal.apiKeyId),
+      });
+      return toSecret((await getSecret(db, principal.projectId, id))!);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/secrets',
+    operationId: 'listDeploymentSecrets',
+    summary: "The project's secrets (names and metadata only)",
+    tags: ['deployments'],
+    response: {
+      status: 200,
+      description: 'Secrets',
+      schema: z.object({ object: z.literal('list'), data: z.array(SecretSchema) }),
+    },
+    handler: async ({ principal }) => ({
+      object: 'list' as const,
+      data: (await listSecrets(db, principal.projectId)).map(toSecret),
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/secrets/:id',
+    operationId: 'getDeploymentSecret',
+    summary: 'A secret (without its value)',
+    tags: ['deployments'],
+    params: IdParams,
+    errors: [404],
+    response: { status: 200, description: 'The secret', schema: SecretSchema },
+    handler: async ({ params, principal }) => {
+      const s = await getSecret(db, principal.projectId, params.id);
+      if (!s) throw notFound(`Secret '${params.id}' not found.`);
+      return toSecret(s);
+    },
+  });
+  router.add({
+    method: 'patch',
+    path: '/deployments/secrets/:id',
+    operationId: 'updateDeploymentSecret',
+    summary: "Change a secret's value, name or description (replicas started afterwards see the new value)",
+    tags: ['deployments'],
+    params: IdParams,
+    body: z.object({
+      name: SecretName.optional(),
+      value: SecretValue.optional(),
+      description: z.string().max(1000).optional(),
+      project_id: z.string().optional(),
+    }),
+    errors: [404],
+    response: { status: 200, description: 'The secret', schema: SecretSchema },
+    handler: async ({ params, body, principal }) => {
+      const s = await getSecret(db, principal.projectId, params.id);
+      if (!s) throw notFound(`Secret '${params.id}' not found.`);
+      await updateSecret(db, s.id, {
+        name: body.name,
+        description: body.description,
+        sealed: body.value !== undefined ? seal(config.signingSecret!, body.value) : undefined,
+        by: who(principal.apiKeyId),
+      });
+      return toSecret((await getSecret(db, principal.projectId, s.id))!);
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/deployments/secrets/:id',
+    operationId: 'deleteDeploymentSecret',
+    summary: 'Delete a secret',
+    tags: ['deployments'],
+    params: IdParams,
+    errors: [404],
+    response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
+    handler: async ({ params, principal }) => {
+      const s = await getSecret(db, principal.projectId, params.id);
+      if (!s) throw notFound(`Secret '${params.id}' not found.`);
+      await deleteSecret(db, s.id);
+      return { id: s.id, deleted: true as const };
+    },
+  });
+
+  // ---- deployments ----
+  router.add({
+    method: 'post',
+    path: '/deployments',
+    operationId: 'deployContainer',
+    summary: 'Deploy a container: its replicas are run by the workflow deployment/<id>',
+    tags: ['deployments'],
+    body: DeployBody,
+    errors: [409, 503],
+    response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
+    handler: async ({ body, principal }) => {
+      const spec: DeploymentSpec = { ...body, max_replicas: body.max_replicas ?? Math.max(body.min_replicas, 1) };
+      if (spec.max_replicas < spec.min_replicas)
+        throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+      await checkSecrets(principal.projectId, spec.environment_variables);
+      if (await getDeployment(db, principal.projectId, body.name)) {
+        throw conflict(`A deployment named '${body.name}' exists in this project.`, 'deployment_exists');
+      }
+      const id = newId('dep');
+      const input: DeploymentWorkflowInput = {
+        deploymentId: id,
+        projectId: principal.projectId,
+        spec,
+        maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
+      };
+      await insertDeployment(db, {
+        id,
+        projectId: principal.projectId,
+        name: spec.name,
+        workflowId: deploymentWorkflowId(id),
+        state: { revision: 1, spec, desired_replicas: spec.min_replicas, status: 'Updating', deleted: false },
+      });
+      try {
+        await startResourceWorkflow<typeof deployment>(temporal, {
+          workflowType: 'deployment',
+          workflowId: deploymentWorkflowId(id),
+          args: [input],
+          projectId: principal.projectId,
+          resourceType: 'deployment',
+          resourceId: id,
+          status: 'Updating',
+          summary: `Deployment ${spec.name} (${id}): ${spec.min_replicas} replica(s) of ${spec.image}`,
+          details: `Created by API key \`${principal.apiKeyId}\`; command ${JSON.stringify([...(spec.command ?? []), ...(spec.args ?? [])])}.`,
+        });
+      } catch (err) {
+        await deleteDeploymentRow(db, id);
+        throw err;
+      }
+      return toDeployment(db, (await getDeployment(db, principal.projectId, id))!);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments',
+    operationId: 'listDeployments',
+    summary: "The project's deployments",
+    tags: ['deployments'],
+    response: {
+      status: 200,
+      description: 'Deployments',
+      schema: z.object({ object: z.literal('list'), data: z.array(DeploymentSchema) }),
+    },
+    handler: async ({ principal }) => ({
+      object: 'list' as const,
+      data: await Promise.all((await listDeployments(db, principal.projectId)).map((r) => toDeployment(db, r))),
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/:id',
+    operationId: 'getDeployment',
+    summary: 'A deployment, by id or name',
+    tags: ['deployments'],
+    params: IdParams,
+    errors: [404],
+    response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
+    handler: async ({ params, principal }) => toDeployment(db, await requireDeployment(principal.projectId, params.id)),
+  });
+  router.add({
+    method: 'patch',
+    path: '/deployments/:id',
+    operationId: 'updateDeployment',
+    summary: 'Change a deployment: replicas roll to the new revision one at a time',
+    tags: ['deployments'],
+    params: IdParams,
+    body: UpdateBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
+    handler: async ({ params, body, principal }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      const patch = Object.fromEntries(
+        Object.entries(body).filter(([, v]) => v !== undefined),
+      ) as Partial<DeploymentSpec>;
+      const next = { ...row.state.spec, ...patch };
+      if (next.max_replicas < next.min_replicas)
+        throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+      if (patch.environment_variables) await checkSecrets(principal.projectId, patch.environment_variables);
+      if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
+        throw conflict(`A deployment named '${patch.name}' exists in this project.`, 'deployment_exists');
+      }
+      await sendUpdate(row, 'updateDeployment', [patch]);
+      return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/deployments/:id',
+    operationId: 'destroyDeployment',
+    summary: 'Delete a deployment: replicas get their termination grace, then the deployment and its queue are gone',
+    tags: ['deployments'],
+    params: IdParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Deletion accepted',
+      schema: z.object({ id: z.string(), deleted: z.literal(true) }),
+    },
+    handler: async ({ params, principal }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      await sendUpdate(row, 'deleteDeployment', []);
+      return { id: row.id, deleted: true as const };
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/:id/logs',
+    operationId: 'getDeploymentLogs',
+    summary: "The replicas' output (the last 1000 lines of each, or of one replica)",
+    tags: ['deployments'],
+    params: IdParams,
+    query: z.object({
+      replica_id: z.string().max(256).optional(),
+      revision: z.string().optional(),
+      version: z.string().optional(),
+    }),
+    errors: [404],
+    response: { status: 200, description: 'Log lines', schema: z.object({ lines: z.array(z.string()) }) },
+    handler: async ({ params, query, principal }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      let replicas = await listReplicas(db, row.id);
+      if (query.replica_id) {
+        replicas = replicas.filter((r) => r.replica_id === query.replica_id);
+        if (!replicas.length) throw notFound(`Deployment '${row.name}' has no replica '${query.replica_id}'.`);
+      }
+      if (query.revision) replicas = replicas.filter((r) => String(r.revision) === query.revision);
+      // File names come from the replicas table, never from the request.
+      const lines = replicas.flatMap((r) => {
+        const file = path.join(config.dataDir, 'deployments', row.id, `${r.replica_id}.log`);
+        if (!existsSync(file)) return [];
+        const text = readFileSync(file, 'utf8').split('\n').filter(Boolean).slice(-1000);
+        return query.replica_id ? text : text.map((l) => `[${r.replica_id}] ${l}`);
+      });
+      return { lines };
+    },
+  });
+}

@@ -1,0 +1,91 @@
+/**
+ * Container deployments: the vocabulary shared by the API, the deployment
+ * workflow and the container runtime. Pure (no Node APIs): imported by workflows.
+ */
+export const deploymentWorkflowId = (id: string) => `deployment/${id}`;
+export const CONTAINERS_TASK_QUEUE = 'containers';
+/** The queue of one container host process: replicas are supervised where they were launched. */
+export const containerHostQueue = (host: string) => `containers@${host}`;
+
+export const DEPLOYMENT_STATUSES = ['Updating', 'Scaling', 'Ready', 'Failed', 'ScaledToZero'] as const;
+export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  value_from_secret?: string;
+}
+
+export interface DeploymentSpec {
+  name: string;
+  description?: string;
+  image: string;
+  command?: string[];
+  args?: string[];
+  cpu?: number;
+  memory?: number;
+  storage?: number;
+  gpu_count?: number;
+  gpu_type?: string;
+  port: number;
+  health_check_path?: string;
+  min_replicas: number;
+  max_replicas: number;
+  termination_grace_period_seconds: number;
+  capacity_type?: string;
+  environment_variables: EnvVar[];
+  volumes?: Array<{ mount_path: string; name: string; version?: number }>;
+  model_mounts?: Array<{ model_id: string; mount_path: string; revision_id?: string }>;
+  autoscaling?: Record<string, unknown>;
+}
+
+export interface DeploymentWorkflowInput {
+  deploymentId: string;
+  projectId: string;
+  spec: DeploymentSpec;
+  /** Longest wait between restarts of a replica that keeps dying. */
+  maxRestartBackoffSeconds: number;
+}
+
+export interface ReplicaLaunch {
+  deploymentId: string;
+  projectId: string;
+  replicaId: string;
+  revision: number;
+  spec: DeploymentSpec;
+}
+
+export interface LaunchedReplica {
+  replicaId: string;
+  hostQueue: string;
+  port: number;
+}
+
+export interface DeploymentState {
+  revision: number;
+  spec: DeploymentSpec;
+  desired_replicas: number;
+  status: DeploymentStatus;
+  deleted: boolean;
+}
+
+/** Fields that only size or describe a deployment: changing them does not roll its replicas. */
+const NOT_TEMPLATE: ReadonlyArray<keyof DeploymentSpec> = [
+  'name',
+  'description',
+  'min_replicas',
+  'max_replicas',
+  'autoscaling',
+  'termination_grace_period_seconds',
+];
+
+/** True when a change alters what a replica runs (a new revision, rolled out replica by replica). */
+export function changesReplicaTemplate(before: DeploymentSpec, after: DeploymentSpec): boolean {
+  const template = (s: DeploymentSpec) =>
+    JSON.stringify(
+      Object.entries(s)
+        .filter(([k]) => !NOT_TEMPLATE.includes(k as keyof DeploymentSpec))
+        .sort(),
+    );
+  return template(before) !== template(after);
+}

@@ -1,0 +1,198 @@
+/** Read model of container deployments, their replicas, and deployment secrets. */
+import type { DeploymentState, DeploymentStatus } from '../common/deployments';
+import type { Queryable } from './pool';
+
+export interface DeploymentRow {
+  id: string;
+  project_id: string;
+  name: string;
+  status: DeploymentStatus;
+  state: DeploymentState;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ReplicaRow {
+  replica_id: string;
+  revision: number;
+  image: string;
+  status: string;
+  reason: string | null;
+  message: string | null;
+  ready_since: Date | null;
+  updated_at: Date;
+}
+
+export async function insertDeployment(
+  db: Queryable,
+  d: { id: string; projectId: string; name: string; state?: DeploymentState; workflowId?: string },
+): Promise<void> {
+  await db.query('INSERT INTO deployments (id, project_id, name, state, workflow_id) VALUES ($1, $2, $3, $4, $5)', [
+    d.id,
+    d.projectId,
+    d.name,
+    d.state ?? {},
+    d.workflowId ?? null,
+  ]);
+}
+
+export async function findDeploymentByName(
+  db: Queryable,
+  projectId: string,
+  name: string,
+): Promise<{ id: string; name: string } | null> {
+  const { rows } = await db.query<{ id: string; name: string }>(
+    'SELECT id, name FROM deployments WHERE project_id = $1 AND name = $2',
+    [projectId, name],
+  );
+  return rows[0] ?? null;
+}
+
+/** By id or by name (the SDK's `id` path segment is what the user knows: usually the name). */
+export async function getDeployment(db: Queryable, projectId: string, idOrName: string): Promise<DeploymentRow | null> {
+  const { rows } = await db.query<DeploymentRow>(
+    `SELECT id, project_id, name, status, state, created_at, updated_at FROM deployments
+      WHERE project_id = $1 AND (id = $2 OR name = $2) ORDER BY (id = $2) DESC LIMIT 1`,
+    [projectId, idOrName],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listDeployments(db: Queryable, projectId: string): Promise<DeploymentRow[]> {
+  const { rows } = await db.query<DeploymentRow>(
+    `SELECT id, project_id, name, status, state, created_at, updated_at FROM deployments
+      WHERE project_id = $1 ORDER BY created_at DESC`,
+    [projectId],
+  );
+  return rows;
+}
+
+export async function projectDeployment(
+  db: Queryable,
+  id: string,
+  state: DeploymentState,
+  version: number,
+): Promise<void> {
+  await db.query(
+    `UPDATE deployments SET state = $2, status = $3, name = $4, version = $5, updated_at = now()
+      WHERE id = $1 AND version <= $5`,
+    [id, state, state.status, state.spec.name, version],
+  );
+}
+
+export async function deleteDeploymentRow(db: Queryable, id: string): Promise<void> {
+  await db.query('DELETE FROM deployments WHERE id = $1', [id]);
+}
+
+export async function upsertReplica(
+  db: Queryable,
+  r: {
+    deploymentId: string;
+    replicaId: string;
+    revision: number;
+    image: string;
+    status: string;
+    reason?: string;
+    message?: string;
+    host?: string;
+    port?: number;
+    ready?: boolean;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO deployment_replicas (deployment_id, replica_id, revision, image, status, reason, message, host, port, ready_since)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN now() END)
+     ON CONFLICT (deployment_id, replica_id) DO UPDATE
+       SET status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
+           host = coalesce(EXCLUDED.host, deployment_replicas.host), port = coalesce(EXCLUDED.port, deployment_replicas.port),
+           ready_since = CASE WHEN $10 THEN coalesce(deployment_replicas.ready_since, now()) END, updated_at = now()`,
+    [
+      r.deploymentId,
+      r.replicaId,
+      r.revision,
+      r.image,
+      r.status,
+      r.reason ?? null,
+      r.message ?? null,
+      r.host ?? null,
+      r.port ?? null,
+      r.ready ?? false,
+    ],
+  );
+}
+
+export async function listReplicas(db: Queryable, deploymentId: string): Promise<ReplicaRow[]> {
+  const { rows } = await db.query<ReplicaRow>(
+    `SELECT replica_id, revision, image, status, reason, message, ready_since, updated_at
+       FROM deployment_replicas WHERE deployment_id = $1 ORDER BY replica_id`,
+    [deploymentId],
+  );
+  return rows;
+}
+
+// ---- secrets ----
+
+export interface SecretRow {
+  id: string;
+  name: string;
+  description: string | null;
+  created_by: string;
+  last_updated_by: string;
+  created_at: Date;
+  updated_at: Date;
+}
+const SECRET_COLUMNS = 'id, name, description, created_by, last_updated_by, created_at, updated_at';
+
+export async function insertSecret(
+  db: Queryable,
+  s: { id: string; projectId: string; name: string; description?: string; sealed: Buffer; by: string },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO deployment_secrets (id, project_id, name, description, sealed_value, created_by, last_updated_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $6)`,
+    [s.id, s.projectId, s.name, s.description ?? null, s.sealed, s.by],
+  );
+}
+
+export async function getSecret(db: Queryable, projectId: string, idOrName: string): Promise<SecretRow | null> {
+  const { rows } = await db.query<SecretRow>(
+    `SELECT ${SECRET_COLUMNS} FROM deployment_secrets WHERE project_id = $1 AND (id = $2 OR name = $2)`,
+    [projectId, idOrName],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listSecrets(db: Queryable, projectId: string): Promise<SecretRow[]> {
+  const { rows } = await db.query<SecretRow>(
+    `SELECT ${SECRET_COLUMNS} FROM deployment_secrets WHERE project_id = $1 ORDER BY name`,
+    [projectId],
+  );
+  return rows;
+}
+
+export async function updateSecret(
+  db: Queryable,
+  id: string,
+  u: { name?: string; description?: string; sealed?: Buffer; by: string },
+): Promise<void> {
+  await db.query(
+    `UPDATE deployment_secrets
+        SET name = coalesce($2, name), description = coalesce($3, description),
+            sealed_value = coalesce($4, sealed_value), last_updated_by = $5, updated_at = now()
+      WHERE id = $1`,
+    [id, u.name ?? null, u.description ?? null, u.sealed ?? null, u.by],
+  );
+}
+
+export async function deleteSecret(db: Queryable, id: string): Promise<void> {
+  await db.query('DELETE FROM deployment_secrets WHERE id = $1', [id]);
+}
+
+/** Sealed values of the named secrets of a project (for the replica that needs them, nothing else). */
+export async function sealedSecrets(db: Queryable, projectId: string, names: string[]): Promise<Map<string, Buffer>> {
+  const { rows } = await db.query<{ name: string; sealed_value: Buffer }>(
+    'SELECT name, sealed_value FROM deployment_secrets WHERE project_id = $1 AND name = ANY($2)',
+    [projectId, names],
+  );
+  return new Map(rows.map((r) => [r.name, r.sealed_value]));
+}

@@ -1,0 +1,25 @@
+// Example container for the `process` runtime (used by the deployment tests):
+// an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
+// variable's value (a test checks that secrets arrive); POST /crash exits with
+// code 3. On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
+import { createServer } from 'node:http';
+
+const replica = process.env.GANTRY_REPLICA_ID ?? 'unknown';
+const server = createServer((req, res) => {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  if (url.pathname === '/health') return res.end('ok');
+  if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');
+  if (url.pathname === '/crash' && req.method === 'POST') {
+    console.log(`${replica}: crashing on request`);
+    res.end('bye');
+    setTimeout(() => process.exit(3), 10);
+    return;
+  }
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ replica, greeting: process.env.GREETING ?? null }));
+});
+server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log(`${replica}: listening on ${process.env.PORT}`));
+process.on('SIGTERM', () => {
+  console.log(`${replica}: SIGTERM received, draining`);
+  setTimeout(() => process.exit(0), Number(process.env.DRAIN_MS ?? 0));
+});

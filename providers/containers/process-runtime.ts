@@ -1,0 +1,133 @@
+/**
+ * The `process` container runtime (DESIGN.md): a replica is a local process
+ * running the deployment's command and args, with its environment (secrets
+ * already resolved), an assigned port in PORT, and its output appended to a
+ * log file. It is for one machine and trusted users: it runs what it is told
+ * on this host, with no isolation, and it pulls no image (`image` is recorded
+ * only). A Kubernetes runtime maps the same calls onto a Deployment's pods
+ * (launch = a pod with the image, env from Secrets, readiness probe on
+ * health_check_path; supervise = watch the pod; stop = delete with
+ * terminationGracePeriodSeconds).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ProcessReplica {
+  replicaId: string;
+  command: string[];
+  env: Record<string, string>;
+  healthPath: string;
+  logFile: string;
+  healthTimeoutMs: number;
+}
+
+export class ReplicaFailed extends Error {}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export class ProcessRuntime {
+  readonly kind = 'process';
+  private readonly running = new Map<
+    string,
+    { child: ChildProcess; exited: Promise<{ code: number | null; signal: string | null }> }
+  >();
+
+  constructor(readonly logDir: string) {}
+
+  logFile(deploymentId: string, replicaId: string): string {
+    return path.join(this.logDir, deploymentId, `${replicaId}.log`);
+  }
+
+  /** Starts the process and waits until its health check answers 2xx; returns the port it serves. */
+  async launch(r: ProcessReplica, onProgress: () => void): Promise<number> {
+    if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
+    const port = await freePort();
+    mkdirSync(path.dirname(r.logFile), { recursive: true });
+    const log = createWriteStream(r.logFile, { flags: 'a' });
+    const child = spawn(r.command[0], r.command.slice(1), {
+      env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+      child.once('error', (err) => {
+        log.write(`[gantry] could not start ${r.command[0]}: ${err.message}\n`);
+        resolve({ code: null, signal: null });
+      });
+      child.once('exit', (code, signal) => {
+        log.write(`[gantry] replica exited (code ${code}, signal ${signal})\n`);
+        resolve({ code, signal });
+      });
+    });
+    this.running.set(r.replicaId, { child, exited });
+    const deadline = Date.now() + r.healthTimeoutMs;
+    let gone = false;
+    void exited.then(() => (gone = true));
+    for (;;) {
+      onProgress();
+      if (gone) {
+        this.running.delete(r.replicaId);
+        const e = await exited;
+        throw new ReplicaFailed(`The process exited before it was healthy (code ${e.code}, signal ${e.signal}).`);
+      }
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}${r.healthPath}`, { signal: AbortSignal.timeout(2000) });
+        if (res.ok) return port;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) {
+        await this.stop(r.replicaId, 0);
+        throw new ReplicaFailed(`No healthy answer on ${r.healthPath} within ${r.healthTimeoutMs / 1000}s.`);
+      }
+      await sleep(100);
+    }
+  }
+
+  /** Resolves when the replica's process exits; null when this host does not hold it (it was lost). */
+  async waitForExit(
+    replicaId: string,
+    signal: AbortSignal,
+  ): Promise<{ code: number | null; signal: string | null } | null> {
+    const r = this.running.get(replicaId);
+    if (!r) return null;
+    const aborted = new Promise<'aborted'>((resolve) =>
+      signal.addEventListener('abort', () => resolve('aborted'), { once: true }),
+    );
+    const outcome = await Promise.race([r.exited, aborted]);
+    if (outcome === 'aborted') throw signal.reason ?? new Error('aborted');
+    this.running.delete(replicaId);
+    return outcome;
+  }
+
+  /** SIGTERM, then SIGKILL after the grace period. */
+  async stop(replicaId: string, graceSeconds: number): Promise<void> {
+    const r = this.running.get(replicaId);
+    if (!r) return;
+    r.child.kill('SIGTERM');
+    const killed = await Promise.race([r.exited.then(() => true), sleep(graceSeconds * 1000).then(() => false)]);
+    if (!killed) {
+      r.child.kill('SIGKILL');
+      await r.exited;
+    }
+    this.running.delete(replicaId);
+  }
+
+  /** Every replica this host runs, for shutdown. */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.running.keys()].map((id) => this.stop(id, 2)));
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Container deployments on the `process` runtime, through the API: replicas
+ * become Ready only once healthy, secrets reach the replica but never a
+ * response or a log line, a replica that dies is replaced (replica_events say
+ * so), a spec change rolls the replicas, scale-down honours the grace period,
+ * delete stops everything.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startTestPlatform();
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+const api = (method: string, url: string, json?: unknown, key = t.key) =>
+  call(p.baseUrl, method, `/v1${url}`, { key, json });
+const get = (name: string) => api('GET', `/deployments/${name}`).then((r) => r.body);
+const ports = async (id: string) =>
+  (
+    await p.db.query<{ replica_id: string; port: number }>(
+      `SELECT replica_id, port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' ORDER BY replica_id`,
+      [id],
+    )
+  ).rows;
+
+function body(name: string, extra: Record<string, unknown> = {}) {
+  return {
+    name,
+    image: 'example/http-replica:1',
+    gpu_type: 'h100-80gb',
+    command: [process.execPath, SERVER],
+    health_check_path: '/health',
+    min_replicas: 2,
+    termination_grace_period_seconds: 5,
+    environment_variables: [{ name: 'GREETING', value: 'hello' }],
+    ...extra,
+  };
+}
+
+describe('container deployments (process runtime)', () => {
+  test('deploy: replicas ready after their health check; secrets reach them and nothing else', async () => {
+    const secretValue = `s3cr3t-${Date.now()}`;
+    const sec = await api('POST', '/deployments/secrets', {
+      name: 'api-token',
+      value: secretValue,
+      description: 'for tests',
+    });
+    assert.equal(sec.status, 200);
+    assert.equal(sec.body.value, undefined);
+    assert.doesNotMatch(JSON.stringify((await api('GET', '/deployments/secrets')).body), new RegExp(secretValue));
+
+    const created = await api(
+      'POST',
+      '/deployments',
+      body('web', {
+        environment_variables: [
+          { name: 'GREETING', value: 'hello' },
+          { name: 'API_TOKEN', value_from_secret: 'api-token' },
+        ],
+      }),
+    );
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assert.equal(created.body.object, 'deployment');
+    const ready = await eventually(
+      () => get('web'),
+      (d) => d.status === 'Ready',
+      30_000,
+    );
+    assert.equal(ready.ready_replicas, 2);
+    assert.equal(ready.desired_replicas, 2);
+    const events = Object.values(ready.replica_events) as any[];
+    assert.equal(events.length, 2);
+    for (const e of events) {
+      assert.equal(e.replica_status, 'Running');
+      assert.ok(e.replica_ready_since);
+    }
+    const [r0] = await ports(ready.id);
+    assert.equal(await (await fetch(`http://127.0.0.1:${r0.port}/env?name=API_TOKEN`)).text(), secretValue);
+    assert.equal(await (await fetch(`http://127.0.0.1:${r0.port}/env?name=GREETING`)).text(), 'hello');
+    assert.doesNotMatch(
+      JSON.stringify(ready),
+      new RegExp(secretValue),
+      'the deployment object names the secret, not its value',
+    );
+    const logs = await api('GET', `/deployments/web/logs?replica_id=${r0.replica_id}`);
+    assert.ok(
+      logs.body.lines.some((l: string) => l.includes(`listening on ${r0.port}`)),
+      JSON.stringify(logs.body),
+    );
+    assert.doesNotMatch(p.logs.text(), new RegExp(secretValue), 'no secret in the API logs');
+  });
+
+  test('a replica that dies is replaced and replica_events record it', async () => {
+    const d = await get('web');
+    const [victim] = await ports(d.id);
+    await fetch(`http://127.0.0.1:${victim.port}/crash`, { method: 'POST' });
+    const healed = await eventually(
+      () => get('web'),
+      (x) => x.status === 'Ready' && x.replica_events[victim.replica_id]?.replica_status === 'Exited',
+      30_000,
+    );
+    assert.equal(healed.replica_events[victim.replica_id].replica_status_reason, 'ProcessExited');
+    assert.match(healed.replica_events[victim.replica_id].replica_status_message, /code 3/);
+    assert.equal(healed.ready_replicas, 2);
+    assert.equal(Object.keys(healed.replica_events).length, 3, 'a new replica took its place');
+  });
+
+  test('a spec change rolls every replica to the new revision; scale-down gives the grace period', async () => {
+    const res = await api('PATCH', '/deployments/web', {
+      environment_variables: [
+        { name: 'GREETING', value: 'bonjour' },
+        { name: 'DRAIN_MS', value: '800' },
+      ],
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const rolled = await eventually(
+      () => get('web'),
+      (x) =>
+        x.status === 'Ready' &&
+        (Object.values(x.replica_events) as any[])
+          .filter((e) => e.replica_status === 'Running')
+          .every((e) => e.revision_id === '2'),
+      60_000,
+    );
+    const running = await ports(rolled.id);
+    assert.equal(running.length, 2, JSON.stringify({ running, events: rolled.replica_events }));
+    for (const r of running)
+      assert.equal(await (await fetch(`http://127.0.0.1:${r.port}/env?name=GREETING`)).text(), 'bonjour');
+
+    await api('PATCH', '/deployments/web', { min_replicas: 1 });
+    const down = await eventually(
+      () => get('web'),
+      (x) => x.ready_replicas === 1 && x.status === 'Ready',
+      30_000,
+    );
+    const stopped = (Object.entries(down.replica_events) as Array<[string, any]>).filter(
+      ([, e]) => e.replica_status === 'Terminated' && e.revision_id === '2',
+    );
+    assert.equal(stopped.length, 1);
+    assert.match(stopped[0][1].replica_status_message, /grace 5s/);
+    const drainLog = await api('GET', `/deployments/web/logs?replica_id=${stopped[0][0]}`);
+    assert.ok(drainLog.body.lines.some((l: string) => l.includes('SIGTERM received, draining')));
+  });
+
+  test('bad input is refused with the field named; another project sees nothing', async () => {
+    const noImage = await api('POST', '/deployments', { ...body('x1'), image: undefined });
+    assert.equal(noImage.status, 400);
+    assert.equal(noImage.body.error.param, 'image');
+    const both = await api(
+      'POST',
+      '/deployments',
+      body('x2', { environment_variables: [{ name: 'A', value: '1', value_from_secret: 'api-token' }] }),
+    );
+    assert.equal(both.status, 400);
+    const missing = await api(
+      'POST',
+      '/deployments',
+      body('x3', { environment_variables: [{ name: 'A', value_from_secret: 'nope' }] }),
+    );
+    assert.equal(missing.body.error.param, 'environment_variables[0].value_from_secret');
+    const dup = await api('POST', '/deployments', body('web'));
+    assert.equal(dup.status, 409);
+    const other = await createTenant(p.db);
+    assert.equal((await api('GET', '/deployments/web', undefined, other.key)).status, 404);
+    assert.equal((await api('GET', '/deployments/secrets/api-token', undefined, other.key)).status, 404);
+    assert.deepEqual((await api('GET', '/deployments', undefined, other.key)).body.data, []);
+  });
+
+  test('delete stops every replica, then the deployment is gone', async () => {
+    const d = await get('web');
+    const before = await ports(d.id);
+    const del = await api('DELETE', '/deployments/web');
+    assert.equal(del.status, 200);
+    await eventually(
+      () => api('GET', '/deployments/web'),
+      (r) => r.status === 404,
+      30_000,
+    );
+    for (const r of before) {
+      await assert.rejects(fetch(`http://127.0.0.1:${r.port}/health`), 'the replica process is gone');
+    }
+  });
+});

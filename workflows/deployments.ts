@@ -1,0 +1,219 @@
+/**
+ * deployment (`deployment/<id>`): one entity workflow per container
+ * deployment. It drives replicas to the desired count through the container
+ * runtime: a replica counts once its health check answers; a replica that
+ * dies is replaced after a backoff that grows with consecutive failures; a
+ * spec change rolls the replicas one at a time (new one ready, then an old one
+ * stopped); scale-down and delete give each replica its termination grace.
+ * Replica statuses are recorded by the replica activities (replica_events);
+ * the deployment's own status is projected on every change.
+ */
+import {
+  ActivityCancellationType,
+  CancellationScope,
+  condition,
+  defineUpdate,
+  isCancellation,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  allHandlersFinished,
+} from '@temporalio/workflow';
+import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
+import {
+  CONTAINERS_TASK_QUEUE,
+  changesReplicaTemplate,
+  type DeploymentSpec,
+  type DeploymentState,
+  type DeploymentStatus,
+  type DeploymentWorkflowInput,
+} from '../common/deployments';
+import { SA_STATUS } from '../common/search-attributes';
+import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+
+export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
+export const deleteDeploymentUpdate = defineUpdate<void, []>('deleteDeployment');
+
+const control = proxyActivities<DeploymentControlActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
+});
+const launcher = proxyActivities<ReplicaActivities>({
+  taskQueue: CONTAINERS_TASK_QUEUE,
+  // No container host at all is a failure the user should see, not a wait forever.
+  scheduleToStartTimeout: '1 minute',
+  startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { maximumAttempts: 1 },
+});
+
+/** A replica that dies is replaced after 1, 2, 4 ... seconds, up to the configured maximum. */
+const backoffSeconds = (failures: number, max: number) => Math.min(max, 2 ** Math.max(0, failures - 1));
+const FAILED_AFTER = 3;
+
+export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
+  const { deploymentId, projectId } = input;
+  const state: DeploymentState = {
+    revision: 1,
+    spec: input.spec,
+    desired_replicas: input.spec.min_replicas,
+    status: 'Updating',
+    deleted: false,
+  };
+  const live = new Map<string, { revision: number; scope: CancellationScope; done: Promise<void> }>();
+  let version = 0;
+  let seq = 0;
+  let failures = 0;
+  let retryAt = 0;
+  let wake = false;
+  let deleting = false;
+
+  const desired = () => state.spec.min_replicas;
+  function statusNow(): DeploymentStatus {
+    if (desired() === 0 && live.size === 0) return 'ScaledToZero';
+    if (failures >= FAILED_AFTER) return 'Failed';
+    if ([...live.values()].some((r) => r.revision < state.revision)) return 'Updating';
+    return live.size === desired() ? 'Ready' : 'Scaling';
+  }
+  let lastStatus = '';
+  async function project(details: string) {
+    state.desired_replicas = desired();
+    state.status = statusNow();
+    if (state.status !== lastStatus) {
+      upsertSearchAttributes([{ key: SA_STATUS, value: state.status }]);
+      lastStatus = state.status;
+    }
+    setCurrentDetails(
+      `**${state.status}**: ${live.size}/${desired()} replicas, revision ${state.revision}. ${details}`,
+    );
+    await control.recordDeployment({ deploymentId, state, version: ++version });
+  }
+
+  setHandler(
+    updateDeploymentUpdate,
+    async (patch) => {
+      const next = { ...state.spec, ...patch };
+      if (changesReplicaTemplate(state.spec, next)) state.revision++;
+      state.spec = next;
+      failures = 0;
+      retryAt = 0;
+      wake = true;
+      await project(`Change accepted (revision ${state.revision}).`);
+    },
+    {
+      validator: (_patch: Partial<DeploymentSpec>) => {
+        if (deleting) throw new Error('The deployment is being deleted.');
+      },
+    },
+  );
+  setHandler(deleteDeploymentUpdate, () => {
+    deleting = true;
+    wake = true;
+  });
+
+  /** Starts one replica of the current revision; true once it is healthy. */
+  async function launch(): Promise<boolean> {
+    const replicaId = `${state.spec.name}-${++seq}`;
+    const revision = state.revision;
+    const spec = state.spec;
+    try {
+      const launched = await launcher.launchReplica.executeWithOptions({ summary: `launch ${replicaId}` }, [
+        { deploymentId, projectId, replicaId, revision, spec },
+      ]);
+      const supervisor = proxyActivities<ReplicaActivities>({
+        taskQueue: launched.hostQueue,
+        // The host that launched it must still be there to watch it.
+        scheduleToStartTimeout: '30 seconds',
+        startToCloseTimeout: '3650 days',
+        heartbeatTimeout: '15 seconds',
+        cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        retry: { maximumAttempts: 1 },
+      });
+      const scope = new CancellationScope();
+      const done = scope
+        .run(() =>
+          supervisor.superviseReplica.executeWithOptions({ summary: `supervise ${replicaId}` }, [
+            {
+              deploymentId,
+              replicaId,
+              revision,
+              image: spec.image,
+              graceSeconds: spec.termination_grace_period_seconds,
+            },
+          ]),
+        )
+        .then(
+          () => undefined,
+          (err) => {
+            if (isCancellation(err) && !live.has(replicaId)) return; // stopped on purpose
+            // It died: replace it after a backoff.
+            live.delete(replicaId);
+            failures++;
+            retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
+            wake = true;
+          },
+        );
+      live.set(replicaId, { revision, scope, done });
+      return true;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      failures++;
+      retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
+      return false;
+    }
+  }
+
+  async function stop(replicaId: string): Promise<void> {
+    const r = live.get(replicaId);
+    if (!r) return;
+    live.delete(replicaId);
+    r.scope.cancel();
+    await r.done;
+  }
+
+  async function reconcile(): Promise<void> {
+    if (Date.now() < retryAt) return;
+    const old = [...live.entries()].filter(([, r]) => r.revision < state.revision).map(([id]) => id);
+    if (old.length) {
+      // Rolling: a new replica first, then one old one goes.
+      await project(`Rolling to revision ${state.revision}.`);
+      if (await launch()) {
+        failures = 0;
+        await stop(old[0]);
+      }
+      wake = true;
+      return;
+    }
+    while (live.size < desired() && !deleting) {
+      await project(`Starting a replica (${live.size}/${desired()}).`);
+      if (!(await launch())) break;
+      if (failures < FAILED_AFTER) failures = 0;
+    }
+    while (live.size > desired()) {
+      const newest = [...live.keys()].at(-1)!;
+      await project(`Scaling down: stopping ${newest}.`);
+      await stop(newest);
+    }
+  }
+
+  while (!deleting) {
+    await reconcile();
+    await project(
+      live.size === desired()
+        ? 'Steady.'
+        : `Next attempt in ${Math.max(0, Math.round((retryAt - Date.now()) / 1000))}s.`,
+    );
+    if (retryAt > Date.now()) await condition(() => wake || deleting, retryAt - Date.now());
+    else await condition(() => wake || deleting);
+    wake = false;
+  }
+  await project('Deleting: stopping every replica.');
+  await Promise.all([...live.keys()].map((id) => stop(id)));
+  state.deleted = true;
+  await project('Deleted.');
+  await control.removeDeployment({ deploymentId });
+  await condition(allHandlersFinished);
+  return 'deleted';
+}
