@@ -1,0 +1,91 @@
+/**
+ * The official SDK's beta.jig (deployments, secrets, queue) against Gantry,
+ * changing nothing but baseURL and apiKey.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { Together } from 'together-ai';
+import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+import { QueueWorker } from '../../worker-kit/queue-worker';
+
+const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
+
+describe('official SDK: beta.jig', () => {
+  let p: TestPlatform;
+  let tenant: Tenant;
+  let client: Together;
+
+  before(async () => {
+    p = await startTestPlatform();
+    tenant = await createTenant(p.db);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { Together: SDK } = require('together-ai') as typeof import('together-ai');
+    client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
+  });
+  after(() => p.stop());
+
+  test('deploy, a queue job through a worker, and destroy, with the SDK', async () => {
+    const secret = await client.beta.jig.secrets.create({ name: 'sdk-token', value: 'v' });
+    assert.equal(secret.name, 'sdk-token');
+    assert.ok((await client.beta.jig.secrets.list()).data?.some((s) => s.id === secret.id));
+
+    const d = await client.beta.jig.deploy({
+      name: 'sdk-app',
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      environment_variables: [{ name: 'TOKEN', value_from_secret: 'sdk-token' }],
+    });
+    assert.equal(d.object, 'deployment');
+    const ready = await eventually(
+      () => client.beta.jig.retrieve('sdk-app'),
+      (x) => x.status === 'Ready',
+      30_000,
+    );
+    assert.equal(ready.ready_replicas, 1);
+    assert.ok((await client.beta.jig.list()).data?.some((x) => x.id === d.id));
+    const logs = await client.beta.jig.retrieveLogs('sdk-app');
+    assert.ok(logs.lines?.some((l) => l.includes('listening on')));
+
+    const { requestId } = await client.beta.jig.queue.submit({
+      model: 'sdk-app',
+      payload: { x: 1 },
+      priority: 2,
+      info: { who: 'sdk' },
+    });
+    const pending = await client.beta.jig.queue.retrieve({ model: 'sdk-app', request_id: requestId });
+    assert.equal(pending.status, 'pending');
+    const metrics = await client.beta.jig.queue.metrics({ model: 'sdk-app' });
+    assert.equal(metrics.messages_waiting, 1);
+    const worker = new QueueWorker({ baseUrl: p.baseUrl, apiKey: tenant.key, model: 'sdk-app', waitSeconds: 0 });
+    const job = (await worker.claim())!;
+    assert.equal(await worker.process(job, async (j) => ({ doubled: (j.payload.x as number) * 2 })), 'done');
+    const done = await client.beta.jig.queue.retrieve({ model: 'sdk-app', request_id: requestId });
+    assert.equal(done.status, 'done');
+    assert.deepEqual(done.outputs, { doubled: 2 });
+    assert.deepEqual(done.info, { who: 'sdk' });
+
+    const second = await client.beta.jig.queue.submit({ model: 'sdk-app', payload: {} });
+    assert.equal(
+      (await client.beta.jig.queue.cancel({ model: 'sdk-app', request_id: second.requestId })).status,
+      'canceled',
+    );
+    assert.equal((await client.beta.jig.queue.clear({ model: 'sdk-app' })).canceled_count, 0);
+
+    await client.beta.jig.destroy('sdk-app');
+    await eventually(
+      () =>
+        client.beta.jig.retrieve('sdk-app').then(
+          () => 'still there',
+          (e) => (e as { status?: number }).status,
+        ),
+      (s) => s === 404,
+      30_000,
+    );
+    await client.beta.jig.secrets.delete(secret.id!);
+  });
+});
