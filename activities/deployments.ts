@@ -10,7 +10,9 @@ import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { unseal } from '../common/secret-box';
 import type { DeploymentState, LaunchedReplica, ReplicaLaunch } from '../common/deployments';
-import { deleteDeploymentRow, projectDeployment, sealedSecrets, upsertReplica } from '../db/deployments';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { deleteDeploymentRow, listReplicas, projectDeployment, sealedSecrets, upsertReplica } from '../db/deployments';
+import { queueMetrics } from '../db/queue';
 import type { Db } from '../db/pool';
 import { ProcessRuntime, ReplicaFailed } from '../providers/containers/process-runtime';
 
@@ -26,6 +28,11 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
       version: number;
     }) {
       await projectDeployment(db, deploymentId, state, version);
+    },
+    /** Jobs waiting or running in the deployment's queue (the QueueBacklogPerWorker signal). */
+    async queueBacklog({ deploymentId }: { deploymentId: string }): Promise<number> {
+      const m = await queueMetrics(db, deploymentId);
+      return m.pending + m.running;
     },
     /** The deployment is gone: its row, replicas and queue go with it. */
     async removeDeployment({ deploymentId }: { deploymentId: string }) {
@@ -96,6 +103,30 @@ export function createReplicaActivities(deps: {
         await upsertReplica(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
         throw ApplicationFailure.nonRetryable(err.message, 'ReplicaFailed');
       }
+    },
+
+    /**
+     * The CustomMetric signal: scrapes `/metrics` (Prometheus text format) of
+     * every running replica on this host and sums the named metric over them.
+     */
+    async scrapeReplicaMetric({ deploymentId, metricName }: { deploymentId: string; metricName: string }) {
+      const running = (await listReplicas(db, deploymentId)).filter((r) => r.status === 'Running' && r.port);
+      let total = 0;
+      let scraped = 0;
+      await Promise.all(
+        running.map(async (r) => {
+          try {
+            const res = await fetch(`http://127.0.0.1:${r.port}/metrics`, { signal: AbortSignal.timeout(2000) });
+            if (!res.ok) return;
+            const family = parsePrometheusTextFormat(await res.text()).find((f) => f.name === metricName);
+            for (const sample of family?.metrics ?? []) total += Number(sample.value ?? 0);
+            scraped++;
+          } catch {
+            // an unreachable replica contributes nothing this round
+          }
+        }),
+      );
+      return { total, scraped, replicas: running.length };
     },
 
     /** Lasts while the replica runs; cancellation stops it (SIGTERM, then SIGKILL after the grace period). */

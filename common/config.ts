@@ -112,6 +112,10 @@ const EnvSchema = z.object({
   GANTRY_CONTAINER_RUNTIME: z.enum(['process', 'none']).default('none'),
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
+  /** Deployments: how often the autoscaler observes its metric. */
+  GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
+  /** Deployments: least time after an autoscaling action before a scale-down. */
+  GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: z.coerce.number().nonnegative().default(60),
 });
 
 export interface TemporalSettings {
@@ -162,6 +166,8 @@ export interface GantryConfig {
   queueRetentionSeconds: number;
   containerRuntime: 'process' | 'none';
   deploymentMaxRestartBackoffSeconds: number;
+  deploymentAutoscaleIntervalSeconds: number;
+  deploymentAutoscaleCooldownSeconds: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -217,6 +223,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
+    deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,
+    deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

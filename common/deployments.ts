@@ -45,6 +45,23 @@ export interface DeploymentWorkflowInput {
   spec: DeploymentSpec;
   /** Longest wait between restarts of a replica that keeps dying. */
   maxRestartBackoffSeconds: number;
+  /** How often the autoscaler observes its metric (runs started before it existed: 15 s). */
+  autoscaleIntervalSeconds?: number;
+  /** Least time between an autoscaling action and a scale-down (runs started before it existed: 60 s). */
+  autoscaleCooldownSeconds?: number;
+}
+
+/** The autoscaling configurations Gantry acts on (the SDK's CustomMetric and QueueBacklogPerWorker). */
+export type ActiveAutoscaling =
+  | { metric: 'CustomMetric'; custom_metric_name: string; target: number; time_interval_minutes?: number }
+  | { metric: 'QueueBacklogPerWorker'; target: number; time_interval_minutes?: number };
+
+export function activeAutoscaling(spec: DeploymentSpec): ActiveAutoscaling | undefined {
+  const a = spec.autoscaling as Record<string, unknown> | undefined;
+  if (!a || typeof a.target !== 'number' || a.target <= 0) return undefined;
+  if (a.metric === 'CustomMetric' && typeof a.custom_metric_name === 'string') return a as ActiveAutoscaling;
+  if (a.metric === 'QueueBacklogPerWorker') return a as ActiveAutoscaling;
+  return undefined;
 }
 
 export interface ReplicaLaunch {

@@ -20,6 +20,7 @@ export interface ReplicaRow {
   reason: string | null;
   message: string | null;
   ready_since: Date | null;
+  port: number | null;
   updated_at: Date;
 }
 
@@ -123,7 +124,7 @@ export async function upsertReplica(
 
 export async function listReplicas(db: Queryable, deploymentId: string): Promise<ReplicaRow[]> {
   const { rows } = await db.query<ReplicaRow>(
-    `SELECT replica_id, revision, image, status, reason, message, ready_since, updated_at
+    `SELECT replica_id, revision, image, status, reason, message, ready_since, port, updated_at
        FROM deployment_replicas WHERE deployment_id = $1 ORDER BY replica_id`,
     [deploymentId],
   );

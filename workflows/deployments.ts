@@ -23,6 +23,7 @@ import {
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
   CONTAINERS_TASK_QUEUE,
+  activeAutoscaling,
   changesReplicaTemplate,
   type DeploymentSpec,
   type DeploymentState,
@@ -69,8 +70,47 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   let retryAt = 0;
   let wake = false;
   let deleting = false;
+  // The autoscaler's current wish (replicas), its recent observations, and when it last acted.
+  let autoscaled: number | undefined;
+  let lastScaleAt = 0;
+  let nextObservation = 0;
+  const samples: Array<{ at: number; demand: number }> = [];
 
-  const desired = () => state.spec.min_replicas;
+  const clamp = (n: number) => Math.min(state.spec.max_replicas, Math.max(state.spec.min_replicas, n));
+  const desired = () =>
+    activeAutoscaling(state.spec) && autoscaled !== undefined ? clamp(autoscaled) : state.spec.min_replicas;
+
+  /**
+   * One autoscaler observation: the metric's total over the replicas (or the
+   * queue's backlog) against `target` per replica. Scale up as soon as the
+   * latest observation asks for it; scale down (to min_replicas, zero allowed,
+   * when idle) only when the whole time_interval_minutes window agrees and the
+   * cool-down has passed.
+   */
+  async function observe(): Promise<void> {
+    const a = activeAutoscaling(state.spec)!;
+    const demand =
+      a.metric === 'CustomMetric'
+        ? (
+            await launcher.scrapeReplicaMetric.executeWithOptions({ summary: `scrape ${a.custom_metric_name}` }, [
+              { deploymentId, metricName: a.custom_metric_name },
+            ])
+          ).total
+        : await control.queueBacklog({ deploymentId });
+    const now = Date.now();
+    samples.push({ at: now, demand });
+    const windowMs = (a.time_interval_minutes ?? 1) * 60_000;
+    while (samples.length > 1 && samples[0].at < now - windowMs) samples.shift();
+    const current = desired();
+    const up = clamp(Math.ceil(demand / a.target));
+    const down = clamp(Math.ceil(Math.max(...samples.map((x) => x.demand)) / a.target));
+    const cooledDown = now - lastScaleAt >= (input.autoscaleCooldownSeconds ?? 60) * 1000;
+    if (up > current || (down < current && cooledDown)) {
+      autoscaled = up > current ? up : down;
+      lastScaleAt = now;
+      wake = true;
+    } else autoscaled ??= current;
+  }
   function statusNow(): DeploymentStatus {
     if (desired() === 0 && live.size === 0) return 'ScaledToZero';
     if (failures >= FAILED_AFTER) return 'Failed';
@@ -199,13 +239,22 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   }
 
   while (!deleting) {
+    if (activeAutoscaling(state.spec) && Date.now() >= nextObservation) {
+      await observe();
+      nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;
+    }
     await reconcile();
     await project(
       live.size === desired()
         ? 'Steady.'
         : `Next attempt in ${Math.max(0, Math.round((retryAt - Date.now()) / 1000))}s.`,
     );
-    if (retryAt > Date.now()) await condition(() => wake || deleting, retryAt - Date.now());
+    // Wake for a retry, or for the autoscaler's next observation, whichever comes first.
+    const until = Math.min(
+      retryAt > Date.now() ? retryAt : Infinity,
+      activeAutoscaling(state.spec) ? nextObservation : Infinity,
+    );
+    if (until !== Infinity) await condition(() => wake || deleting, Math.max(1, until - Date.now()));
     else await condition(() => wake || deleting);
     wake = false;
   }

@@ -44,7 +44,26 @@ const EnvVar = z
   .refine((e) => (e.value === undefined) !== (e.value_from_secret === undefined), {
     message: 'set exactly one of value and value_from_secret',
   });
-const Autoscaling = z.record(z.string(), z.unknown());
+// The SDK's three shapes. HTTP metrics need a request proxy in front of replicas, which Gantry does not have yet.
+const Autoscaling = z.discriminatedUnion('metric', [
+  z.object({
+    metric: z.literal('CustomMetric'),
+    custom_metric_name: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'a Prometheus metric name'),
+    target: z.number().positive(),
+    time_interval_minutes: z.number().int().min(0).max(60).optional(),
+  }),
+  z.object({
+    metric: z.literal('QueueBacklogPerWorker'),
+    model: z.string().optional(),
+    target: z.number().positive(),
+    time_interval_minutes: z.number().int().min(0).max(60).optional(),
+  }),
+  z.object({
+    metric: z.enum(['HTTPTotalRequests', 'HTTPAvgRequestDuration']),
+    target: z.number().positive().optional(),
+    time_interval_minutes: z.number().int().optional(),
+  }),
+]);
 const SpecFields = {
   description: z.string().max(1000).optional(),
   image: z.string().min(1).max(512),
@@ -159,6 +178,15 @@ async function toDeployment(db: Db, row: DeploymentRow) {
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
+}
+
+function refuseHttpAutoscaling(a: { metric?: string } | undefined) {
+  if (a?.metric === 'HTTPTotalRequests' || a?.metric === 'HTTPAvgRequestDuration') {
+    throw badRequest(
+      `${a.metric} autoscaling needs a request proxy in front of the replicas, which this installation does not have yet; use CustomMetric or QueueBacklogPerWorker.`,
+      'autoscaling.metric',
+    );
+  }
 }
 
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -311,6 +339,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [409, 503],
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ body, principal }) => {
+      refuseHttpAutoscaling(body.autoscaling);
       const spec: DeploymentSpec = { ...body, max_replicas: body.max_replicas ?? Math.max(body.min_replicas, 1) };
       if (spec.max_replicas < spec.min_replicas)
         throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
@@ -324,6 +353,8 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         projectId: principal.projectId,
         spec,
         maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
+        autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
+        autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
       };
       await insertDeployment(db, {
         id,

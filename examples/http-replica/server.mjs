@@ -1,14 +1,24 @@
 // Example container for the `process` runtime (used by the deployment tests):
 // an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
 // variable's value (a test checks that secrets arrive); POST /crash exits with
-// code 3. On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
+// code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
+// format, and POST /set-metric?value=N sets it (the autoscaling tests drive it). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
 import { createServer } from 'node:http';
 
 const replica = process.env.GANTRY_REPLICA_ID ?? 'unknown';
+let inflight = 0;
 const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
   if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');
+  if (url.pathname === '/metrics') {
+    res.setHeader('content-type', 'text/plain; version=0.0.4');
+    return res.end(`# HELP inflight_requests Requests in progress.\n# TYPE inflight_requests gauge\ninflight_requests ${inflight}\n`);
+  }
+  if (url.pathname === '/set-metric' && req.method === 'POST') {
+    inflight = Number(url.searchParams.get('value') ?? 0);
+    return res.end(String(inflight));
+  }
   if (url.pathname === '/crash' && req.method === 'POST') {
     console.log(`${replica}: crashing on request`);
     res.end('bye');
