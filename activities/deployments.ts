@@ -158,6 +158,9 @@ export function createReplicaActivities(deps: {
         await upsertReplica(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
         throw ApplicationFailure.nonRetryable(`Replica ${s.replicaId} ${message}.`, 'ReplicaExited');
       } catch (err) {
+        // The run that watched this replica has closed (it continued as new): leave the process
+        // running; the next run supervises it again. Only a requested cancellation stops it.
+        if (ctx.cancellationSignal.aborted && ctx.cancellationDetails?.notFound) throw err;
         if (ctx.cancellationSignal.aborted) {
           await runtime.stop(s.replicaId, s.graceSeconds);
           await upsertReplica(db, {

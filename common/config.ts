@@ -116,6 +116,8 @@ const EnvSchema = z.object({
   GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
   /** Deployments: least time after an autoscaling action before a scale-down. */
   GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: z.coerce.number().nonnegative().default(60),
+  /** Deployments: main-loop rounds of one workflow run before it continues as new. */
+  GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
 
 export interface TemporalSettings {
@@ -168,6 +170,7 @@ export interface GantryConfig {
   deploymentMaxRestartBackoffSeconds: number;
   deploymentAutoscaleIntervalSeconds: number;
   deploymentAutoscaleCooldownSeconds: number;
+  deploymentRoundsPerRun: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -225,6 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
     deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,
     deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,
+    deploymentRoundsPerRun: e.GANTRY_DEPLOYMENT_ROUNDS_PER_RUN,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

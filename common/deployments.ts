@@ -49,6 +49,19 @@ export interface DeploymentWorkflowInput {
   autoscaleIntervalSeconds?: number;
   /** Least time between an autoscaling action and a scale-down (runs started before it existed: 60 s). */
   autoscaleCooldownSeconds?: number;
+  /** Main-loop rounds of one run before it continues as new (runs started before it existed: 1000). */
+  maxRoundsPerRun?: number;
+  /** Set when the run continues as new: what the previous run knew, and the replicas it hands over. */
+  carried?: CarriedDeployment;
+}
+
+export interface CarriedDeployment {
+  state: DeploymentState;
+  seq: number;
+  failures: number;
+  autoscaled?: number;
+  lastScaleAt: number;
+  replicas: Array<{ replicaId: string; revision: number; hostQueue: string; image: string }>;
 }
 
 /** The autoscaling configurations Gantry acts on (the SDK's CustomMetric and QueueBacklogPerWorker). */

@@ -19,12 +19,15 @@ import {
   setHandler,
   upsertSearchAttributes,
   allHandlersFinished,
+  continueAsNew,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
   CONTAINERS_TASK_QUEUE,
   activeAutoscaling,
   changesReplicaTemplate,
+  type CarriedDeployment,
   type DeploymentSpec,
   type DeploymentState,
   type DeploymentStatus,
@@ -56,23 +59,26 @@ const FAILED_AFTER = 3;
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const { deploymentId, projectId } = input;
-  const state: DeploymentState = {
+  const state: DeploymentState = input.carried?.state ?? {
     revision: 1,
     spec: input.spec,
     desired_replicas: input.spec.min_replicas,
     status: 'Updating',
     deleted: false,
   };
-  const live = new Map<string, { revision: number; scope: CancellationScope; done: Promise<void> }>();
+  const live = new Map<
+    string,
+    { revision: number; hostQueue: string; image: string; scope: CancellationScope; done: Promise<void> }
+  >();
   let version = 0;
-  let seq = 0;
-  let failures = 0;
+  let seq = input.carried?.seq ?? 0;
+  let failures = input.carried?.failures ?? 0;
   let retryAt = 0;
   let wake = false;
   let deleting = false;
   // The autoscaler's current wish (replicas), its recent observations, and when it last acted.
-  let autoscaled: number | undefined;
-  let lastScaleAt = 0;
+  let autoscaled: number | undefined = input.carried?.autoscaled;
+  let lastScaleAt = input.carried?.lastScaleAt ?? 0;
   let nextObservation = 0;
   const samples: Array<{ at: number; demand: number }> = [];
 
@@ -162,40 +168,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       const launched = await launcher.launchReplica.executeWithOptions({ summary: `launch ${replicaId}` }, [
         { deploymentId, projectId, replicaId, revision, spec },
       ]);
-      const supervisor = proxyActivities<ReplicaActivities>({
-        taskQueue: launched.hostQueue,
-        // The host that launched it must still be there to watch it.
-        scheduleToStartTimeout: '30 seconds',
-        startToCloseTimeout: '3650 days',
-        heartbeatTimeout: '15 seconds',
-        cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        retry: { maximumAttempts: 1 },
-      });
-      const scope = new CancellationScope();
-      const done = scope
-        .run(() =>
-          supervisor.superviseReplica.executeWithOptions({ summary: `supervise ${replicaId}` }, [
-            {
-              deploymentId,
-              replicaId,
-              revision,
-              image: spec.image,
-              graceSeconds: spec.termination_grace_period_seconds,
-            },
-          ]),
-        )
-        .then(
-          () => undefined,
-          (err) => {
-            if (isCancellation(err) && !live.has(replicaId)) return; // stopped on purpose
-            // It died: replace it after a backoff.
-            live.delete(replicaId);
-            failures++;
-            retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
-            wake = true;
-          },
-        );
-      live.set(replicaId, { revision, scope, done });
+      watch(replicaId, revision, launched.hostQueue, spec.image);
       return true;
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -203,6 +176,38 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
       return false;
     }
+  }
+
+  /** Supervises a running replica on the host that holds it; its end (not asked for) means it died. */
+  function watch(replicaId: string, revision: number, hostQueue: string, image: string): void {
+    const supervisor = proxyActivities<ReplicaActivities>({
+      taskQueue: hostQueue,
+      // The host that launched it must still be there to watch it.
+      scheduleToStartTimeout: '30 seconds',
+      startToCloseTimeout: '3650 days',
+      heartbeatTimeout: '15 seconds',
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      retry: { maximumAttempts: 1 },
+    });
+    const scope = new CancellationScope();
+    const done = scope
+      .run(() =>
+        supervisor.superviseReplica.executeWithOptions({ summary: `supervise ${replicaId}` }, [
+          { deploymentId, replicaId, revision, image, graceSeconds: state.spec.termination_grace_period_seconds },
+        ]),
+      )
+      .then(
+        () => undefined,
+        (err) => {
+          if (isCancellation(err) && !live.has(replicaId)) return; // stopped on purpose
+          // It died: replace it after a backoff.
+          live.delete(replicaId);
+          failures++;
+          retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
+          wake = true;
+        },
+      );
+    live.set(replicaId, { revision, hostQueue, image, scope, done });
   }
 
   async function stop(replicaId: string): Promise<void> {
@@ -238,7 +243,31 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     }
   }
 
+  // A continued run takes over the replicas the previous one was watching.
+  for (const r of input.carried?.replicas ?? []) watch(r.replicaId, r.revision, r.hostQueue, r.image);
+
+  let rounds = 0;
   while (!deleting) {
+    if (++rounds > (input.maxRoundsPerRun ?? 1000) || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      if (!deleting) {
+        await project('Continuing as new; the replicas are handed over.');
+        const carried: CarriedDeployment = {
+          state,
+          seq,
+          failures,
+          autoscaled,
+          lastScaleAt,
+          replicas: [...live.entries()].map(([replicaId, r]) => ({
+            replicaId,
+            revision: r.revision,
+            hostQueue: r.hostQueue,
+            image: r.image,
+          })),
+        };
+        await continueAsNew<typeof deployment>({ ...input, carried });
+      }
+    }
     if (activeAutoscaling(state.spec) && Date.now() >= nextObservation) {
       await observe();
       nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;

@@ -355,6 +355,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
         autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
         autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
+        maxRoundsPerRun: config.deploymentRoundsPerRun,
       };
       await insertDeployment(db, {
         id,

@@ -105,7 +105,11 @@ describe('container deployments (process runtime)', () => {
     await fetch(`http://127.0.0.1:${victim.port}/crash`, { method: 'POST' });
     const healed = await eventually(
       () => get('web'),
-      (x) => x.status === 'Ready' && x.replica_events[victim.replica_id]?.replica_status === 'Exited',
+      // The replica's own record says Exited before the workflow reacts: wait for the replacement too.
+      (x) =>
+        x.replica_events[victim.replica_id]?.replica_status === 'Exited' &&
+        x.ready_replicas === 2 &&
+        x.status === 'Ready',
       30_000,
     );
     assert.equal(healed.replica_events[victim.replica_id].replica_status_reason, 'ProcessExited');

@@ -1,0 +1,81 @@
+/**
+ * A long-lived deployment continues as new without touching its replicas:
+ * the new run takes over supervising the same processes, so a replica that
+ * dies afterwards is still replaced, and delete still stops everything.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startTestPlatform({ env: { GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: '3' } });
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+const api = (method: string, url: string, json?: unknown) => call(p.baseUrl, method, `/v1${url}`, { key: t.key, json });
+const get = () => api('GET', '/deployments/long-lived').then((r) => r.body);
+const running = async (id: string) =>
+  (
+    await p.db.query<{ replica_id: string; port: number }>(
+      `SELECT replica_id, port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' ORDER BY replica_id`,
+      [id],
+    )
+  ).rows;
+
+describe('deployment continue-as-new', () => {
+  test('replicas keep running across runs and are still supervised', async () => {
+    await api('POST', '/deployments', {
+      name: 'long-lived',
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      max_replicas: 3,
+      termination_grace_period_seconds: 2,
+    });
+    const ready = await eventually(get, (d) => d.status === 'Ready', 30_000);
+    const [first] = await running(ready.id);
+    const handle = p.temporal.workflow.getHandle(`deployment/${ready.id}`);
+    const firstRun = (await handle.describe()).runId;
+    // Changes that cost rounds: up to 2 and back to 1, then a description.
+    await api('PATCH', '/deployments/long-lived', { max_replicas: 2 });
+    await api('PATCH', '/deployments/long-lived', { description: 'round three' });
+    await api('PATCH', '/deployments/long-lived', { description: 'round four' });
+    await eventually(
+      () => handle.describe(),
+      (d) => d.runId !== firstRun,
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 2500)); // past the old run's supervisor heartbeats
+    // The same process still serves, and it is still watched: kill it, it is replaced.
+    assert.equal((await fetch(`http://127.0.0.1:${first.port}/health`)).status, 200);
+    const after = await get();
+    assert.equal(after.replica_events[first.replica_id].replica_status, 'Running', 'not stopped by the hand-over');
+    await fetch(`http://127.0.0.1:${first.port}/crash`, { method: 'POST' });
+    const healed = await eventually(
+      get,
+      (d) =>
+        d.replica_events[first.replica_id]?.replica_status === 'Exited' &&
+        d.ready_replicas === 1 &&
+        d.status === 'Ready',
+      30_000,
+    );
+    assert.equal(healed.ready_replicas, 1);
+    const [second] = await running(healed.id);
+    await api('DELETE', '/deployments/long-lived');
+    await eventually(
+      () => api('GET', '/deployments/long-lived'),
+      (r) => r.status === 404,
+      30_000,
+    );
+    await assert.rejects(fetch(`http://127.0.0.1:${second.port}/health`));
+  });
+});
