@@ -11,7 +11,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { unseal } from '../common/secret-box';
 import type { DeploymentState, LaunchedReplica, ReplicaLaunch } from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { deleteDeploymentRow, listReplicas, projectDeployment, sealedSecrets, upsertReplica } from '../db/deployments';
+import {
+  deleteDeploymentRow,
+  listReplicas,
+  projectDeployment,
+  requestsSince,
+  sealedSecrets,
+  upsertReplica,
+} from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import type { Db } from '../db/pool';
 import { ProcessRuntime, ReplicaFailed } from '../providers/containers/process-runtime';
@@ -33,6 +40,16 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
     async queueBacklog({ deploymentId }: { deploymentId: string }): Promise<number> {
       const m = await queueMetrics(db, deploymentId);
       return m.pending + m.running;
+    },
+    /** Requests the gateway proxied to the deployment over the window (the HTTPTotalRequests signal). */
+    async httpRequests({
+      deploymentId,
+      windowSeconds,
+    }: {
+      deploymentId: string;
+      windowSeconds: number;
+    }): Promise<number> {
+      return requestsSince(db, deploymentId, windowSeconds);
     },
     /** The deployment is gone: its row, replicas and queue go with it. */
     async removeDeployment({ deploymentId }: { deploymentId: string }) {

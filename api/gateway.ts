@@ -1,13 +1,15 @@
 /**
  * The inference gateway ({inference_url}/v1/...): routes inference calls to
- * endpoint replicas. It authenticates like the API; its routes arrive with the
- * dedicated-inference work, until then every path is a 404 in the spec's shape.
+ * endpoint replicas. It authenticates like the API. Today it proxies requests to
+ * container deployments (gateway-proxy.ts); the dedicated-inference routes come
+ * with that work. Every other path is a 404 in the spec's shape.
  */
 import express from 'express';
 import type { ApiDeps } from './deps';
 import { authenticate } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
+import { deploymentProxy } from './gateway-proxy';
 
 export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config'>): express.Express {
   const app = express();
@@ -17,7 +19,7 @@ export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config'>
     res.json({ status: 'ok' });
   });
   app.use(authenticate(deps.db));
-  app.use('/v1', express.Router());
+  app.use('/v1', deploymentProxy(deps.db));
   app.use(routeNotFound);
   app.use(errorHandler);
   return app;

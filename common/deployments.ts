@@ -67,13 +67,14 @@ export interface CarriedDeployment {
 /** The autoscaling configurations Gantry acts on (the SDK's CustomMetric and QueueBacklogPerWorker). */
 export type ActiveAutoscaling =
   | { metric: 'CustomMetric'; custom_metric_name: string; target: number; time_interval_minutes?: number }
-  | { metric: 'QueueBacklogPerWorker'; target: number; time_interval_minutes?: number };
+  | { metric: 'QueueBacklogPerWorker'; target: number; time_interval_minutes?: number }
+  | { metric: 'HTTPTotalRequests'; target: number; time_interval_minutes?: number };
 
 export function activeAutoscaling(spec: DeploymentSpec): ActiveAutoscaling | undefined {
   const a = spec.autoscaling as Record<string, unknown> | undefined;
   if (!a || typeof a.target !== 'number' || a.target <= 0) return undefined;
   if (a.metric === 'CustomMetric' && typeof a.custom_metric_name === 'string') return a as ActiveAutoscaling;
-  if (a.metric === 'QueueBacklogPerWorker') return a as ActiveAutoscaling;
+  if (a.metric === 'QueueBacklogPerWorker' || a.metric === 'HTTPTotalRequests') return a as ActiveAutoscaling;
   return undefined;
 }
 

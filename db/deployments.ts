@@ -197,3 +197,31 @@ export async function sealedSecrets(db: Queryable, projectId: string, names: str
   );
   return new Map(rows.map((r) => [r.name, r.sealed_value]));
 }
+
+// ---- request counts (the gateway's proxy) ----
+
+export async function countRequest(db: Queryable, deploymentId: string): Promise<void> {
+  await db.query(
+    `INSERT INTO deployment_request_counts (deployment_id, second, requests) VALUES ($1, date_trunc('second', now()), 1)
+     ON CONFLICT (deployment_id, second) DO UPDATE SET requests = deployment_request_counts.requests + 1`,
+    [deploymentId],
+  );
+}
+
+export async function requestsSince(db: Queryable, deploymentId: string, seconds: number): Promise<number> {
+  const { rows } = await db.query<{ n: string | null }>(
+    `SELECT sum(requests) AS n FROM deployment_request_counts
+      WHERE deployment_id = $1 AND second > now() - make_interval(secs => $2)`,
+    [deploymentId, seconds],
+  );
+  return Number(rows[0].n ?? 0);
+}
+
+/** The running replicas a request can go to (host and port), for the gateway. */
+export async function runningReplicaPorts(db: Queryable, deploymentId: string): Promise<number[]> {
+  const { rows } = await db.query<{ port: number }>(
+    `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' AND port IS NOT NULL ORDER BY replica_id`,
+    [deploymentId],
+  );
+  return rows.map((r) => r.port);
+}

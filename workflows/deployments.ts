@@ -102,7 +102,9 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
               { deploymentId, metricName: a.custom_metric_name },
             ])
           ).total
-        : await control.queueBacklog({ deploymentId });
+        : a.metric === 'HTTPTotalRequests'
+          ? await control.httpRequests({ deploymentId, windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60 })
+          : await control.queueBacklog({ deploymentId });
     const now = Date.now();
     samples.push({ at: now, demand });
     const windowMs = (a.time_interval_minutes ?? 1) * 60_000;

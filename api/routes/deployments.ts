@@ -44,7 +44,7 @@ const EnvVar = z
   .refine((e) => (e.value === undefined) !== (e.value_from_secret === undefined), {
     message: 'set exactly one of value and value_from_secret',
   });
-// The SDK's three shapes. HTTP metrics need a request proxy in front of replicas, which Gantry does not have yet.
+// The SDK's shapes. HTTP metrics are measured at the inference gateway's proxy; request durations are not yet.
 const Autoscaling = z.discriminatedUnion('metric', [
   z.object({
     metric: z.literal('CustomMetric'),
@@ -59,7 +59,12 @@ const Autoscaling = z.discriminatedUnion('metric', [
     time_interval_minutes: z.number().int().min(0).max(60).optional(),
   }),
   z.object({
-    metric: z.enum(['HTTPTotalRequests', 'HTTPAvgRequestDuration']),
+    metric: z.literal('HTTPTotalRequests'),
+    target: z.number().positive(),
+    time_interval_minutes: z.number().int().min(1).max(60).optional(),
+  }),
+  z.object({
+    metric: z.literal('HTTPAvgRequestDuration'),
     target: z.number().positive().optional(),
     time_interval_minutes: z.number().int().optional(),
   }),
@@ -181,9 +186,9 @@ async function toDeployment(db: Db, row: DeploymentRow) {
 }
 
 function refuseHttpAutoscaling(a: { metric?: string } | undefined) {
-  if (a?.metric === 'HTTPTotalRequests' || a?.metric === 'HTTPAvgRequestDuration') {
+  if (a?.metric === 'HTTPAvgRequestDuration') {
     throw badRequest(
-      `${a.metric} autoscaling needs a request proxy in front of the replicas, which this installation does not have yet; use CustomMetric or QueueBacklogPerWorker.`,
+      'HTTPAvgRequestDuration autoscaling is not available yet (the gateway counts requests but does not time them); use HTTPTotalRequests, CustomMetric or QueueBacklogPerWorker.',
       'autoscaling.metric',
     );
   }

@@ -1,6 +1,6 @@
 // Example container for the `process` runtime (used by the deployment tests):
 // an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
-// variable's value (a test checks that secrets arrive); POST /crash exits with
+// variable's value (a test checks that secrets arrive); GET /headers echoes the request headers; POST /crash exits with
 // code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
 import { createServer } from 'node:http';
@@ -11,6 +11,10 @@ const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
   if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');
+  if (url.pathname === '/headers') {
+    res.setHeader('content-type', 'application/json');
+    return res.end(JSON.stringify(req.headers));
+  }
   if (url.pathname === '/metrics') {
     res.setHeader('content-type', 'text/plain; version=0.0.4');
     return res.end(`# HELP inflight_requests Requests in progress.\n# TYPE inflight_requests gauge\ninflight_requests ${inflight}\n`);

@@ -113,8 +113,50 @@ describe('deployment autoscaling', () => {
     await api('DELETE', '/deployments/queue-scaled');
   });
 
-  test('HTTP request metrics are refused until a request proxy exists', async () => {
-    const res = await deploy('http-scaled', { autoscaling: { metric: 'HTTPTotalRequests', target: 10 } });
+  test('on requests through the gateway: a request wakes a deployment scaled to zero, more requests add replicas', async () => {
+    const res = await deploy('http-scaled', {
+      min_replicas: 0,
+      max_replicas: 3,
+      autoscaling: { metric: 'HTTPTotalRequests', target: 5, time_interval_minutes: 1 },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    await eventually(
+      () => get('http-scaled'),
+      (d) => d.status === 'ScaledToZero',
+      30_000,
+    );
+    const gw = (suffix: string) =>
+      fetch(`${p.gatewayUrl}/v1/deployments/http-scaled${suffix}`, { headers: { authorization: `Bearer ${t.key}` } });
+    const cold = await gw('/');
+    assert.equal(cold.status, 503, 'no replica yet');
+    assert.ok(cold.headers.get('retry-after'));
+    await eventually(
+      () => get('http-scaled'),
+      (d) => d.ready_replicas === 1 && d.status === 'Ready',
+      30_000,
+    );
+    const headers = (await (await gw('/headers')).json()) as Record<string, string>;
+    assert.equal(headers.authorization, undefined, "the caller's Gantry key is not forwarded");
+    const seen = new Set<string>();
+    for (let i = 0; i < 12; i++) {
+      const r = await gw('/');
+      assert.equal(r.status, 200);
+      seen.add(((await r.json()) as { replica: string }).replica);
+    }
+    const up = await eventually(
+      () => get('http-scaled'),
+      (d) => d.ready_replicas === 3 && d.status === 'Ready',
+      30_000,
+    );
+    assert.equal(up.desired_replicas, 3, '14 requests in the window, 5 per replica, capped at max_replicas');
+    for (let i = 0; i < 6; i++) seen.add(((await (await gw('/')).json()) as { replica: string }).replica);
+    assert.equal(seen.size, 3, 'requests are spread over the replicas');
+    assert.equal((await fetch(`${p.gatewayUrl}/v1/deployments/http-scaled/`)).status, 401, 'the gateway authenticates');
+    await api('DELETE', '/deployments/http-scaled');
+  });
+
+  test('request-duration autoscaling is refused with a clear error', async () => {
+    const res = await deploy('duration-scaled', { autoscaling: { metric: 'HTTPAvgRequestDuration', target: 10 } });
     assert.equal(res.status, 400);
     assert.equal(res.body.error.param, 'autoscaling.metric');
   });

@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { createApp } from '../../api/app';
+import { createGatewayApp } from '../../api/gateway';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../common/config';
 import type { GpuType } from '../../common/gpu-types';
 import { createLogger } from '../../common/logger';
@@ -38,6 +39,8 @@ export class LogCapture extends Writable {
 
 export interface TestPlatform {
   baseUrl: string;
+  /** The inference gateway (proxy to container deployments). */
+  gatewayUrl: string;
   config: GantryConfig;
   db: Db;
   temporal: Client;
@@ -108,9 +111,13 @@ export async function startTestPlatform(
   const logger = createLogger('api', 'info', logs);
   const app = createApp({ config, db, temporal, logger, blobs });
   server.on('request', app);
+  const gateway = createServer(createGatewayApp({ config, db, logger }));
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 
   return {
     baseUrl,
+    gatewayUrl,
     config,
     db,
     temporal,
@@ -118,6 +125,8 @@ export async function startTestPlatform(
     logs,
     async stop() {
       await new Promise<void>((r) => server.close(() => r()));
+      gateway.closeAllConnections();
+      await new Promise<void>((r) => gateway.close(() => r()));
       for (const w of workers) w.shutdown();
       await Promise.all(running);
       await containerRuntime.stopAll();

@@ -78,6 +78,8 @@ describe('system self-check workflow', () => {
 
   test('operators find the run in Temporal by its id, search attributes and summary', async () => {
     const handle = p.temporal.workflow.getHandle(`system-self-check/${failingCheckId}`);
+    // The row is final a moment before the run closes (its last activity writes it): wait for the run.
+    await handle.result();
     const d = await handle.describe();
     assert.equal(d.type, 'systemSelfCheck');
     assert.equal(d.taskQueue, 'control');

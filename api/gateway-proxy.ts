@@ -1,0 +1,66 @@
+/**
+ * The gateway's proxy to container deployments: `{inference_url}/v1/deployments/<name>/<path>`
+ * goes to one of the deployment's running replicas (round robin), with the
+ * caller's API key removed. Every request is counted per second for the
+ * HTTPTotalRequests autoscaler; a deployment with no running replica (scaled
+ * to zero, or starting) answers 503 with Retry-After, and the counted request
+ * is what makes the autoscaler start one.
+ */
+import { request as httpRequest } from 'node:http';
+import express, { type Request, type Response } from 'express';
+import { countRequest, findDeploymentByName, runningReplicaPorts } from '../db/deployments';
+import type { Db } from '../db/pool';
+import { ApiError, notFound, serviceUnavailable } from './errors';
+
+const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer'];
+
+export function deploymentProxy(db: Db): express.Router {
+  const router = express.Router();
+  const turn = new Map<string, number>();
+
+  router.all('/deployments/:name{/*rest}', async (req: Request, res: Response) => {
+    const principal = req.principal!;
+    const name = String(req.params.name);
+    const deployment = await findDeploymentByName(db, principal.projectId, name);
+    if (!deployment) throw notFound(`No deployment named '${name}' in this project.`);
+    await countRequest(db, deployment.id);
+    const ports = await runningReplicaPorts(db, deployment.id);
+    if (!ports.length) {
+      throw serviceUnavailable(
+        `Deployment '${name}' has no running replica yet (scaled to zero or starting); retry shortly.`,
+        2,
+      );
+    }
+    const i = (turn.get(deployment.id) ?? 0) % ports.length;
+    turn.set(deployment.id, i + 1);
+    const rest = (req.params as { rest?: string[] }).rest;
+    const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
+    const headers = { ...req.headers };
+    delete headers.authorization; // the customer's Gantry key never reaches their container
+    delete headers.host;
+    for (const h of HOP_BY_HOP) delete headers[h];
+    headers['x-forwarded-for'] = req.ip ?? '';
+    await new Promise<void>((resolve) => {
+      const upstream = httpRequest(
+        { host: '127.0.0.1', port: ports[i], method: req.method, path: `/${(rest ?? []).join('/')}${query}`, headers },
+        (up) => {
+          const out = { ...up.headers };
+          for (const h of HOP_BY_HOP) delete out[h];
+          res.writeHead(up.statusCode ?? 502, out);
+          up.pipe(res);
+          up.on('end', resolve);
+          up.on('error', resolve);
+        },
+      );
+      upstream.on('error', (err) => {
+        if (!res.headersSent) {
+          const e = new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
+          res.status(502).json(e.toBody());
+        } else res.destroy();
+        resolve();
+      });
+      req.pipe(upstream);
+    });
+  });
+  return router;
+}
