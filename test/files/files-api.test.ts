@@ -321,7 +321,10 @@ describe("the official SDKs' pre-signed upload flow", () => {
     const expired = await put(res.headers.get('location')!, '{}\n');
     assert.equal(expired.status, 403);
     assert.equal(((await expired.json()) as any).error.code, 'upload_url_expired');
-    const run = await p.temporal.workflow.getHandle(`file-validation/${fileId}`).describe();
+    // The row goes a moment before the run closes (its last activity deletes it): wait for the run.
+    const handle = p.temporal.workflow.getHandle(`file-validation/${fileId}`);
+    await handle.result();
+    const run = await handle.describe();
     assert.equal(run.status.name, 'COMPLETED');
   });
 });
