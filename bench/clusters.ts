@@ -13,12 +13,9 @@
  * (cluster median / reference median): the orchestration Gantry adds on top
  * of Temporal's own cost per activity.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
-import { call, startTestPlatform } from '../test/helpers/platform';
+import { call } from '../test/helpers/platform';
+import { runBench, withBenchPlatform } from './lib/platform';
 import { createTenant } from '../test/helpers/tenants';
 import { temporalConnectionOptions } from '../common/temporal';
 
@@ -31,19 +28,11 @@ const median = (xs: number[]) => {
 async function main() {
   const clusters = Number(process.argv[2] ?? 50);
   const nodes = Number(process.argv[3] ?? 8);
-  const work = mkdtempSync(path.join(tmpdir(), 'gantry-bench-'));
-  const services = await startEphemeralServices(work, say);
-  Object.assign(process.env, {
-    DATABASE_URL: services.databaseUrl,
-    TEMPORAL_ADDRESS: services.temporalAddress,
-    GANTRY_DATA_DIR: path.join(work, 'data'),
-    LOG_LEVEL: 'silent',
-  });
-  const platform = await startTestPlatform({
-    gpuTypes: ['H100_SXM'],
+  const options = {
+    gpuTypes: ['H100_SXM' as const],
     env: { GANTRY_FLEET_STEP_MS: '0', GANTRY_CLUSTER_HEALTH_CHECK_SECONDS: '3600' },
-  });
-  try {
+  };
+  await withBenchPlatform(say, options, async (platform) => {
     const tenant = await createTenant(platform.db);
     say(`creating ${clusters} clusters of ${nodes} nodes at once`);
     const created = await Promise.all(
@@ -61,7 +50,8 @@ async function main() {
         }),
       ),
     );
-    if (created.some((r) => r.status !== 200)) throw new Error(`a create failed: ${JSON.stringify(created.find((r) => r.status !== 200)!.body)}`);
+    if (created.some((r) => r.status !== 200))
+      throw new Error(`a create failed: ${JSON.stringify(created.find((r) => r.status !== 200)!.body)}`);
     const ids: string[] = created.map((r) => r.body.cluster_id);
     let ready: any[] = [];
     const deadline = Date.now() + 10 * 60_000;
@@ -75,7 +65,9 @@ async function main() {
     const allNodes = ready.every((c) => c.gpu_worker_nodes.length === nodes);
     const history = await platform.temporal.workflow.getHandle(`cluster/${ids[0]}`).fetchHistory();
     const activities = history.events!.filter((e) => e.activityTaskScheduledEventAttributes).length;
-    say(`all ${ready.length} Ready (${allNodes ? 'each with' : 'NOT all with'} ${nodes} nodes); ${activities} activities per cluster`);
+    say(
+      `all ${ready.length} Ready (${allNodes ? 'each with' : 'NOT all with'} ${nodes} nodes); ${activities} activities per cluster`,
+    );
 
     // Reference: bare workflows, same count, same server, started at once.
     const connection = await NativeConnection.connect(temporalConnectionOptions(platform.config.temporal));
@@ -119,14 +111,7 @@ async function main() {
       ratio_median_to_reference: +(m / ref).toFixed(3),
     };
     process.stdout.write(JSON.stringify(result, null, 2) + '\n');
-  } finally {
-    await platform.stop();
-    await services.stop();
-    rmSync(work, { recursive: true, force: true });
-  }
+  });
 }
 
-main().catch((err) => {
-  process.stderr.write(`${(err as Error).stack ?? err}\n`);
-  process.exit(1);
-});
+runBench(main);

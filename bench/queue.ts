@@ -14,14 +14,11 @@
  * a bare PostgreSQL table, INSERT to submit and FOR UPDATE SKIP LOCKED to claim,
  * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import pg from 'pg';
 import { newId } from '../common/ids';
 import { insertDeployment } from '../db/deployments';
-import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
-import { call, startTestPlatform } from '../test/helpers/platform';
+import { call } from '../test/helpers/platform';
+import { runBench, withBenchPlatform } from './lib/platform';
 import { createTenant } from '../test/helpers/tenants';
 import { QueueWorker } from '../worker-kit/queue-worker';
 
@@ -87,137 +84,125 @@ const latencySql = (table: string, where: string) => `
 
 async function main() {
   const jobs = Number(process.argv[2] ?? 2000);
-  const work = mkdtempSync(path.join(tmpdir(), 'gantry-bench-'));
-  const services = await startEphemeralServices(work, say);
-  Object.assign(process.env, {
-    DATABASE_URL: services.databaseUrl,
-    TEMPORAL_ADDRESS: services.temporalAddress,
-    GANTRY_DATA_DIR: path.join(work, 'data'),
-    LOG_LEVEL: 'silent',
-  });
-  const platform = await startTestPlatform({ env: { GANTRY_JSON_BODY_LIMIT: '1mb' } });
-  const raw = new pg.Pool({ connectionString: services.databaseUrl, max: SUBMITTERS + WORKERS + 2 });
-  try {
-    const tenant = await createTenant(platform.db);
-    const model = 'bench-model';
-    await insertDeployment(platform.db, { id: newId('dep'), projectId: tenant.projectId, name: model });
+  await withBenchPlatform(say, {}, async (platform, databaseUrl) => {
+    const raw = new pg.Pool({ connectionString: databaseUrl, max: SUBMITTERS + WORKERS + 2 });
+    try {
+      const tenant = await createTenant(platform.db);
+      const model = 'bench-model';
+      await insertDeployment(platform.db, { id: newId('dep'), projectId: tenant.projectId, name: model });
 
-    const gantry: System = {
-      async submit(i) {
-        const r = await call(platform.baseUrl, 'POST', '/v1/queue/submit', {
-          key: tenant.key,
-          json: { model, payload: { i }, priority: 0 },
-        });
-        if (r.status !== 200) throw new Error(`submit: ${r.status}`);
-      },
-      startWorkers() {
-        const ws = Array.from(
-          { length: WORKERS },
-          (_, i) =>
-            new QueueWorker({
-              baseUrl: platform.baseUrl,
-              apiKey: tenant.key,
-              model,
-              workerId: `b${i}`,
-              waitSeconds: 1,
-              keepAlive: false,
-            }),
-        );
-        const running = ws.map((w) => w.run(async () => ({})));
-        return {
-          async stop() {
-            ws.forEach((w) => w.stop());
-            await Promise.all(running);
-          },
-        };
-      },
-      async latencies() {
-        const { rows } = await raw.query(latencySql('queue_jobs', `model = '${model}'`));
-        return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
-      },
-      async done() {
-        const { rows } = await raw.query(`SELECT count(*) AS n FROM queue_jobs WHERE model = $1 AND status = 'done'`, [
-          model,
-        ]);
-        return Number(rows[0].n);
-      },
-      async reset() {
-        await raw.query(`DELETE FROM queue_jobs WHERE model = $1`, [model]);
-      },
-    };
+      const gantry: System = {
+        async submit(i) {
+          const r = await call(platform.baseUrl, 'POST', '/v1/queue/submit', {
+            key: tenant.key,
+            json: { model, payload: { i }, priority: 0 },
+          });
+          if (r.status !== 200) throw new Error(`submit: ${r.status}`);
+        },
+        startWorkers() {
+          const ws = Array.from(
+            { length: WORKERS },
+            (_, i) =>
+              new QueueWorker({
+                baseUrl: platform.baseUrl,
+                apiKey: tenant.key,
+                model,
+                workerId: `b${i}`,
+                waitSeconds: 1,
+                keepAlive: false,
+              }),
+          );
+          const running = ws.map((w) => w.run(async () => ({})));
+          return {
+            async stop() {
+              ws.forEach((w) => w.stop());
+              await Promise.all(running);
+            },
+          };
+        },
+        async latencies() {
+          const { rows } = await raw.query(latencySql('queue_jobs', `model = '${model}'`));
+          return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
+        },
+        async done() {
+          const { rows } = await raw.query(
+            `SELECT count(*) AS n FROM queue_jobs WHERE model = $1 AND status = 'done'`,
+            [model],
+          );
+          return Number(rows[0].n);
+        },
+        async reset() {
+          await raw.query(`DELETE FROM queue_jobs WHERE model = $1`, [model]);
+        },
+      };
 
-    await raw.query(`CREATE TABLE bare_queue (
+      await raw.query(`CREATE TABLE bare_queue (
       id bigserial PRIMARY KEY, priority bigint NOT NULL, payload jsonb NOT NULL, status text NOT NULL,
       created_at timestamptz NOT NULL DEFAULT clock_timestamp(), claimed_at timestamptz, done_at timestamptz)`);
-    await raw.query(`CREATE INDEX bare_queue_pending ON bare_queue (priority DESC, id) WHERE status = 'pending'`);
-    const bare: System = {
-      async submit(i) {
-        await raw.query(`INSERT INTO bare_queue (priority, payload, status) VALUES (0, $1, 'pending')`, [{ i }]);
-      },
-      startWorkers() {
-        let stopped = false;
-        const running = Array.from({ length: WORKERS }, async () => {
-          while (!stopped) {
-            const { rows } = await raw.query(
-              `UPDATE bare_queue SET status = 'running', claimed_at = clock_timestamp()
+      await raw.query(`CREATE INDEX bare_queue_pending ON bare_queue (priority DESC, id) WHERE status = 'pending'`);
+      const bare: System = {
+        async submit(i) {
+          await raw.query(`INSERT INTO bare_queue (priority, payload, status) VALUES (0, $1, 'pending')`, [{ i }]);
+        },
+        startWorkers() {
+          let stopped = false;
+          const running = Array.from({ length: WORKERS }, async () => {
+            while (!stopped) {
+              const { rows } = await raw.query(
+                `UPDATE bare_queue SET status = 'running', claimed_at = clock_timestamp()
                 WHERE id = (SELECT id FROM bare_queue WHERE status = 'pending' ORDER BY priority DESC, id
                              FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`,
-            );
-            if (!rows[0]) {
-              await sleep(20);
-              continue;
+              );
+              if (!rows[0]) {
+                await sleep(20);
+                continue;
+              }
+              await raw.query(`UPDATE bare_queue SET status = 'done', done_at = clock_timestamp() WHERE id = $1`, [
+                rows[0].id,
+              ]);
             }
-            await raw.query(`UPDATE bare_queue SET status = 'done', done_at = clock_timestamp() WHERE id = $1`, [
-              rows[0].id,
-            ]);
-          }
-        });
-        return {
-          async stop() {
-            stopped = true;
-            await Promise.all(running);
-          },
-        };
-      },
-      async latencies() {
-        const { rows } = await raw.query(latencySql('bare_queue', 'true'));
-        return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
-      },
-      async done() {
-        const { rows } = await raw.query(`SELECT count(*) AS n FROM bare_queue WHERE status = 'done'`);
-        return Number(rows[0].n);
-      },
-      async reset() {
-        await raw.query('TRUNCATE bare_queue');
-      },
-    };
-
-    say(`${jobs} jobs, ${WORKERS} workers, ${SUBMITTERS} submitters`);
-    const floor = await measure('bare PostgreSQL queue', bare, jobs);
-    const ours = await measure('Gantry', gantry, jobs);
-    process.stdout.write(
-      JSON.stringify(
-        {
-          jobs,
-          workers: WORKERS,
-          gantry: ours,
-          bare_postgres: floor,
-          submit_throughput_ratio: +(ours.submit_jobs_per_s / floor.submit_jobs_per_s).toFixed(3),
-          drain_throughput_ratio: +(ours.drained_jobs_per_s / floor.drained_jobs_per_s).toFixed(3),
+          });
+          return {
+            async stop() {
+              stopped = true;
+              await Promise.all(running);
+            },
+          };
         },
-        null,
-        2,
-      ) + '\n',
-    );
-  } finally {
-    await raw.end();
-    await platform.stop();
-    await services.stop();
-    rmSync(work, { recursive: true, force: true });
-  }
+        async latencies() {
+          const { rows } = await raw.query(latencySql('bare_queue', 'true'));
+          return { claim: rows.map((r) => Number(r.claim)), e2e: rows.map((r) => Number(r.e2e)) };
+        },
+        async done() {
+          const { rows } = await raw.query(`SELECT count(*) AS n FROM bare_queue WHERE status = 'done'`);
+          return Number(rows[0].n);
+        },
+        async reset() {
+          await raw.query('TRUNCATE bare_queue');
+        },
+      };
+
+      say(`${jobs} jobs, ${WORKERS} workers, ${SUBMITTERS} submitters`);
+      const floor = await measure('bare PostgreSQL queue', bare, jobs);
+      const ours = await measure('Gantry', gantry, jobs);
+      process.stdout.write(
+        JSON.stringify(
+          {
+            jobs,
+            workers: WORKERS,
+            gantry: ours,
+            bare_postgres: floor,
+            submit_throughput_ratio: +(ours.submit_jobs_per_s / floor.submit_jobs_per_s).toFixed(3),
+            drain_throughput_ratio: +(ours.drained_jobs_per_s / floor.drained_jobs_per_s).toFixed(3),
+          },
+          null,
+          2,
+        ) + '\n',
+      );
+    } finally {
+      await raw.end();
+    }
+  });
 }
 
-main().catch((err) => {
-  process.stderr.write(`${(err as Error).stack ?? err}\n`);
-  process.exit(1);
-});
+runBench(main);

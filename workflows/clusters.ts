@@ -867,9 +867,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       rounds++;
       if ((rounds >= settings.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) && tasks.size === 0) {
         await condition(allHandlersFinished);
-        if (!wake && notices.length === 0) {
+        const quiet = () => !wake && notices.length === 0 && deleteRequested === undefined && allHandlersFinished();
+        if (quiet()) {
           await project('Continuing as new with the same state.');
-          await continueAsNew<typeof cluster>({ ...input, carried: state });
+          // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
+          if (quiet()) await continueAsNew<typeof cluster>({ ...input, carried: state });
         }
       }
       const until = Math.min(nextHealthCheck, expiry ? expiry.getTime() : Infinity) - Date.now();

@@ -254,6 +254,9 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       await condition(allHandlersFinished);
       if (!deleting) {
         await project('Continuing as new; the replicas are handed over.');
+      }
+      // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
+      if (!deleting && allHandlersFinished()) {
         const carried: CarriedDeployment = {
           state,
           seq,

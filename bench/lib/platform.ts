@@ -1,0 +1,44 @@
+/**
+ * A whole Gantry for a benchmark: a throwaway Temporal dev server and
+ * PostgreSQL, and the API with its workers in this process (the same parts
+ * the tests use), torn down afterwards whatever happens.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startEphemeralServices } from '../../scripts/lib/ephemeral-services';
+import { startTestPlatform, type TestPlatform } from '../../test/helpers/platform';
+
+export async function withBenchPlatform<T>(
+  say: (line: string) => void,
+  options: Parameters<typeof startTestPlatform>[0],
+  run: (platform: TestPlatform, databaseUrl: string) => Promise<T>,
+): Promise<T> {
+  const work = mkdtempSync(path.join(tmpdir(), 'gantry-bench-'));
+  const services = await startEphemeralServices(work, say);
+  Object.assign(process.env, {
+    DATABASE_URL: services.databaseUrl,
+    TEMPORAL_ADDRESS: services.temporalAddress,
+    GANTRY_DATA_DIR: path.join(work, 'data'),
+    LOG_LEVEL: 'silent',
+  });
+  try {
+    const platform = await startTestPlatform(options);
+    try {
+      return await run(platform, services.databaseUrl);
+    } finally {
+      await platform.stop();
+    }
+  } finally {
+    await services.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Runs a bench's main, printing a failure's stack and exiting non-zero. */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((err) => {
+    process.stderr.write(`${(err as Error).stack ?? err}\n`);
+    process.exit(1);
+  });
+}
