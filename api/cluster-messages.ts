@@ -14,12 +14,19 @@ const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
 
 export async function updateCluster<R>(temporal: Client, clusterId: string, name: string, arg: unknown): Promise<R> {
   const handle = temporal.workflow.getHandle(clusterWorkflowId(clusterId));
-  try {
-    return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
-      handle.executeUpdate<R, [unknown]>(name, { args: [arg] }),
-    );
-  } catch (err) {
-    throw rejection(err, clusterId);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
+        handle.executeUpdate<R, [unknown]>(name, { args: [arg] }),
+      );
+    } catch (err) {
+      // An entity workflow that is continuing as new is briefly "not found": try the next run.
+      if (err instanceof WorkflowNotFoundError && attempt < 4) {
+        await new Promise((r) => setTimeout(r, 250 * attempt));
+        continue;
+      }
+      throw rejection(err, clusterId);
+    }
   }
 }
 

@@ -7,6 +7,7 @@
  */
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
@@ -215,13 +216,21 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   }
   async function sendUpdate(row: DeploymentRow, name: 'updateDeployment' | 'deleteDeployment', args: unknown[]) {
     const handle = temporal.workflow.getHandle(deploymentWorkflowId(row.id));
-    try {
-      await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS * 6, () =>
-        handle.executeUpdate(name, { args } as never),
-      );
-    } catch (err) {
-      if (err instanceof ApiError) throw err;
-      throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS * 6, () =>
+          handle.executeUpdate(name, { args } as never),
+        );
+        return;
+      } catch (err) {
+        // A deployment that is continuing as new is briefly "not found": try the next run.
+        if (err instanceof WorkflowNotFoundError && attempt < 4) {
+          await new Promise((r) => setTimeout(r, 250 * attempt));
+          continue;
+        }
+        if (err instanceof ApiError) throw err;
+        throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
+      }
     }
   }
 
