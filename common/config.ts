@@ -116,6 +116,8 @@ const EnvSchema = z.object({
   GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
   /** Deployments: least time after an autoscaling action before a scale-down. */
   GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: z.coerce.number().nonnegative().default(60),
+  /** Deployments: how long a replica launch waits for a container host before it fails and says so. */
+  GANTRY_CONTAINER_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(60),
   /** Deployments: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
@@ -171,6 +173,7 @@ export interface GantryConfig {
   deploymentAutoscaleIntervalSeconds: number;
   deploymentAutoscaleCooldownSeconds: number;
   deploymentRoundsPerRun: number;
+  containerQueueWaitSeconds: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -229,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,
     deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,
     deploymentRoundsPerRun: e.GANTRY_DEPLOYMENT_ROUNDS_PER_RUN,
+    containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

@@ -49,6 +49,8 @@ export interface DeploymentWorkflowInput {
   autoscaleIntervalSeconds?: number;
   /** Least time between an autoscaling action and a scale-down (runs started before it existed: 60 s). */
   autoscaleCooldownSeconds?: number;
+  /** How long a launch waits for a container host to take it (runs started before it existed: 60 s). */
+  containerWaitSeconds?: number;
   /** Main-loop rounds of one run before it continues as new (runs started before it existed: 1000). */
   maxRoundsPerRun?: number;
   /** Set when the run continues as new: what the previous run knew, and the replicas it hands over. */

@@ -10,6 +10,8 @@
  */
 import {
   ActivityCancellationType,
+  ActivityFailure,
+  TimeoutFailure,
   CancellationScope,
   condition,
   defineUpdate,
@@ -34,6 +36,7 @@ import {
   type DeploymentWorkflowInput,
 } from '../common/deployments';
 import { SA_STATUS } from '../common/search-attributes';
+import { TimeoutType } from '@temporalio/common';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
@@ -44,14 +47,6 @@ const control = proxyActivities<DeploymentControlActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
 });
-const launcher = proxyActivities<ReplicaActivities>({
-  taskQueue: CONTAINERS_TASK_QUEUE,
-  // No container host at all is a failure the user should see, not a wait forever.
-  scheduleToStartTimeout: '1 minute',
-  startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '30 seconds',
-  retry: { maximumAttempts: 1 },
-});
 
 /** A replica that dies is replaced after 1, 2, 4 ... seconds, up to the configured maximum. */
 const backoffSeconds = (failures: number, max: number) => Math.min(max, 2 ** Math.max(0, failures - 1));
@@ -59,6 +54,14 @@ const FAILED_AFTER = 3;
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const { deploymentId, projectId } = input;
+  const launcher = proxyActivities<ReplicaActivities>({
+    taskQueue: CONTAINERS_TASK_QUEUE,
+    // No container host at all is a failure the user should see, not a wait forever.
+    scheduleToStartTimeout: `${input.containerWaitSeconds ?? 60} seconds`,
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { maximumAttempts: 1 },
+  });
   const state: DeploymentState = input.carried?.state ?? {
     revision: 1,
     spec: input.spec,
@@ -174,6 +177,18 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       return true;
     } catch (err) {
       if (isCancellation(err)) throw err;
+      const cause = err instanceof ActivityFailure ? err.cause : undefined;
+      if (cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
+        await control.recordReplica({
+          deploymentId,
+          replicaId,
+          revision,
+          image: spec.image,
+          status: 'Failed',
+          reason: 'NoContainerHost',
+          message: `No container host took the replica within ${input.containerWaitSeconds ?? 60}s: no worker serves queue "${CONTAINERS_TASK_QUEUE}" (run a control worker with GANTRY_CONTAINER_RUNTIME=process).`,
+        });
+      }
       failures++;
       retryAt = Date.now() + backoffSeconds(failures, input.maxRestartBackoffSeconds) * 1000;
       return false;

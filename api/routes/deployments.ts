@@ -370,6 +370,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
         autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
         maxRoundsPerRun: config.deploymentRoundsPerRun,
+        containerWaitSeconds: config.containerQueueWaitSeconds,
       };
       await insertDeployment(db, {
         id,

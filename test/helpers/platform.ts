@@ -56,6 +56,8 @@ export async function startTestPlatform(
     env?: Record<string, string>;
     /** false: no in-process control worker (a test runs real worker processes instead). */
     controlWorker?: boolean;
+    /** false: no container host (deployments find no worker on queue `containers`). */
+    containers?: boolean;
   } = {},
 ): Promise<TestPlatform> {
   const base = loadConfig({
@@ -95,7 +97,7 @@ export async function startTestPlatform(
   ];
   // Tests run deployments' replicas as local processes (the `process` runtime).
   const containerRuntime = new ProcessRuntime(path.join(base.dataDir, 'deployments'));
-  if (opts.controlWorker !== false) {
+  if (opts.controlWorker !== false && opts.containers !== false) {
     workers.push(
       ...(await createContainerWorkers({
         ...common,
