@@ -121,7 +121,8 @@ describe('cluster faults and repair', () => {
       p,
       t.key,
       c.cluster_id,
-      (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL',
+      // The remediation's row is written a moment before the cluster's projection: wait for both.
+      (x) => x.gpu_worker_nodes[0].latest_remediation?.state === 'PENDING_APPROVAL' && x.status === 'Degraded',
     );
     assert.equal(degraded.status, 'Degraded');
     assert.equal(degraded.gpu_worker_nodes[0].status, 'Unhealthy');
