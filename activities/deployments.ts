@@ -18,6 +18,7 @@ import {
   requestsSince,
   sealedSecrets,
   upsertReplica,
+  type ReplicaRecord,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import type { Db } from '../db/pool';
@@ -55,15 +56,7 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
     async removeDeployment({ deploymentId }: { deploymentId: string }) {
       await deleteDeploymentRow(db, deploymentId);
     },
-    async recordReplica(r: {
-      deploymentId: string;
-      replicaId: string;
-      revision: number;
-      image: string;
-      status: string;
-      reason?: string;
-      message?: string;
-    }) {
+    async recordReplica(r: ReplicaRecord) {
       await upsertReplica(db, r);
     },
   };

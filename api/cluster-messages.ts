@@ -7,26 +7,13 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@
 import { ApplicationFailure } from '@temporalio/common';
 import { UPDATE_REJECTIONS, clusterWorkflowId } from '../common/clusters';
 import { badRequest, conflict, notFound } from './errors';
-import { TEMPORAL_CALL_DEADLINE_MS } from './workflows';
-
-// An update waits for its handler (which writes PostgreSQL): allow more than a plain call.
-const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
+import { executeEntityUpdate, TEMPORAL_CALL_DEADLINE_MS } from './workflows';
 
 export async function updateCluster<R>(temporal: Client, clusterId: string, name: string, arg: unknown): Promise<R> {
-  const handle = temporal.workflow.getHandle(clusterWorkflowId(clusterId));
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
-        handle.executeUpdate<R, [unknown]>(name, { args: [arg] }),
-      );
-    } catch (err) {
-      // An entity workflow that is continuing as new is briefly "not found": try the next run.
-      if (err instanceof WorkflowNotFoundError && attempt < 4) {
-        await new Promise((r) => setTimeout(r, 250 * attempt));
-        continue;
-      }
-      throw rejection(err, clusterId);
-    }
+  try {
+    return await executeEntityUpdate<R>(temporal, clusterWorkflowId(clusterId), name, [arg]);
+  } catch (err) {
+    throw rejection(err, clusterId);
   }
 }
 

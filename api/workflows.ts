@@ -4,7 +4,7 @@
  * status), a static summary and details for the Temporal UI, and a deadline
  * so a Temporal outage is a prompt 503 rather than a hanging request.
  */
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import { SA_GPU_TYPE, SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
@@ -43,4 +43,31 @@ export async function startResourceWorkflow<W extends Workflow>(
       staticDetails: w.details,
     }),
   );
+}
+
+/** An update waits for its handler (which writes PostgreSQL): it gets more time than a plain call. */
+const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
+
+/**
+ * Sends an Update to an entity workflow (a cluster, a deployment). While the
+ * entity continues as new it is briefly "not found": the update is tried
+ * again on the next run before the error reaches the caller.
+ */
+export async function executeEntityUpdate<R>(
+  temporal: Client,
+  workflowId: string,
+  name: string,
+  args: unknown[],
+): Promise<R> {
+  const handle = temporal.workflow.getHandle(workflowId);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
+        handle.executeUpdate<R, [unknown]>(name, { args } as never),
+      );
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError) || attempt >= 4) throw err;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
 }

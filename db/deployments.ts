@@ -85,21 +85,21 @@ export async function deleteDeploymentRow(db: Queryable, id: string): Promise<vo
   await db.query('DELETE FROM deployments WHERE id = $1', [id]);
 }
 
-export async function upsertReplica(
-  db: Queryable,
-  r: {
-    deploymentId: string;
-    replicaId: string;
-    revision: number;
-    image: string;
-    status: string;
-    reason?: string;
-    message?: string;
-    host?: string;
-    port?: number;
-    ready?: boolean;
-  },
-): Promise<void> {
+/** What a replica activity records about one replica. */
+export interface ReplicaRecord {
+  deploymentId: string;
+  replicaId: string;
+  revision: number;
+  image: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  host?: string;
+  port?: number;
+  ready?: boolean;
+}
+
+export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<void> {
   await db.query(
     `INSERT INTO deployment_replicas (deployment_id, replica_id, revision, image, status, reason, message, host, port, ready_since)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN now() END)

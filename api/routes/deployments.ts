@@ -7,7 +7,6 @@
  */
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
@@ -31,7 +30,7 @@ import type { deployment } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
+import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
 
 const Name = z
   .string()
@@ -215,22 +214,11 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     }
   }
   async function sendUpdate(row: DeploymentRow, name: 'updateDeployment' | 'deleteDeployment', args: unknown[]) {
-    const handle = temporal.workflow.getHandle(deploymentWorkflowId(row.id));
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS * 6, () =>
-          handle.executeUpdate(name, { args } as never),
-        );
-        return;
-      } catch (err) {
-        // A deployment that is continuing as new is briefly "not found": try the next run.
-        if (err instanceof WorkflowNotFoundError && attempt < 4) {
-          await new Promise((r) => setTimeout(r, 250 * attempt));
-          continue;
-        }
-        if (err instanceof ApiError) throw err;
-        throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
-      }
+    try {
+      await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), name, args);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
     }
   }
 
