@@ -22,7 +22,9 @@ import {
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import type { Db } from '../db/pool';
-import { ProcessRuntime, ReplicaFailed } from '../providers/containers/process-runtime';
+import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
+import type { VolumeStore } from '../providers/containers/volume-store';
+import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 
 export function createDeploymentControlActivities({ db }: { db: Db }) {
   return {
@@ -64,11 +66,27 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
 
 export function createReplicaActivities(deps: {
   db: Db;
-  runtime: ProcessRuntime;
+  runtime: ContainerRuntime;
+  volumes: VolumeStore;
   hostQueue: string;
   signingSecret?: string;
 }) {
   const { db, runtime } = deps;
+
+  /** Each mount's directory on this host; the version was fixed in the spec when it was deployed. */
+  async function resolveMounts(l: ReplicaLaunch): Promise<Array<{ mountPath: string; hostDir: string }>> {
+    const mounts = [];
+    for (const m of l.spec.volumes ?? []) {
+      const volume = await getVolume(db, l.projectId, m.name);
+      const version = volume && (await getVolumeVersion(db, volume.id, m.version ?? volume.current_version));
+      if (!volume || !version) {
+        throw new ReplicaFailed(`volume '${m.name}'${m.version ? ` version ${m.version}` : ''} does not exist`);
+      }
+      mounts.push({ mountPath: m.mount_path, hostDir: await deps.volumes.materialize(volume.id, version.version, version.files) });
+    }
+    return mounts;
+  }
+
   return {
     async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
       const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
@@ -97,12 +115,13 @@ export function createReplicaActivities(deps: {
       try {
         const port = await runtime.launch(
           {
+            deploymentId: l.deploymentId,
             replicaId: l.replicaId,
             command: [...(l.spec.command ?? []), ...(l.spec.args ?? [])],
             env,
             healthPath: l.spec.health_check_path ?? '/',
-            logFile: runtime.logFile(l.deploymentId, l.replicaId),
             healthTimeoutMs: 60_000,
+            mounts: await resolveMounts(l),
           },
           () => heartbeat(),
         );

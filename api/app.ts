@@ -18,6 +18,7 @@ import { addClusterRoutes } from './routes/clusters';
 import { addFleetRoutes } from './routes/fleet';
 import { addQueueRoutes } from './routes/queue';
 import { addDeploymentRoutes } from './routes/deployments';
+import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -50,6 +51,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addClusterRemediationRoutes(v1, deps);
   addFleetRoutes(v1, deps);
   addQueueRoutes(v1, deps);
+  addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.

@@ -12,6 +12,7 @@ import { createPool } from '../db/pool';
 import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import path from 'node:path';
+import { VolumeStore } from '../providers/containers/volume-store';
 import { ProcessRuntime } from '../providers/containers/process-runtime';
 import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
 
@@ -22,12 +23,13 @@ async function main() {
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);
   const connection = await connectWorkerConnection(config, logger);
+  const blobs = new FilesystemBlobStore(config.blobDir);
   const worker = await createControlWorker({
     connection,
     namespace: config.temporal.namespace,
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
-    blobs: new FilesystemBlobStore(config.blobDir),
+    blobs,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
   const runtime =
@@ -39,6 +41,7 @@ async function main() {
         shutdownGraceSeconds: config.workerShutdownGraceSeconds,
         db,
         runtime,
+        volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
         signingSecret: config.signingSecret,
       })
     : [];

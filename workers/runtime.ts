@@ -29,7 +29,8 @@ import { createClusterActivities, createClusterNodeTestActivities } from '../act
 import { createQueueActivities } from '../activities/queue';
 import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
 import { containerHostQueue, CONTAINERS_TASK_QUEUE } from '../common/deployments';
-import type { ProcessRuntime } from '../providers/containers/process-runtime';
+import type { ContainerRuntime } from '../providers/containers/runtime';
+import type { VolumeStore } from '../providers/containers/volume-store';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
@@ -154,12 +155,13 @@ export function createGpuWorkers(
  * always watched by the process that holds it.
  */
 export async function createContainerWorkers(
-  deps: CommonWorkerDeps & { db: Db; runtime: ProcessRuntime; signingSecret?: string },
+  deps: CommonWorkerDeps & { db: Db; runtime: ContainerRuntime; volumes: VolumeStore; signingSecret?: string },
 ): Promise<Worker[]> {
   const hostQueue = containerHostQueue(`${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
   const activities = createReplicaActivities({
     db: deps.db,
     runtime: deps.runtime,
+    volumes: deps.volumes,
     hostQueue,
     signingSecret: deps.signingSecret,
   });

@@ -263,7 +263,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
         const holders = await fileLeaseHolders(q, row.id);
         if (holders.length) {
           throw conflict(
-            `File '${row.id}' is in use by ${holders.join(', ')}, which is still running. Cancel it or wait for it to finish, then delete the file.`,
+            `File '${row.id}' is in use by ${holders.join(', ')}. Delete it once they let go of it: a job when it finishes or is cancelled, a deployment volume when the volume is deleted.`,
             'file_in_use',
           );
         }

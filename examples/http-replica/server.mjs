@@ -1,8 +1,10 @@
 // Example container for the `process` runtime (used by the deployment tests):
 // an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
-// variable's value (a test checks that secrets arrive); GET /headers echoes the request headers; POST /crash exits with
+// variable's value (a test checks that secrets arrive); GET /file?path=P answers
+// the file P relative to the working directory (where volumes are mounted), 404 if absent; GET /headers echoes the request headers; POST /crash exits with
 // code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 
 const replica = process.env.GANTRY_REPLICA_ID ?? 'unknown';
@@ -11,6 +13,16 @@ const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
   if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');
+  if (url.pathname === '/file') {
+    readFile(url.searchParams.get('path') ?? '', 'utf8').then(
+      (text) => res.end(text),
+      (err) => {
+        res.statusCode = 404;
+        res.end(err.code ?? 'error');
+      },
+    );
+    return;
+  }
   if (url.pathname === '/headers') {
     res.setHeader('content-type', 'application/json');
     return res.end(JSON.stringify(req.headers));

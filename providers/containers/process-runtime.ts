@@ -4,27 +4,23 @@
  * already resolved), an assigned port in PORT, and its output appended to a
  * log file. It is for one machine and trusted users: it runs what it is told
  * on this host, with no isolation, and it pulls no image (`image` is recorded
- * only). A Kubernetes runtime maps the same calls onto a Deployment's pods
- * (launch = a pod with the image, env from Secrets, readiness probe on
- * health_check_path; supervise = watch the pod; stop = delete with
- * terminationGracePeriodSeconds).
+ * only).
+ *
+ * Without a container there is no filesystem to mount into, so each replica
+ * gets a root directory of its own: it is the process's working directory
+ * (and GANTRY_MOUNT_ROOT), and a volume mounted at `/data/x` appears there as
+ * `data/x`, a link to the volume's read-only files. How a Kubernetes runtime
+ * maps the same calls onto pods: KUBERNETES.md.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export interface ProcessReplica {
-  replicaId: string;
-  command: string[];
-  env: Record<string, string>;
-  healthPath: string;
-  logFile: string;
-  healthTimeoutMs: number;
-}
+import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 
-export class ReplicaFailed extends Error {}
+export { ReplicaFailed };
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -37,12 +33,9 @@ async function freePort(): Promise<number> {
   });
 }
 
-export class ProcessRuntime {
+export class ProcessRuntime implements ContainerRuntime {
   readonly kind = 'process';
-  private readonly running = new Map<
-    string,
-    { child: ChildProcess; exited: Promise<{ code: number | null; signal: string | null }> }
-  >();
+  private readonly running = new Map<string, { child: ChildProcess; exited: Promise<ReplicaExit> }>();
 
   constructor(readonly logDir: string) {}
 
@@ -51,18 +44,26 @@ export class ProcessRuntime {
   }
 
   /** Starts the process and waits until its health check answers 2xx; returns the port it serves. */
-  async launch(r: ProcessReplica, onProgress: () => void): Promise<number> {
+  /** The replica's root: its working directory, where mount paths appear. */
+  rootDir(deploymentId: string, replicaId: string): string {
+    return path.join(this.logDir, deploymentId, `${replicaId}.root`);
+  }
+
+  async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
     if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
     const port = await freePort();
-    mkdirSync(path.dirname(r.logFile), { recursive: true });
-    const log = createWriteStream(r.logFile, { flags: 'a' });
+    const logFile = this.logFile(r.deploymentId, r.replicaId);
+    mkdirSync(path.dirname(logFile), { recursive: true });
+    const root = this.prepareRoot(r);
+    const log = createWriteStream(logFile, { flags: 'a' });
     const child = spawn(r.command[0], r.command.slice(1), {
-      env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port) },
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port), GANTRY_MOUNT_ROOT: root },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+    const exited = new Promise<ReplicaExit>((resolve) => {
       child.once('error', (err) => {
         log.write(`[gantry] could not start ${r.command[0]}: ${err.message}\n`);
         resolve({ code: null, signal: null });
@@ -97,11 +98,22 @@ export class ProcessRuntime {
     }
   }
 
+  /** A fresh root with a link per mount (mount paths were checked to be absolute and plain at deploy). */
+  private prepareRoot(r: ReplicaToLaunch): string {
+    const root = this.rootDir(r.deploymentId, r.replicaId);
+    rmSync(root, { recursive: true, force: true });
+    mkdirSync(root, { recursive: true });
+    for (const m of r.mounts) {
+      const at = path.resolve(root, '.' + path.posix.normalize(m.mountPath));
+      if (!at.startsWith(root + path.sep)) throw new ReplicaFailed(`mount path ${m.mountPath} leaves the replica's root`);
+      mkdirSync(path.dirname(at), { recursive: true });
+      symlinkSync(m.hostDir, at, 'dir');
+    }
+    return root;
+  }
+
   /** Resolves when the replica's process exits; null when this host does not hold it (it was lost). */
-  async waitForExit(
-    replicaId: string,
-    signal: AbortSignal,
-  ): Promise<{ code: number | null; signal: string | null } | null> {
+  async waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
     const r = this.running.get(replicaId);
     if (!r) return null;
     const aborted = new Promise<'aborted'>((resolve) =>

@@ -1,12 +1,12 @@
 /**
- * The official SDK's beta.jig (deployments, secrets, queue) against Gantry,
+ * The official SDK's beta.jig (deployments, secrets, volumes, queue) against Gantry,
  * changing nothing but baseURL and apiKey.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Together } from 'together-ai';
-import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { QueueWorker } from '../../worker-kit/queue-worker';
 
@@ -87,5 +87,29 @@ describe('official SDK: beta.jig', () => {
       30_000,
     );
     await client.beta.jig.secrets.delete(secret.id!);
+  });
+
+  test('volumes with the SDK: create, list, retrieve a version, update content, delete', async () => {
+    await uploadValidated(p, tenant.key, 'sdk-vol-1.jsonl', '{"text": "a"}\n');
+    const v = await client.beta.jig.volumes.create({
+      name: 'sdk-vol',
+      type: 'readOnly',
+      content: { type: 'files', source_prefix: 'sdk-vol-' },
+    });
+    assert.equal(v.current_version, 1);
+    assert.deepEqual(
+      v.content?.files?.map((f) => f.name),
+      ['sdk-vol-1.jsonl'],
+    );
+    assert.ok((await client.beta.jig.volumes.list()).data?.some((x) => x.id === v.id));
+    await uploadValidated(p, tenant.key, 'sdk-vol-2.jsonl', '{"text": "b"}\n');
+    const updated = await client.beta.jig.volumes.update('sdk-vol', { content: { source_prefix: 'sdk-vol-' } });
+    assert.equal(updated.current_version, 2);
+    assert.equal(updated.content?.files?.length, 2);
+    const first = await client.beta.jig.volumes.retrieve('sdk-vol', { version: 1 });
+    assert.equal(first.content?.files?.length, 1);
+    assert.deepEqual(Object.keys(first.version_history ?? {}), ['1', '2']);
+    await client.beta.jig.volumes.delete(v.id!);
+    await assert.rejects(client.beta.jig.volumes.retrieve(v.id!), (e: { status?: number }) => e.status === 404);
   });
 });

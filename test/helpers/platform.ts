@@ -22,6 +22,7 @@ import { LocalFleet } from '../../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
 import { createContainerWorkers, createControlWorker, createGpuWorkers } from '../../workers/runtime';
 import { ProcessRuntime } from '../../providers/containers/process-runtime';
+import { VolumeStore } from '../../providers/containers/volume-store';
 
 let runtimeInstalled = false;
 
@@ -103,6 +104,7 @@ export async function startTestPlatform(
         ...common,
         db,
         runtime: containerRuntime,
+        volumes: new VolumeStore(path.join(base.dataDir, 'deployment-volumes'), blobs),
         signingSecret: base.signingSecret,
       })),
     );

@@ -1,0 +1,259 @@
+/**
+ * Deployment volumes (SDK beta.jig.volumes, `/deployments/storage/volumes`):
+ * read-only content for replicas, made of files uploaded through the Files API
+ * whose names start with `source_prefix`. Every create or content change is a
+ * new version with its file list fixed at that moment; deployments pin the
+ * version they mount (the current one when they were deployed or updated).
+ */
+import { z } from 'zod';
+import { newId } from '../../common/ids';
+import {
+  addVolumeVersion,
+  deleteVolume,
+  filesWithPrefix,
+  getVolume,
+  getVolumeVersion,
+  insertVolume,
+  listVolumeVersions,
+  listVolumes,
+  renameVolume,
+  volumeMounts,
+  type VolumeFile,
+  type VolumeRow,
+} from '../../db/deployment-volumes';
+import { withTransaction, type Db, type Queryable } from '../../db/pool';
+import type { DeploymentSpec } from '../../common/deployments';
+import { isSafeVolumePath } from '../../providers/containers/volume-store';
+import type { ApiDeps } from '../deps';
+import { badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+
+const VolumeName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const Content = z.object({
+  type: z.literal('files').default('files'),
+  source_prefix: z.string().max(1024).default(''),
+});
+const IdParams = z.object({ id: z.string().min(1).max(128) });
+
+const FileSchema = z.object({ name: z.string(), size: z.number(), last_modified: z.string() });
+const VolumeSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('volume'),
+    name: z.string(),
+    type: z.literal('readOnly'),
+    content: z.object({ type: z.literal('files'), source_prefix: z.string(), files: z.array(FileSchema) }),
+    current_version: z.number().int(),
+    mounted_by: z.array(z.string()),
+    version_history: z.record(
+      z.string(),
+      z.object({
+        version: z.number().int(),
+        content: z.object({ type: z.literal('files'), source_prefix: z.string() }),
+        mounted_by: z.array(z.string()),
+      }),
+    ),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'DeploymentVolume' });
+
+/** The project's uploaded files under the prefix, each a safe path inside the volume. */
+async function resolveContent(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
+  const files = await filesWithPrefix(db, projectId, prefix);
+  const unsafe = files.find((f) => !isSafeVolumePath(f.name));
+  if (unsafe) {
+    throw badRequest(
+      `File '${unsafe.file_id}' is named ${JSON.stringify(unsafe.name)}, which cannot be a path inside a volume (plain segments separated by '/', none starting with '.' or climbing with '..'). Narrow source_prefix or rename the upload.`,
+      'content.source_prefix',
+    );
+  }
+  return files;
+}
+
+async function toVolume(db: Db, v: VolumeRow, version?: number) {
+  const [versions, mounts] = await Promise.all([listVolumeVersions(db, v.id), volumeMounts(db, v.project_id, v.name)]);
+  const shown = versions.find((x) => x.version === (version ?? v.current_version))!;
+  const mountedBy = (n: number) => mounts.filter((m) => m.version === n).map((m) => m.deployment_id);
+  return {
+    id: v.id,
+    object: 'volume' as const,
+    name: v.name,
+    type: v.type,
+    content: {
+      type: 'files' as const,
+      source_prefix: shown.source_prefix,
+      files: shown.files.map((f) => ({ name: f.name, size: Number(f.size), last_modified: f.last_modified })),
+    },
+    current_version: v.current_version,
+    mounted_by: mountedBy(shown.version),
+    version_history: Object.fromEntries(
+      versions.map((x) => [
+        String(x.version),
+        {
+          version: x.version,
+          content: { type: 'files' as const, source_prefix: x.source_prefix },
+          mounted_by: mountedBy(x.version),
+        },
+      ]),
+    ),
+    created_at: new Date(v.created_at).toISOString(),
+    updated_at: new Date(v.updated_at).toISOString(),
+  };
+}
+
+/**
+ * Checks a deployment's volume mounts and pins each to a version (the volume's
+ * current one unless named), so every replica of a revision sees the same files.
+ */
+export async function pinVolumeMounts(
+  db: Queryable,
+  projectId: string,
+  mounts: NonNullable<DeploymentSpec['volumes']>,
+): Promise<NonNullable<DeploymentSpec['volumes']>> {
+  const seen = new Set<string>();
+  const pinned = [];
+  for (const [i, m] of mounts.entries()) {
+    const segments = m.mount_path.split('/').slice(1);
+    if (!m.mount_path.startsWith('/') || !segments.length || !segments.every((s) => isSafeVolumePath(s))) {
+      throw badRequest(
+        `mount_path must be an absolute path of plain segments, not the root (got ${JSON.stringify(m.mount_path)}).`,
+        `volumes[${i}].mount_path`,
+      );
+    }
+    for (const other of seen) {
+      if (other === m.mount_path || other.startsWith(m.mount_path + '/') || m.mount_path.startsWith(other + '/'))
+        throw badRequest(`mount_path ${m.mount_path} overlaps ${other}.`, `volumes[${i}].mount_path`);
+    }
+    seen.add(m.mount_path);
+    const volume = await getVolume(db, projectId, m.name);
+    if (!volume) throw badRequest(`Volume '${m.name}' does not exist in this project.`, `volumes[${i}].name`);
+    const version = m.version ?? volume.current_version;
+    if (!(await getVolumeVersion(db, volume.id, version)))
+      throw badRequest(`Volume '${m.name}' has no version ${version}.`, `volumes[${i}].version`);
+    pinned.push({ mount_path: m.mount_path, name: volume.name, version });
+  }
+  return pinned;
+}
+
+export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db } = deps;
+  async function requireVolume(projectId: string, id: string) {
+    const v = await getVolume(db, projectId, id);
+    if (!v) throw notFound(`Volume '${id}' not found.`);
+    return v;
+  }
+  async function refuseIfMounted(v: VolumeRow, action: string) {
+    const mounts = await volumeMounts(db, v.project_id, v.name);
+    if (mounts.length) {
+      throw conflict(
+        `Volume '${v.name}' is mounted by ${[...new Set(mounts.map((m) => m.deployment_id))].join(', ')}; remove it from those deployments before you ${action} it.`,
+        'volume_in_use',
+      );
+    }
+  }
+
+  router.add({
+    method: 'post',
+    path: '/deployments/storage/volumes',
+    operationId: 'createDeploymentVolume',
+    summary: 'Create a read-only volume from uploaded files whose names start with source_prefix',
+    tags: ['deployments'],
+    body: z.object({ name: VolumeName, type: z.literal('readOnly'), content: Content }),
+    errors: [409],
+    response: { status: 200, description: 'The volume (version 1)', schema: VolumeSchema },
+    handler: async ({ body, principal }) => {
+      if (await getVolume(db, principal.projectId, body.name))
+        throw conflict(`A volume named '${body.name}' exists in this project.`, 'volume_exists');
+      const id = newId('vol');
+      await withTransaction(db, async (tx) => {
+        const files = await resolveContent(tx, principal.projectId, body.content.source_prefix);
+        await insertVolume(tx, {
+          id,
+          projectId: principal.projectId,
+          name: body.name,
+          sourcePrefix: body.content.source_prefix,
+          files,
+        });
+      });
+      return toVolume(db, (await getVolume(db, principal.projectId, id))!);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/storage/volumes',
+    operationId: 'listDeploymentVolumes',
+    summary: "The project's volumes",
+    tags: ['deployments'],
+    response: {
+      status: 200,
+      description: 'Volumes',
+      schema: z.object({ object: z.literal('list'), data: z.array(VolumeSchema) }),
+    },
+    handler: async ({ principal }) => ({
+      object: 'list' as const,
+      data: await Promise.all((await listVolumes(db, principal.projectId)).map((v) => toVolume(db, v))),
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/storage/volumes/:id',
+    operationId: 'getDeploymentVolume',
+    summary: 'A volume by id or name; `version` describes an earlier version',
+    tags: ['deployments'],
+    params: IdParams,
+    query: z.object({ version: z.coerce.number().int().min(1).optional() }),
+    errors: [404],
+    response: { status: 200, description: 'The volume', schema: VolumeSchema },
+    handler: async ({ params, query, principal }) => {
+      const v = await requireVolume(principal.projectId, params.id);
+      if (query.version && !(await getVolumeVersion(db, v.id, query.version)))
+        throw notFound(`Volume '${v.name}' has no version ${query.version}.`);
+      return toVolume(db, v, query.version);
+    },
+  });
+  router.add({
+    method: 'patch',
+    path: '/deployments/storage/volumes/:id',
+    operationId: 'updateDeploymentVolume',
+    summary: 'Rename a volume, or give it new content (a new version; deployments keep theirs until updated)',
+    tags: ['deployments'],
+    params: IdParams,
+    body: z.object({ name: VolumeName.optional(), type: z.literal('readOnly').optional(), content: Content.optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The volume', schema: VolumeSchema },
+    handler: async ({ params, body, principal }) => {
+      const v = await requireVolume(principal.projectId, params.id);
+      if (body.name && body.name !== v.name) {
+        // Deployments name the volumes they mount: a rename would cut them off.
+        await refuseIfMounted(v, 'rename');
+        if (await getVolume(db, principal.projectId, body.name))
+          throw conflict(`A volume named '${body.name}' exists in this project.`, 'volume_exists');
+        await renameVolume(db, v.id, body.name);
+      }
+      if (body.content) {
+        const prefix = body.content.source_prefix;
+        await withTransaction(db, async (tx) =>
+          addVolumeVersion(tx, v.id, prefix, await resolveContent(tx, principal.projectId, prefix)),
+        );
+      }
+      return toVolume(db, (await getVolume(db, principal.projectId, v.id))!);
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/deployments/storage/volumes/:id',
+    operationId: 'deleteDeploymentVolume',
+    summary: 'Delete a volume that no deployment mounts (its files become deletable again)',
+    tags: ['deployments'],
+    params: IdParams,
+    errors: [404, 409],
+    response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
+    handler: async ({ params, principal }) => {
+      const v = await requireVolume(principal.projectId, params.id);
+      await refuseIfMounted(v, 'delete');
+      await deleteVolume(db, v.id);
+      return { id: v.id, deleted: true as const };
+    },
+  });
+}

@@ -1,0 +1,146 @@
+/** Deployment volumes and their versions (SDK beta.jig.volumes). */
+import type { Queryable } from './pool';
+
+/** One file of a volume version: `name` is its path inside the volume. */
+export interface VolumeFile {
+  file_id: string;
+  name: string;
+  size: number;
+  last_modified: string;
+  blob_key: string;
+}
+
+export interface VolumeRow {
+  id: string;
+  project_id: string;
+  name: string;
+  type: 'readOnly';
+  current_version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface VolumeVersionRow {
+  volume_id: string;
+  version: number;
+  content_type: 'files';
+  source_prefix: string;
+  files: VolumeFile[];
+  created_at: Date;
+}
+
+/** The lease holder a volume registers on each file it preloads. */
+export const volumeLeaseHolder = (volumeId: string) => `deployment-volume/${volumeId}`;
+
+/** Uploaded files of the project whose names start with the prefix; the newest upload of each name wins. */
+export async function filesWithPrefix(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
+  const { rows } = await db.query<VolumeFile>(
+    `SELECT DISTINCT ON (filename) id AS file_id, filename AS name, bytes::float8 AS size,
+            to_char(uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS last_modified, blob_key
+       FROM files
+      WHERE project_id = $1 AND uploaded_at IS NOT NULL AND starts_with(filename, $2)
+      ORDER BY filename, uploaded_at DESC`,
+    [projectId, prefix],
+  );
+  return rows;
+}
+
+export async function getVolume(db: Queryable, projectId: string, idOrName: string): Promise<VolumeRow | null> {
+  const { rows } = await db.query<VolumeRow>(
+    `SELECT * FROM deployment_volumes WHERE project_id = $1 AND (id = $2 OR name = $2)
+      ORDER BY (id = $2) DESC LIMIT 1`,
+    [projectId, idOrName],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listVolumes(db: Queryable, projectId: string): Promise<VolumeRow[]> {
+  const { rows } = await db.query<VolumeRow>(
+    'SELECT * FROM deployment_volumes WHERE project_id = $1 ORDER BY created_at, id',
+    [projectId],
+  );
+  return rows;
+}
+
+export async function listVolumeVersions(db: Queryable, volumeId: string): Promise<VolumeVersionRow[]> {
+  const { rows } = await db.query<VolumeVersionRow>(
+    'SELECT * FROM deployment_volume_versions WHERE volume_id = $1 ORDER BY version',
+    [volumeId],
+  );
+  return rows;
+}
+
+export async function getVolumeVersion(
+  db: Queryable,
+  volumeId: string,
+  version: number,
+): Promise<VolumeVersionRow | null> {
+  const { rows } = await db.query<VolumeVersionRow>(
+    'SELECT * FROM deployment_volume_versions WHERE volume_id = $1 AND version = $2',
+    [volumeId, version],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertVolume(
+  db: Queryable,
+  v: { id: string; projectId: string; name: string; sourcePrefix: string; files: VolumeFile[] },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO deployment_volumes (id, project_id, name, current_version) VALUES ($1, $2, $3, 1)`,
+    [v.id, v.projectId, v.name],
+  );
+  await insertVersion(db, v.id, 1, v.sourcePrefix, v.files);
+}
+
+/** A new version with new content becomes current. */
+export async function addVolumeVersion(
+  db: Queryable,
+  volumeId: string,
+  sourcePrefix: string,
+  files: VolumeFile[],
+): Promise<number> {
+  const { rows } = await db.query<{ current_version: number }>(
+    `UPDATE deployment_volumes SET current_version = current_version + 1, updated_at = now()
+      WHERE id = $1 RETURNING current_version`,
+    [volumeId],
+  );
+  await insertVersion(db, volumeId, rows[0].current_version, sourcePrefix, files);
+  return rows[0].current_version;
+}
+
+async function insertVersion(db: Queryable, volumeId: string, version: number, prefix: string, files: VolumeFile[]) {
+  await db.query(
+    `INSERT INTO deployment_volume_versions (volume_id, version, source_prefix, files) VALUES ($1, $2, $3, $4)`,
+    [volumeId, version, prefix, JSON.stringify(files)],
+  );
+  // Lease every file, so none of a version's content can be deleted while the volume exists.
+  await db.query(
+    `INSERT INTO file_leases (file_id, holder) SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`,
+    [files.map((f) => f.file_id), volumeLeaseHolder(volumeId)],
+  );
+}
+
+export async function renameVolume(db: Queryable, volumeId: string, name: string): Promise<void> {
+  await db.query('UPDATE deployment_volumes SET name = $2, updated_at = now() WHERE id = $1', [volumeId, name]);
+}
+
+export async function deleteVolume(db: Queryable, volumeId: string): Promise<void> {
+  await db.query('DELETE FROM file_leases WHERE holder = $1', [volumeLeaseHolder(volumeId)]);
+  await db.query('DELETE FROM deployment_volumes WHERE id = $1', [volumeId]);
+}
+
+/** Deployments of the project that mount the volume, with the version each mounts. */
+export async function volumeMounts(
+  db: Queryable,
+  projectId: string,
+  volumeName: string,
+): Promise<Array<{ deployment_id: string; version: number }>> {
+  const { rows } = await db.query<{ deployment_id: string; version: number }>(
+    `SELECT d.id AS deployment_id, (m->>'version')::int AS version
+       FROM deployments d, jsonb_array_elements(coalesce(d.state->'spec'->'volumes', '[]'::jsonb)) m
+      WHERE d.project_id = $1 AND m->>'name' = $2`,
+    [projectId, volumeName],
+  );
+  return rows;
+}
