@@ -5,7 +5,6 @@
  * deployment is the entity workflow `deployment/<id>`; reads come from
  * PostgreSQL (the workflow's projection and the replicas' own records).
  */
-import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
@@ -29,6 +28,7 @@ import type { Db } from '../../db/pool';
 import type { deployment } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { pinVolumeMounts } from './deployment-volumes';
+import { followLogs, tailLines } from '../replica-logs';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
@@ -465,30 +465,43 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/deployments/:id/logs',
     operationId: 'getDeploymentLogs',
-    summary: "The replicas' output (the last 1000 lines of each, or of one replica)",
+    summary:
+      "The replicas' output: the last 1000 lines of each (or of one replica); with follow=true, then new lines as NDJSON until the client disconnects",
     tags: ['deployments'],
     params: IdParams,
     query: z.object({
       replica_id: z.string().max(256).optional(),
       revision: z.string().optional(),
       version: z.string().optional(),
+      follow: z.enum(['true', 'false']).optional(),
     }),
     errors: [404],
     response: { status: 200, description: 'Log lines', schema: z.object({ lines: z.array(z.string()) }) },
-    handler: async ({ params, query, principal }) => {
+    handler: async ({ params, query, principal, req, res }) => {
       const row = await requireDeployment(principal.projectId, params.id);
-      let replicas = await listReplicas(db, row.id);
-      if (query.replica_id) {
-        replicas = replicas.filter((r) => r.replica_id === query.replica_id);
-        if (!replicas.length) throw notFound(`Deployment '${row.name}' has no replica '${query.replica_id}'.`);
-      }
-      if (query.revision) replicas = replicas.filter((r) => String(r.revision) === query.revision);
       // File names come from the replicas table, never from the request.
-      const lines = replicas.flatMap((r) => {
-        const file = path.join(config.dataDir, 'deployments', row.id, `${r.replica_id}.log`);
-        if (!existsSync(file)) return [];
-        const text = readFileSync(file, 'utf8').split('\n').filter(Boolean).slice(-1000);
-        return query.replica_id ? text : text.map((l) => `[${r.replica_id}] ${l}`);
+      const sources = async () => {
+        let replicas = await listReplicas(db, row.id);
+        if (query.replica_id) replicas = replicas.filter((r) => r.replica_id === query.replica_id);
+        if (query.revision) replicas = replicas.filter((r) => String(r.revision) === query.revision);
+        return replicas.map((r) => ({
+          replicaId: r.replica_id,
+          file: path.join(config.dataDir, 'deployments', row.id, `${r.replica_id}.log`),
+        }));
+      };
+      const first = await sources();
+      if (query.replica_id && !first.length)
+        throw notFound(`Deployment '${row.name}' has no replica '${query.replica_id}'.`);
+      if (query.follow === 'true') {
+        await followLogs(req, res, {
+          tail: 1000,
+          sources: async () => ((await getDeployment(db, principal.projectId, row.id)) ? sources() : null),
+        });
+        return undefined;
+      }
+      const lines = first.flatMap((s) => {
+        const { lines } = tailLines(s.file, 1000);
+        return query.replica_id ? lines : lines.map((l) => `[${s.replicaId}] ${l}`);
       });
       return { lines };
     },

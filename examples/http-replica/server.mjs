@@ -1,7 +1,8 @@
 // Example container for the `process` runtime (used by the deployment tests):
 // an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
 // variable's value (a test checks that secrets arrive); GET /file?path=P answers
-// the file P relative to the working directory (where volumes are mounted), 404 if absent; GET /headers echoes the request headers; POST /crash exits with
+// the file P relative to the working directory (where volumes are mounted), 404 if absent; POST /log?text=T
+// prints T to stdout (the log-streaming test); GET /headers echoes the request headers; POST /crash exits with
 // code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
 import { readFile } from 'node:fs/promises';
@@ -22,6 +23,10 @@ const server = createServer((req, res) => {
       },
     );
     return;
+  }
+  if (url.pathname === '/log' && req.method === 'POST') {
+    console.log(`${replica}: ${url.searchParams.get('text') ?? ''}`);
+    return res.end('logged');
   }
   if (url.pathname === '/headers') {
     res.setHeader('content-type', 'application/json');

@@ -179,9 +179,35 @@ describe('container deployments (process runtime)', () => {
     assert.deepEqual((await api('GET', '/deployments', undefined, other.key)).body.data, []);
   });
 
-  test('delete stops every replica, then the deployment is gone', async () => {
+  test('logs follow: new lines stream as replicas write them; delete stops every replica and ends the stream', async () => {
     const d = await get('web');
     const before = await ports(d.id);
+    const stream = await fetch(`${p.baseUrl}/v1/deployments/web/logs?follow=true`, {
+      headers: { authorization: `Bearer ${t.key}` },
+    });
+    assert.equal(stream.status, 200);
+    assert.match(stream.headers.get('content-type') ?? '', /application\/x-ndjson/);
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let received = '';
+    const readUntil = async (needle: string) => {
+      while (!received.includes(needle)) {
+        const { value, done } = await reader.read();
+        if (done) return false;
+        received += value;
+      }
+      return true;
+    };
+    assert.ok(await readUntil('listening on'), 'the tail comes first');
+    const marker = `marker-${Date.now()}`;
+    await fetch(`http://127.0.0.1:${before[0].port}/log?text=${marker}`, { method: 'POST' });
+    assert.ok(await readUntil(marker), 'a line written after the stream opened arrives');
+    const entry = received
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+      .find((e) => e.line.includes(marker));
+    assert.equal(entry.replica_id, before[0].replica_id);
+
     const del = await api('DELETE', '/deployments/web');
     assert.equal(del.status, 200);
     await eventually(
@@ -189,6 +215,7 @@ describe('container deployments (process runtime)', () => {
       (r) => r.status === 404,
       30_000,
     );
+    assert.equal(await readUntil('never-written'), false, 'the stream ends once the deployment is gone');
     for (const r of before) {
       await assert.rejects(fetch(`http://127.0.0.1:${r.port}/health`), 'the replica process is gone');
     }
