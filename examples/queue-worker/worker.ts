@@ -1,15 +1,21 @@
 /**
  * Example worker container for a Gantry queue (used by the tests, and the
  * template for container authors). It reads GANTRY_BASE_URL, GANTRY_API_KEY,
- * QUEUE_MODEL and WORKER_ID, and handles jobs whose payload says what to do:
+ * QUEUE_MODEL (default: the deployment it runs in, GANTRY_DEPLOYMENT) and
+ * WORKER_ID (default: its replica id), and handles jobs whose payload says
+ * what to do:
  *
  *   {"op": "echo", "value": ...}             -> outputs {"value": ...}
- *   {"op": "sleep", "ms": 500, "steps": 5}   -> reports progress each step
+ *   {"op": "sleep", "ms": 500, "steps": 5}   -> reports progress each step, and
+ *                                               info.attempt_<retries>_by = WORKER_ID
  *   {"op": "fail", "message": "..."}         -> fails the job (not retried)
  *   {"op": "hang"}                           -> never answers (the claim times out)
  *
- * Each job it takes is logged as one JSON line on stdout: {"claimed": id, "priority": p}.
+ * It logs one JSON line when it starts, {"worker": id, "pid": n}, and one per
+ * job it takes, {"claimed": id, "priority": p, "retries": r}. When PORT is set
+ * (it runs as a deployment replica) it answers GET /health there.
  */
+import { createServer } from 'node:http';
 import { QueueWorker } from '../../worker-kit/queue-worker';
 
 const env = (k: string) => {
@@ -18,18 +24,26 @@ const env = (k: string) => {
   return v;
 };
 
+const workerId = process.env.WORKER_ID ?? process.env.GANTRY_REPLICA_ID ?? `example-${process.pid}`;
 const worker = new QueueWorker({
   baseUrl: env('GANTRY_BASE_URL'),
   apiKey: env('GANTRY_API_KEY'),
-  model: env('QUEUE_MODEL'),
-  workerId: process.env.WORKER_ID ?? `example-${process.pid}`,
+  model: process.env.QUEUE_MODEL ?? env('GANTRY_DEPLOYMENT'),
+  workerId,
   claimTimeoutSeconds: Number(process.env.CLAIM_TIMEOUT_SECONDS ?? 60),
   waitSeconds: 2,
   // The "hang" op must really go silent, so keep-alives are left to the handler.
   keepAlive: false,
 });
 
-process.on('SIGTERM', () => worker.stop());
+process.stdout.write(JSON.stringify({ worker: workerId, pid: process.pid }) + '\n');
+const health = process.env.PORT
+  ? createServer((_req, res) => res.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')
+  : null;
+process.on('SIGTERM', () => {
+  health?.close();
+  worker.stop();
+});
 
 void worker.run(async (job, ctx) => {
   process.stdout.write(
@@ -41,16 +55,17 @@ void worker.run(async (job, ctx) => {
       return { value: p.value ?? null };
     case 'sleep': {
       const steps = p.steps ?? 1;
+      await ctx.update({ [`attempt_${job.retries}_by`]: workerId });
       for (let i = 1; i <= steps; i++) {
         await new Promise((r) => setTimeout(r, (p.ms ?? 100) / steps));
-        await ctx.update({ [`step_${i}_by`]: process.env.WORKER_ID ?? 'example' }, i / steps);
+        await ctx.update({ [`step_${i}_by`]: workerId }, i / steps);
       }
       return { slept_ms: p.ms ?? 100 };
     }
     case 'fail':
       throw new Error(p.message ?? 'the payload asked to fail');
     case 'hang':
-      await ctx.update({ hung_by: process.env.WORKER_ID ?? 'example' });
+      await ctx.update({ hung_by: workerId });
       return new Promise(() => undefined);
     default:
       throw new Error(`unknown op ${JSON.stringify(p.op)}`);
