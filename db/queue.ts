@@ -178,7 +178,14 @@ export async function finishJob(
       WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING *`,
     [id, token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}],
   );
-  return rows[0] ?? null;
+  if (rows[0]) return rows[0];
+  // The same claim reporting the same outcome again (its first answer was lost on the way): the job as it is.
+  const again = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1 AND claim_token = $2 AND status = $3', [
+    id,
+    token,
+    f.status,
+  ]);
+  return again.rows[0] ?? null;
 }
 
 export type ClaimCheck =

@@ -13,6 +13,12 @@
  * third of the claim timeout. A handler that throws fails the job (not
  * retried); a worker that dies or hangs loses the claim, and the job goes back
  * to the queue with its info kept.
+ *
+ * The API may be unreachable for a while (restarted, network trouble): claims
+ * are retried with backoff, updates that cannot be delivered are dropped (the
+ * next one carries on), and the outcome (complete or fail) is retried until the
+ * API takes it or says the claim is gone. Reporting an outcome twice is safe:
+ * the API answers a repeated report of the same claim with the job as it is.
  */
 export interface QueueJob {
   request_id: string;
@@ -45,6 +51,11 @@ export interface QueueWorkerOptions {
 
 export class ClaimLostError extends Error {}
 
+/** The API could not be reached, or answered with a server error: worth trying again. */
+class TransportError extends Error {}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 export class QueueWorker {
   private stopped = false;
   private readonly o: Required<QueueWorkerOptions>;
@@ -65,11 +76,18 @@ export class QueueWorker {
   }
 
   private async post(path: string, body: object): Promise<Response> {
-    return fetch(`${this.o.baseUrl}/v1/queue/${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.o.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+    let res: Response;
+    try {
+      res = await fetch(`${this.o.baseUrl}/v1/queue/${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.o.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new TransportError(`${path}: ${(err as Error).message}`);
+    }
+    if (res.status >= 500) throw new TransportError(`${path} failed: ${res.status} ${await res.text()}`);
+    return res;
   }
 
   /** Takes one job, or null when none came within the wait. */
@@ -98,28 +116,58 @@ export class QueueWorker {
       if (!res.ok) throw new Error(`${path} failed: ${res.status} ${await res.text()}`);
     };
     const ctx: JobContext = {
-      update: (info = {}, progress) => send('update', { info, ...(progress !== undefined ? { progress } : {}) }),
+      // An update the API cannot take now is dropped: the next one (or the outcome) carries on.
+      update: (info = {}, progress) =>
+        send('update', { info, ...(progress !== undefined ? { progress } : {}) }).catch((err) => {
+          if (!(err instanceof TransportError)) throw err;
+        }),
       signal: abort.signal,
+    };
+    // The outcome must arrive: retried until the API takes it or says the claim is gone.
+    const report = async (path: 'complete' | 'fail', body: object): Promise<void> => {
+      for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
+        try {
+          return await send(path, body);
+        } catch (err) {
+          if (!(err instanceof TransportError) || this.stopped) throw err;
+          await sleep(delay);
+        }
+      }
     };
     const every = (this.o.claimTimeoutSeconds * 1000) / 3;
     const keepAlive = this.o.keepAlive ? setInterval(() => void ctx.update().catch(() => undefined), every) : undefined;
+    let outcome: { path: 'complete'; outputs: Record<string, unknown> } | { path: 'fail'; error: string };
     try {
-      const outputs = await handler(job, ctx);
-      await send('complete', { outputs });
-      return 'done';
+      outcome = { path: 'complete', outputs: await handler(job, ctx) };
     } catch (err) {
       if (err instanceof ClaimLostError || abort.signal.aborted) return 'lost';
-      await send('fail', { error: err instanceof Error ? err.message : String(err) }).catch(() => undefined);
-      return 'failed';
+      outcome = { path: 'fail', error: err instanceof Error ? err.message : String(err) };
     } finally {
       if (keepAlive) clearInterval(keepAlive);
     }
+    try {
+      if (outcome.path === 'complete') await report('complete', { outputs: outcome.outputs });
+      else await report('fail', { error: outcome.error });
+      return outcome.path === 'complete' ? 'done' : 'failed';
+    } catch (err) {
+      if (err instanceof ClaimLostError) return 'lost';
+      throw err;
+    }
   }
 
-  /** Claims and processes jobs one at a time until stop() is called. */
+  /** Claims and processes jobs one at a time until stop() is called; waits out an unreachable API. */
   async run(handler: JobHandler): Promise<void> {
-    while (!this.stopped) {
-      const job = await this.claim();
+    for (let delay = 200; !this.stopped; ) {
+      let job;
+      try {
+        job = await this.claim();
+        delay = 200;
+      } catch (err) {
+        if (!(err instanceof TransportError)) throw err;
+        await sleep(delay);
+        delay = Math.min(delay * 2, 5000);
+        continue;
+      }
       if (job) await this.process(job, handler);
     }
   }
