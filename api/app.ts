@@ -6,7 +6,7 @@ import express, { type Request, type Response } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import type { ApiDeps } from './deps';
 import { badRequest } from './errors';
-import { authenticate } from './middleware/auth';
+import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { createRegistry, generateDocument } from './openapi/document';
@@ -75,7 +75,7 @@ export function createApp(deps: ApiDeps): express.Express {
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
   const form = express.urlencoded({ extended: false, limit: '64kb' });
-  app.use(authenticate(deps.db), json, form);
+  app.use(authenticate(principalLookup(deps)), json, form);
 
   // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
   app.all('/v1/compute/clusters/regions', () => {

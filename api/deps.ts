@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { GantryConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { Db } from '../db/pool';
+import type { PrincipalCache } from '../db/principal-cache';
 import type { BlobStore } from '../providers/storage/blob-store';
 
 /** What routes may use. Injected by api/server.ts, and by tests with the same real parts. */
@@ -11,4 +12,6 @@ export interface ApiDeps {
   temporal: Client;
   logger: Logger;
   blobs: BlobStore;
+  /** Cached key lookups (api/server.ts starts one); without it every request queries its key. */
+  principals?: PrincipalCache;
 }

@@ -3,6 +3,7 @@ import { loadConfig, requireDatabaseUrl } from '../common/config';
 import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { createPool } from '../db/pool';
+import { PrincipalCache } from '../db/principal-cache';
 import { listen } from './listen';
 import { createGatewayApp } from './gateway';
 
@@ -11,11 +12,14 @@ async function main() {
   const logger = createLogger('gateway', config.logLevel);
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);
-  const app = createGatewayApp({ config, db, logger });
+  const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
+  await principals.start();
+  const app = createGatewayApp({ config, db, logger, principals });
   const http = await listen(app, config.gatewayPort, config.host);
   logger.info({ url: `http://${config.host}:${config.gatewayPort}` }, 'inference gateway listening');
   onShutdownSignal(logger, async () => {
     await http.close();
+    await principals.stop();
     await db.end();
   });
 }

@@ -6,19 +6,19 @@
  */
 import express from 'express';
 import type { ApiDeps } from './deps';
-import { authenticate } from './middleware/auth';
+import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { deploymentProxy } from './gateway-proxy';
 
-export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config'>): express.Express {
+export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals'>): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(requestLogging(deps.logger));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.use(authenticate(deps.db));
+  app.use(authenticate(principalLookup(deps)));
   app.use('/v1', deploymentProxy(deps.db));
   app.use(routeNotFound);
   app.use(errorHandler);

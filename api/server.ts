@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { PrincipalCache } from '../db/principal-cache';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { listen } from './listen';
 import { createApp } from './app';
@@ -28,13 +29,16 @@ async function main() {
   if (!config.signingSecret) {
     logger.warn('GANTRY_SIGNING_SECRET is not set: pre-signed upload URLs (POST /v1/files) are refused');
   }
-  const app = createApp({ config, db, temporal, logger, blobs: new FilesystemBlobStore(config.blobDir) });
+  const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
+  await principals.start();
+  const app = createApp({ config, db, temporal, logger, blobs: new FilesystemBlobStore(config.blobDir), principals });
   const http = await listen(app, config.apiPort, config.host);
   logger.info({ url: `http://${config.host}:${config.apiPort}` }, 'API listening');
 
   onShutdownSignal(logger, async () => {
     // Stop accepting, let in-flight requests finish, then release connections.
     await http.close();
+    await principals.stop();
     await db.end();
     await connection.close();
   });

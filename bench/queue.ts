@@ -10,7 +10,9 @@
  *   2. latency: 300 jobs submitted at a steady 50 jobs/s; submit-to-claim and
  *      end-to-end (submit to done) latency, p50 and p99.
  * Gantry: the real API over loopback HTTP (submit, long-poll claim, complete),
- * with each claim's timer workflow on a real Temporal server. The reference:
+ * with each claim's timer workflow on a real Temporal server. The API and the
+ * control worker run as their own processes, as `./dev up` runs them, so the
+ * bench's clients do not share the API's event loop. The reference:
  * a bare PostgreSQL table, INSERT to submit and FOR UPDATE SKIP LOCKED to claim,
  * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
  */
@@ -18,6 +20,8 @@ import pg from 'pg';
 import { newId } from '../common/ids';
 import { insertDeployment } from '../db/deployments';
 import { call } from '../test/helpers/platform';
+import { startProcess } from '../test/helpers/processes';
+import { freePort } from '../scripts/lib/ports';
 import { runBench, withBenchPlatform } from './lib/platform';
 import { createTenant } from '../test/helpers/tenants';
 import { QueueWorker } from '../worker-kit/queue-worker';
@@ -84,8 +88,22 @@ const latencySql = (table: string, where: string) => `
 
 async function main() {
   const jobs = Number(process.argv[2] ?? 2000);
-  await withBenchPlatform(say, {}, async (platform, databaseUrl) => {
+  await withBenchPlatform(say, { controlWorker: false }, async (platform, databaseUrl) => {
     const raw = new pg.Pool({ connectionString: databaseUrl, max: SUBMITTERS + WORKERS + 2 });
+    const apiPort = await freePort();
+    // Request logs off (warn): the reference logs nothing either.
+    const apiProcess = startProcess('api/server.ts', { GANTRY_API_PORT: String(apiPort), LOG_LEVEL: 'warn' });
+    const control = startProcess('workers/control.ts', { LOG_LEVEL: 'info' });
+    const baseUrl = `http://127.0.0.1:${apiPort}`;
+    const apiUp = async () => {
+      for (let i = 0; i < 600; i++) {
+        if (apiProcess.child.exitCode !== null) throw new Error('the API process exited');
+        if (await fetch(`${baseUrl}/healthz`).then((r) => r.ok, () => false)) return;
+        await sleep(100);
+      }
+      throw new Error('the API did not come up');
+    };
+    await Promise.all([apiUp(), control.waitFor(/control worker polling/)]);
     try {
       const tenant = await createTenant(platform.db);
       const model = 'bench-model';
@@ -93,7 +111,7 @@ async function main() {
 
       const gantry: System = {
         async submit(i) {
-          const r = await call(platform.baseUrl, 'POST', '/v1/queue/submit', {
+          const r = await call(baseUrl, 'POST', '/v1/queue/submit', {
             key: tenant.key,
             json: { model, payload: { i }, priority: 0 },
           });
@@ -104,7 +122,7 @@ async function main() {
             { length: WORKERS },
             (_, i) =>
               new QueueWorker({
-                baseUrl: platform.baseUrl,
+                baseUrl: baseUrl,
                 apiKey: tenant.key,
                 model,
                 workerId: `b${i}`,
@@ -201,6 +219,8 @@ async function main() {
       );
     } finally {
       await raw.end();
+      for (const child of [apiProcess, control]) child.child.kill('SIGTERM');
+      await Promise.all([apiProcess.exited, control.exited]);
     }
   });
 }

@@ -56,13 +56,7 @@ export async function findPrincipalByApiKey(db: Queryable, secret: string): Prom
   const r = rows[0];
   if (!r) return null;
   // Record use at most once a minute per key, so reads do not become writes (nor extra round trips).
-  if (r.use_is_stale) {
-    await db.query(
-      `UPDATE api_keys SET last_used_at = now()
-        WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
-      [r.api_key_id],
-    );
-  }
+  if (r.use_is_stale) await recordApiKeyUse(db, r.api_key_id);
   return {
     apiKeyId: r.api_key_id,
     userId: r.user_id,
@@ -75,6 +69,15 @@ export async function findPrincipalByApiKey(db: Queryable, secret: string): Prom
     organizationRole: r.organization_role,
     isPlatformAdmin: r.is_platform_admin,
   };
+}
+
+/** Sets last_used_at, unless it was set within the last minute. */
+export async function recordApiKeyUse(db: Queryable, apiKeyId: string): Promise<void> {
+  await db.query(
+    `UPDATE api_keys SET last_used_at = now()
+      WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+    [apiKeyId],
+  );
 }
 
 export async function createOrganization(db: Queryable, name: string): Promise<string> {

@@ -6,6 +6,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { findPrincipalByApiKey, type Principal } from '../../db/accounts';
 import type { Db } from '../../db/pool';
+import type { PrincipalCache } from '../../db/principal-cache';
 import { forbidden, unauthorized } from '../errors';
 
 declare module 'express-serve-static-core' {
@@ -18,7 +19,16 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 // Longer than any key Gantry issues; anything bigger is not worth a lookup.
 const MAX_KEY_LENGTH = 256;
 
-export function authenticate(db: Db) {
+/** Resolves an API key to its principal (the process's PrincipalCache, or a plain lookup); null when unknown. */
+export type PrincipalLookup = (secret: string) => Promise<Principal | null>;
+
+/** The process's cache when it has one, else a lookup per request. */
+export function principalLookup(deps: { db: Db; principals?: PrincipalCache }): PrincipalLookup {
+  const cache = deps.principals;
+  return cache ? (secret) => cache.lookup(secret) : (secret) => findPrincipalByApiKey(deps.db, secret);
+}
+
+export function authenticate(lookup: PrincipalLookup) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     try {
       const header = req.headers.authorization;
@@ -30,7 +40,7 @@ export function authenticate(db: Db) {
         throw unauthorized('Malformed Authorization header. Expected `Authorization: Bearer <API_KEY>`.');
       }
       const secret = match[1];
-      const principal = secret.length <= MAX_KEY_LENGTH ? await findPrincipalByApiKey(db, secret) : null;
+      const principal = secret.length <= MAX_KEY_LENGTH ? await lookup(secret) : null;
       if (!principal) throw unauthorized('Invalid API key.');
       req.principal = principal;
       (req as Request & { log?: { setBindings?: (b: object) => void } }).log?.setBindings?.({

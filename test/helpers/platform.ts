@@ -23,6 +23,7 @@ import { FilesystemBlobStore } from '../../providers/storage/filesystem';
 import { createContainerWorkers, createControlWorker, createGpuWorkers } from '../../workers/runtime';
 import { ProcessRuntime } from '../../providers/containers/process-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
+import { PrincipalCache } from '../../db/principal-cache';
 
 let runtimeInstalled = false;
 
@@ -113,9 +114,11 @@ export async function startTestPlatform(
 
   const logs = new LogCapture();
   const logger = createLogger('api', 'info', logs);
-  const app = createApp({ config, db, temporal, logger, blobs });
+  const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
+  await principals.start();
+  const app = createApp({ config, db, temporal, logger, blobs, principals });
   server.on('request', app);
-  const gateway = createServer(createGatewayApp({ config, db, logger }));
+  const gateway = createServer(createGatewayApp({ config, db, logger, principals }));
   await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
   const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 
@@ -134,6 +137,7 @@ export async function startTestPlatform(
       for (const w of workers) w.shutdown();
       await Promise.all(running);
       await containerRuntime.stopAll();
+      await principals.stop();
       await native.close();
       await connection.close();
       await db.end();
