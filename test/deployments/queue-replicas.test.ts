@@ -43,7 +43,8 @@ describe('queue workers as deployment replicas', () => {
       environment_variables: [
         { name: 'GANTRY_BASE_URL', value: p.baseUrl },
         { name: 'GANTRY_API_KEY', value_from_secret: 'queue-key' },
-        { name: 'CLAIM_TIMEOUT_SECONDS', value: '1' },
+        // The job reports every second: room for a live replica, a short wait for a dead one's claim.
+        { name: 'CLAIM_TIMEOUT_SECONDS', value: '3' },
       ],
     });
     assert.equal(dep.status, 200, JSON.stringify(dep.body));

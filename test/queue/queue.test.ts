@@ -239,7 +239,8 @@ describe('queue API', () => {
 
   test('a worker process killed mid-job: another worker finishes it, with both attempts in info', async () => {
     const model = await deployment();
-    const env = { GANTRY_BASE_URL: p.baseUrl, GANTRY_API_KEY: t.key, QUEUE_MODEL: model, CLAIM_TIMEOUT_SECONDS: '1' };
+    // The job reports every second: a 3 s claim timeout leaves a healthy worker room, a dead one loses it soon.
+    const env = { GANTRY_BASE_URL: p.baseUrl, GANTRY_API_KEY: t.key, QUEUE_MODEL: model, CLAIM_TIMEOUT_SECONDS: '3' };
     const id = await submit(model, { op: 'sleep', ms: 4000, steps: 4 }, { info: { user: 'u1' } });
     const a = startProcess('examples/queue-worker/worker.ts', { ...env, WORKER_ID: 'replica-a' });
     await eventually(
