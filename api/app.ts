@@ -19,6 +19,8 @@ import { addFleetRoutes } from './routes/fleet';
 import { addQueueRoutes } from './routes/queue';
 import { addDeploymentRoutes } from './routes/deployments';
 import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
+import { addRegistryModelRoutes } from './routes/registry-models';
+import { addSupportedModelRoutes } from './routes/supported-models';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -53,6 +55,8 @@ export function createApp(deps: ApiDeps): express.Express {
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
+  addRegistryModelRoutes(v2, deps);
+  addSupportedModelRoutes(v2);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.
@@ -88,6 +92,9 @@ export function createApp(deps: ApiDeps): express.Express {
 
   app.use('/v1', v1.router);
   app.use('/v2', v2.router);
+  // The official SDK sends its v2 calls (beta.models, beta.endpoints) to the client's one baseURL
+  // when it is set: a client configured with `<gantry>/v1` reaches them here.
+  app.use('/v1', v2.router);
   app.use(unversioned.router);
 
   app.use(routeNotFound);

@@ -20,9 +20,13 @@ export interface RegistryModelRow {
   updated_at: Date;
   /** The owning project's slug, for the qualified name (null if the project cannot be resolved). */
   project_slug: string | null;
+  /** created_at in microseconds since the epoch (exact, for page cursors). */
+  created_us: string;
 }
 
-const SELECT_MODEL = `SELECT m.*, p.slug AS project_slug FROM registry_models m LEFT JOIN projects p ON p.id = m.project_id`;
+const SELECT_MODEL = `SELECT m.*, p.slug AS project_slug,
+       (extract(epoch FROM m.created_at) * 1000000)::bigint AS created_us
+  FROM registry_models m LEFT JOIN projects p ON p.id = m.project_id`;
 
 /** `<project_slug>/<name>`, or the object id when the slug cannot be resolved (the spec's fallback). */
 export function qualifiedModelName(m: { id: string; name: string; project_slug: string | null }): string {
@@ -114,4 +118,79 @@ export async function listRevisionFiles(
     [revisionId],
   );
   return rows;
+}
+
+/** A page of models, newest first, after a cursor (`<created_at ISO>|<id>` of the last one seen). */
+export async function listRegistryModels(
+  db: Queryable,
+  q: {
+    projectId: string;
+    /** Also models of other projects of this organization shared with it (VISIBILITY_INTERNAL). */
+    organizationId?: string;
+    visibility?: 'VISIBILITY_PRIVATE' | 'VISIBILITY_INTERNAL';
+    after?: { createdUs: string; id: string };
+    limit: number;
+  },
+): Promise<RegistryModelRow[]> {
+  const { rows } = await db.query<RegistryModelRow>(
+    `${SELECT_MODEL}
+      WHERE (m.project_id = $1 OR (m.organization_id = $2 AND m.visibility = 'VISIBILITY_INTERNAL'))
+        AND ($3::text IS NULL OR m.visibility = $3)
+        AND ($4::bigint IS NULL
+             OR (m.created_at, m.id) < (timestamptz 'epoch' + $4::bigint * interval '1 microsecond', $5::text))
+      ORDER BY m.created_at DESC, m.id DESC
+      LIMIT $6`,
+    [
+      q.projectId,
+      q.organizationId ?? null,
+      q.visibility ?? null,
+      q.after?.createdUs ?? null,
+      q.after?.id ?? null,
+      q.limit,
+    ],
+  );
+  return rows;
+}
+
+export async function updateRegistryModel(
+  db: Queryable,
+  id: string,
+  set: { name?: string; description?: string | null; visibility?: 'VISIBILITY_PRIVATE' | 'VISIBILITY_INTERNAL' },
+): Promise<void> {
+  await db.query(
+    `UPDATE registry_models
+        SET name = coalesce($2, name),
+            description = CASE WHEN $3 THEN $4 ELSE description END,
+            visibility = coalesce($5, visibility),
+            updated_at = now()
+      WHERE id = $1`,
+    [id, set.name ?? null, set.description !== undefined, set.description ?? null, set.visibility ?? null],
+  );
+}
+
+export interface RevisionRow {
+  id: string;
+  model_id: string;
+  blob_prefix: string;
+  validation_status: string;
+  created_at: Date;
+}
+
+export async function listRevisions(db: Queryable, modelId: string): Promise<RevisionRow[]> {
+  const { rows } = await db.query<RevisionRow>(
+    'SELECT * FROM registry_model_revisions WHERE model_id = $1 ORDER BY created_at DESC, id DESC',
+    [modelId],
+  );
+  return rows;
+}
+
+/** Deletes the model's rows; answers the blob keys its revisions held, for the caller to delete. */
+export async function deleteRegistryModel(db: Queryable, id: string): Promise<string[]> {
+  const { rows } = await db.query<{ key: string }>(
+    `SELECT r.blob_prefix || '/' || f.path AS key FROM registry_model_revisions r
+       JOIN registry_model_files f ON f.revision_id = r.id WHERE r.model_id = $1`,
+    [id],
+  );
+  await db.query('DELETE FROM registry_models WHERE id = $1', [id]);
+  return rows.map((r) => r.key);
 }

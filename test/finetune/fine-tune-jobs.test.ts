@@ -173,6 +173,15 @@ describe('fine-tuning jobs', () => {
       Number(rev.rows[0].parameters_total),
       tensors.reduce((n, t) => n + t.shape.reduce((x, y) => x * y, 1), 0),
     );
+
+    // And the registry's API shows it: the model, its parameters, its files with their hashes.
+    const models = `/v2/projects/${a.projectId}/models`;
+    const model = (await call(p.baseUrl, 'GET', `${models}/${done.model_object_id}`, { key: a.key })).body;
+    assert.equal(model.name, name);
+    assert.equal(model.weights.parameters.total, String(rev.rows[0].parameters_total));
+    const files = (await call(p.baseUrl, 'GET', `${models}/${done.model_object_id}/files`, { key: a.key })).body;
+    assert.equal(files.revisionId, done.model_object_revision_id);
+    assert.ok(files.data.some((f: any) => f.path === 'model.safetensors' && f.hash === `sha256:${rev.rows[0].sha256}`));
   });
 
   test('from_checkpoint continues a previous job: same base and adapter, a lower starting loss', async () => {

@@ -1,0 +1,384 @@
+/**
+ * The model registry (`/v2/projects/{projectId}/models`, the official SDK's
+ * `beta.models`): models (`ml_`) a project owns, their immutable revisions
+ * (`rv_`) and files. Fine-tunes register their outputs here
+ * (activities/model-registry.ts); a model registered by hand gets its weights
+ * from a remote upload. `{projectId}` is the key's project (its id or slug);
+ * any other project is not found. Models shared with the organization
+ * (VISIBILITY_INTERNAL) are listed to its other projects but changed only by
+ * their own. Bodies and query strings are strict: an unknown field is a 400
+ * naming it.
+ */
+import { z } from 'zod';
+import { newId } from '../../common/ids';
+import type { Principal } from '../../db/accounts';
+import {
+  deleteRegistryModel,
+  findRegistryModelsByName,
+  getRegistryModel,
+  insertRegistryModel,
+  listRegistryModels,
+  listRevisionFiles,
+  listRevisions,
+  qualifiedModelName,
+  updateRegistryModel,
+  type RegistryModelRow,
+} from '../../db/registry';
+import { FINE_TUNE_MODELS } from '../../finetune/models';
+import type { ApiDeps } from '../deps';
+import { badRequest, conflict, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+
+const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
+const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
+const ModelParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+
+const ModelSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    organizationId: z.string(),
+    projectId: z.string(),
+    visibility: Visibility,
+    weights: z.object({
+      type: z.enum(['WEIGHTS_TYPE_DEFAULT', 'WEIGHTS_TYPE_SPECULATOR', 'WEIGHTS_TYPE_ADAPTER']),
+      architecture: z.string().optional(),
+      contextLength: z.string().optional(),
+      parameters: z
+        .object({ total: z.string(), byDtype: z.array(z.object({ count: z.string(), dtype: z.string() })) })
+        .optional(),
+    }),
+    baseModelId: z.string().optional(),
+    description: z.string().optional(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'RegistryModel' });
+
+export function toModel(m: RegistryModelRow) {
+  return {
+    id: m.id,
+    name: qualifiedModelName(m),
+    organizationId: m.organization_id,
+    projectId: m.project_id,
+    visibility: m.visibility,
+    weights: {
+      type: m.weights_type,
+      ...(m.architecture ? { architecture: m.architecture } : {}),
+      ...(m.context_length ? { contextLength: String(m.context_length) } : {}),
+      ...(m.parameters_total ? { parameters: { total: String(m.parameters_total), byDtype: [] } } : {}),
+    },
+    ...(m.base_model ? { baseModelId: m.base_model } : {}),
+    ...(m.description ? { description: m.description } : {}),
+    createdAt: new Date(m.created_at).toISOString(),
+    updatedAt: new Date(m.updated_at).toISOString(),
+  };
+}
+
+/** The path's project must be the key's (by id or slug): anything else is not found, whoever owns it. */
+export function checkProject(principal: Principal, projectId: string): void {
+  if (projectId !== principal.projectId && projectId !== principal.projectSlug) {
+    throw notFound(`Project '${projectId}' not found. This key belongs to project '${principal.projectSlug}'.`);
+  }
+}
+
+/** `name` bare, or qualified with the key's project slug. */
+function bareName(principal: Principal, name: string, param: string): string {
+  const slash = name.indexOf('/');
+  const bare = slash < 0 ? name : name.slice(slash + 1);
+  if (slash >= 0 && name.slice(0, slash) !== principal.projectSlug) {
+    throw badRequest(`A qualified name must start with this project's slug '${principal.projectSlug}/'.`, param);
+  }
+  if (!BareName.test(bare)) {
+    throw badRequest('A model name is letters, digits, dots, dashes and underscores (at most 128).', param);
+  }
+  return bare;
+}
+
+const WEIGHT_TYPES: Record<string, 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER'> = {
+  model: 'WEIGHTS_TYPE_DEFAULT',
+  models: 'WEIGHTS_TYPE_DEFAULT',
+  adapter: 'WEIGHTS_TYPE_ADAPTER',
+  adapters: 'WEIGHTS_TYPE_ADAPTER',
+};
+const UPDATABLE = ['name', 'description', 'visibility'] as const;
+
+export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, blobs } = deps;
+
+  /** A model the key's project owns (id or name): shared models of other projects are read-only here. */
+  async function ownModel(principal: Principal, idOrName: string): Promise<RegistryModelRow> {
+    const byId = await getRegistryModel(db, principal.projectId, idOrName);
+    if (byId) return byId;
+    const byName = await findRegistryModelsByName(db, principal.projectId, idOrName);
+    if (byName.length === 1) return byName[0];
+    throw notFound(`Model '${idOrName}' not found in this project.`);
+  }
+
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/models',
+    operationId: 'createRegistryModel',
+    summary: "Register a model (its weights come later, from a remote upload or a fine-tune's outputs)",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    body: z.object({
+      baseModelId: z.string().min(1),
+      name: z.string().min(1).max(300),
+      type: z.string(),
+      description: z.string().max(2000).optional(),
+    }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The model', schema: ModelSchema },
+    handler: async ({ params, body, principal }) => {
+      checkProject(principal, params.projectId);
+      const weightsType = WEIGHT_TYPES[body.type];
+      if (!weightsType) throw badRequest("type must be 'model' or 'adapter' (or 'models', 'adapters').", 'type');
+      const name = bareName(principal, body.name, 'name');
+      const base = FINE_TUNE_MODELS.find((m) => m.name === body.baseModelId);
+      if (!base) {
+        throw badRequest(
+          `Unknown base model '${body.baseModelId}'. GET /v2/supported-models lists the base models of this installation.`,
+          'baseModelId',
+        );
+      }
+      if ((await findRegistryModelsByName(db, principal.projectId, name)).length)
+        throw conflict(`A model named '${principal.projectSlug}/${name}' exists in this project.`, 'model_exists');
+      const id = newId('ml', '_');
+      await insertRegistryModel(db, {
+        id,
+        projectId: principal.projectId,
+        name,
+        description: body.description,
+        weightsType,
+        baseModel: base.name,
+      });
+      return toModel((await getRegistryModel(db, principal.projectId, id))!);
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models',
+    operationId: 'listRegistryModels',
+    summary: "The project's models, and models its organization shares (newest first, by cursor)",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    query: PageQuery.extend({ organizationId: z.string().optional(), visibility: Visibility.optional() }),
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Models',
+      schema: z.object({ object: z.literal('list'), data: z.array(ModelSchema), next_cursor: z.string().nullable() }),
+    },
+    handler: async ({ params, query, principal }) => {
+      checkProject(principal, params.projectId);
+      if (query.organizationId && query.organizationId !== principal.organizationId)
+        throw notFound(`Organization '${query.organizationId}' not found.`);
+      const rows = await listRegistryModels(db, {
+        projectId: principal.projectId,
+        organizationId: principal.organizationId,
+        visibility: query.visibility,
+        after: decodeCursor(query.after),
+        limit: query.limit + 1,
+      });
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: page.map(toModel),
+        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/organizations/:organizationId/models',
+    operationId: 'listOrganizationModels',
+    summary: "Models shared with the key's organization (VISIBILITY_INTERNAL), and the project's own",
+    tags: ['models'],
+    strict: true,
+    params: z.object({ organizationId: z.string().min(1).max(128) }),
+    query: PageQuery,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Models',
+      schema: z.object({ object: z.literal('list'), data: z.array(ModelSchema), next_cursor: z.string().nullable() }),
+    },
+    handler: async ({ params, query, principal }) => {
+      if (params.organizationId !== principal.organizationId)
+        throw notFound(`Organization '${params.organizationId}' not found.`);
+      const rows = await listRegistryModels(db, {
+        projectId: principal.projectId,
+        organizationId: principal.organizationId,
+        after: decodeCursor(query.after),
+        limit: query.limit + 1,
+      });
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: page.map(toModel),
+        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/:id',
+    operationId: 'getRegistryModel',
+    summary: 'A model, by id or name',
+    tags: ['models'],
+    strict: true,
+    params: ModelParams,
+    errors: [404],
+    response: { status: 200, description: 'The model', schema: ModelSchema },
+    handler: async ({ params, principal }) => {
+      checkProject(principal, params.projectId);
+      return toModel(await ownModel(principal, params.id));
+    },
+  });
+
+  router.add({
+    method: 'patch',
+    path: '/projects/:projectId/models/:id',
+    operationId: 'updateRegistryModel',
+    summary: 'Change name, description or visibility (updateMask names the fields; without it, all are set)',
+    tags: ['models'],
+    strict: true,
+    params: ModelParams,
+    query: z.object({ updateMask: z.string().optional() }),
+    body: z.object({
+      name: z.string().min(1).max(300).optional(),
+      description: z.string().max(2000).optional(),
+      visibility: Visibility.optional(),
+    }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The model', schema: ModelSchema },
+    handler: async ({ params, query, body, principal }) => {
+      checkProject(principal, params.projectId);
+      const model = await ownModel(principal, params.id);
+      const mask = query.updateMask ? query.updateMask.split(',').map((f) => f.trim()) : [...UPDATABLE];
+      for (const f of mask) {
+        if (!(UPDATABLE as readonly string[]).includes(f))
+          throw badRequest(`updateMask names '${f}', which is not one of ${UPDATABLE.join(', ')}.`, 'updateMask');
+      }
+      const set: Parameters<typeof updateRegistryModel>[2] = {};
+      // Without a mask every mutable field is set from the body; a name is never cleared.
+      if (mask.includes('name') && body.name !== undefined) {
+        set.name = bareName(principal, body.name, 'name');
+        const clash = await findRegistryModelsByName(db, principal.projectId, set.name);
+        if (clash.some((c) => c.id !== model.id))
+          throw conflict(`A model named '${principal.projectSlug}/${set.name}' exists in this project.`, 'model_exists');
+      }
+      if (mask.includes('description')) set.description = body.description ?? null;
+      if (mask.includes('visibility')) set.visibility = body.visibility ?? 'VISIBILITY_PRIVATE';
+      await updateRegistryModel(db, model.id, set);
+      return toModel((await getRegistryModel(db, principal.projectId, model.id))!);
+    },
+  });
+
+  router.add({
+    method: 'delete',
+    path: '/projects/:projectId/models/:id',
+    operationId: 'deleteRegistryModel',
+    summary: 'Delete a model, its revisions and their files',
+    tags: ['models'],
+    strict: true,
+    params: ModelParams,
+    errors: [404],
+    response: { status: 200, description: 'Deleted', schema: z.object({}) },
+    handler: async ({ params, principal, req }) => {
+      checkProject(principal, params.projectId);
+      const model = await ownModel(principal, params.id);
+      const keys = await deleteRegistryModel(db, model.id);
+      // The rows are gone first, so nothing can reach a file while it is deleted.
+      for (const key of keys) {
+        await blobs.delete(key).catch((err: Error) => req.log?.warn({ err, key }, 'could not delete a model file'));
+      }
+      return {};
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/:id/revisions',
+    operationId: 'listRegistryModelRevisions',
+    summary: "A model's immutable revisions, newest first",
+    tags: ['models'],
+    strict: true,
+    params: ModelParams,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Revisions',
+      schema: z.object({
+        object: z.literal('list'),
+        data: z.array(
+          z.object({ revisionId: z.string(), createdAt: z.string(), validationStatus: z.string() }).catchall(z.unknown()),
+        ),
+        next_cursor: z.string().nullable(),
+      }),
+    },
+    handler: async ({ params, principal }) => {
+      checkProject(principal, params.projectId);
+      const model = await ownModel(principal, params.id);
+      return {
+        object: 'list' as const,
+        data: (await listRevisions(db, model.id)).map((r) => ({
+          revisionId: r.id,
+          createdAt: new Date(r.created_at).toISOString(),
+          validationStatus: r.validation_status,
+        })),
+        next_cursor: null,
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/:id/files',
+    operationId: 'listRegistryModelFiles',
+    summary: "The files of a revision (the newest unless revisionId names one), with sizes and SHA-256",
+    tags: ['models'],
+    strict: true,
+    params: ModelParams,
+    query: z.object({ revisionId: z.string().optional() }),
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Files',
+      schema: z.object({
+        object: z.literal('list'),
+        data: z.array(z.object({ path: z.string(), sizeBytes: z.string(), hash: z.string() })),
+        revisionId: z.string().optional(),
+        revisionCreatedAt: z.string().optional(),
+        totalSizeBytes: z.string(),
+        next_cursor: z.string().nullable(),
+      }),
+    },
+    handler: async ({ params, query, principal }) => {
+      checkProject(principal, params.projectId);
+      const model = await ownModel(principal, params.id);
+      const revisions = await listRevisions(db, model.id);
+      const revision = query.revisionId ? revisions.find((r) => r.id === query.revisionId) : revisions[0];
+      if (query.revisionId && !revision)
+        throw notFound(`Model '${model.id}' has no revision '${query.revisionId}'.`);
+      const files = revision ? await listRevisionFiles(db, revision.id) : [];
+      return {
+        object: 'list' as const,
+        data: files.map((f) => ({ path: f.path, sizeBytes: String(f.size_bytes), hash: `sha256:${f.sha256}` })),
+        ...(revision
+          ? { revisionId: revision.id, revisionCreatedAt: new Date(revision.created_at).toISOString() }
+          : {}),
+        totalSizeBytes: String(files.reduce((n, f) => n + Number(f.size_bytes), 0)),
+        next_cursor: null,
+      };
+    },
+  });
+}
