@@ -30,7 +30,7 @@ function derivedId(prefix: 'ml_' | 'rv_', ...parts: Array<string | number>): str
 }
 
 /** The tensor table of a stored safetensors file, read with two ranged reads. */
-async function safetensorsHeader(blobs: BlobStore, key: string): Promise<Record<string, TensorInfo>> {
+export async function safetensorsHeader(blobs: BlobStore, key: string): Promise<Record<string, TensorInfo>> {
   const len = (await buffer(blobs.read(key, { start: 0, end: 7 }))).readBigUInt64LE(0);
   if (len <= 0n || len > 100n * 1024n * 1024n) throw new Error(`${key}: not a safetensors file`);
   const header = await buffer(blobs.read(key, { start: 8, end: 8 + Number(len) - 1 }));

@@ -20,6 +20,7 @@ import { addQueueRoutes } from './routes/queue';
 import { addDeploymentRoutes } from './routes/deployments';
 import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
 import { addRegistryModelRoutes } from './routes/registry-models';
+import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
@@ -55,6 +56,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
+  addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
 

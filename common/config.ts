@@ -11,6 +11,12 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+/** What a fetch of a user-given URL may reach, and how much it may bring back. */
+export interface RemoteFetchPolicy {
+  allowPrivateHosts: boolean;
+  maxBytes: number;
+}
+
 const port = z.coerce.number().int().min(0).max(65535);
 
 const csvGpuTypes = z
@@ -103,6 +109,13 @@ const EnvSchema = z.object({
   GANTRY_CLUSTER_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(500),
   /** Queue: largest `payload` a job may carry, in bytes of JSON (413 above it). */
   GANTRY_QUEUE_MAX_PAYLOAD_BYTES: z.coerce.number().int().positive().default(512 * 1024),
+  /**
+   * Remote fetches (model uploads from a URL): allow hosts that resolve to loopback, private or
+   * link-local addresses. Off by default, so a URL cannot reach the platform's own network.
+   */
+  GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: bool.default(false),
+  /** Largest model a remote upload may bring in, in bytes (the whole download). */
+  GANTRY_MODEL_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(500 * 1024 ** 3),
   /** Queue: how long finished and canceled jobs stay readable. */
   GANTRY_QUEUE_RETENTION_SECONDS: z.coerce.number().int().positive().default(7 * 24 * 3600),
   /**
@@ -167,6 +180,7 @@ export interface GantryConfig {
   workerShutdownGraceSeconds: number;
   fleetStepMs: number;
   queueMaxPayloadBytes: number;
+  remoteFetch: RemoteFetchPolicy;
   queueRetentionSeconds: number;
   containerRuntime: 'process' | 'none';
   deploymentMaxRestartBackoffSeconds: number;
@@ -226,6 +240,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,
     fleetStepMs: e.GANTRY_FLEET_STEP_MS,
     queueMaxPayloadBytes: e.GANTRY_QUEUE_MAX_PAYLOAD_BYTES,
+    remoteFetch: { allowPrivateHosts: e.GANTRY_REMOTE_FETCH_ALLOW_PRIVATE, maxBytes: e.GANTRY_MODEL_UPLOAD_MAX_BYTES },
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,

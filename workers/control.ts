@@ -30,6 +30,8 @@ async function main() {
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
     blobs,
+    remoteFetch: config.remoteFetch,
+    signingSecret: config.signingSecret,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
   const runtime =

@@ -24,6 +24,8 @@ import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { createModelRegistryActivities } from '../activities/model-registry';
+import { createModelUploadActivities } from '../activities/model-uploads';
+import type { RemoteFetchPolicy } from '../common/config';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
@@ -81,7 +83,14 @@ interface CommonWorkerDeps {
 }
 
 export function createControlWorker(
-  deps: CommonWorkerDeps & { db: Db; blobs: BlobStore; fleet: ComputeProvider },
+  deps: CommonWorkerDeps & {
+    db: Db;
+    blobs: BlobStore;
+    fleet: ComputeProvider;
+    /** What model uploads may fetch (default: public hosts only, 500 GiB). */
+    remoteFetch?: RemoteFetchPolicy;
+    signingSecret?: string;
+  },
 ): Promise<Worker> {
   return Worker.create({
     connection: deps.connection,
@@ -94,6 +103,12 @@ export function createControlWorker(
       ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
       ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
       ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
+      ...createModelUploadActivities({
+        db: deps.db,
+        blobs: deps.blobs,
+        policy: deps.remoteFetch ?? { allowPrivateHosts: false, maxBytes: 500 * 1024 ** 3 },
+        signingSecret: deps.signingSecret,
+      }),
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
       ...createQueueActivities({ db: deps.db }),
       ...createDeploymentControlActivities({ db: deps.db }),

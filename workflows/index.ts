@@ -7,3 +7,4 @@ export * from './node-remediation';
 export * from './queue';
 export * from './storage-volumes';
 export * from './system';
+export * from './model-uploads';

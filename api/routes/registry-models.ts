@@ -274,7 +274,10 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
         set.name = bareName(principal, body.name, 'name');
         const clash = await findRegistryModelsByName(db, principal.projectId, set.name);
         if (clash.some((c) => c.id !== model.id))
-          throw conflict(`A model named '${principal.projectSlug}/${set.name}' exists in this project.`, 'model_exists');
+          throw conflict(
+            `A model named '${principal.projectSlug}/${set.name}' exists in this project.`,
+            'model_exists',
+          );
       }
       if (mask.includes('description')) set.description = body.description ?? null;
       if (mask.includes('visibility')) set.visibility = body.visibility ?? 'VISIBILITY_PRIVATE';
@@ -320,7 +323,9 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: z.object({
         object: z.literal('list'),
         data: z.array(
-          z.object({ revisionId: z.string(), createdAt: z.string(), validationStatus: z.string() }).catchall(z.unknown()),
+          z
+            .object({ revisionId: z.string(), createdAt: z.string(), validationStatus: z.string() })
+            .catchall(z.unknown()),
         ),
         next_cursor: z.string().nullable(),
       }),
@@ -344,7 +349,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/projects/:projectId/models/:id/files',
     operationId: 'listRegistryModelFiles',
-    summary: "The files of a revision (the newest unless revisionId names one), with sizes and SHA-256",
+    summary: 'The files of a revision (the newest unless revisionId names one), with sizes and SHA-256',
     tags: ['models'],
     strict: true,
     params: ModelParams,
@@ -367,8 +372,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       const model = await ownModel(principal, params.id);
       const revisions = await listRevisions(db, model.id);
       const revision = query.revisionId ? revisions.find((r) => r.id === query.revisionId) : revisions[0];
-      if (query.revisionId && !revision)
-        throw notFound(`Model '${model.id}' has no revision '${query.revisionId}'.`);
+      if (query.revisionId && !revision) throw notFound(`Model '${model.id}' has no revision '${query.revisionId}'.`);
       const files = revision ? await listRevisionFiles(db, revision.id) : [];
       return {
         object: 'list' as const,

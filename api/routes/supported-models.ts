@@ -74,7 +74,11 @@ export function addSupportedModelRoutes(router: ApiRouter) {
     response: {
       status: 200,
       description: 'Supported models',
-      schema: z.object({ object: z.literal('list'), data: z.array(SupportedModelSchema), next_cursor: z.string().nullable() }),
+      schema: z.object({
+        object: z.literal('list'),
+        data: z.array(SupportedModelSchema),
+        next_cursor: z.string().nullable(),
+      }),
     },
     handler: async ({ query }) => {
       const needle = query.search?.toLowerCase();

@@ -85,7 +85,16 @@ export async function startTestPlatform(
   const fleet = new LocalFleet(db, base.fleetStepMs);
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
-    ...(opts.controlWorker === false ? [] : [await createControlWorker({ ...common, db, blobs, fleet })]),
+    ...(opts.controlWorker === false ? [] : [
+          await createControlWorker({
+            ...common,
+            db,
+            blobs,
+            fleet,
+            remoteFetch: config.remoteFetch,
+            signingSecret: config.signingSecret,
+          }),
+        ]),
     ...(await createGpuWorkers({
       ...common,
       gpuTypes: opts.gpuTypes ?? ['H100_SXM'],

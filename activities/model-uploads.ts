@@ -1,0 +1,232 @@
+/**
+ * Remote model uploads: the import activity streams a URL (a file, or a .tar,
+ * .tar.gz or .tar.zst archive of a model's files) into the blob store as a new
+ * revision of a registered model, recording each step as an upload event. The
+ * revision id is derived from the upload, so a retried attempt rewrites the
+ * same revision instead of adding another. A source credential is unsealed
+ * here, on the worker, and never passes through workflow history.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { PassThrough, Readable, Transform } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { Context, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import tar from 'tar-stream';
+import type { RemoteFetchPolicy } from '../common/config';
+import { unseal } from '../common/secret-box';
+import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } from '../db/model-uploads';
+import { withTransaction, type Db } from '../db/pool';
+import { insertRevision } from '../db/registry';
+import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
+import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
+import { safetensorsHeader } from './model-registry';
+
+type Stored = { path: string; bytes: number; sha256: string };
+
+/** How the download is unpacked, from the URL's file name. */
+function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
+  const name = url.pathname.toLowerCase();
+  if (name.endsWith('.tar.zst') || name.endsWith('.tzst')) return 'tar.zst';
+  if (name.endsWith('.tar.gz') || name.endsWith('.tgz')) return 'tar.gz';
+  if (name.endsWith('.tar')) return 'tar';
+  return 'file';
+}
+
+function zstdDecompress(input: Readable): Readable {
+  const zstd = spawn('zstd', ['-d', '-c', '-q'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const out = new PassThrough();
+  zstd.on('error', (err) => out.destroy(err));
+  zstd.on('exit', (code) => code !== 0 && code !== null && out.destroy(new Error(`zstd -d exited with ${code}`)));
+  input.on('error', (err) => out.destroy(err));
+  input.pipe(zstd.stdin);
+  zstd.stdout.pipe(out);
+  return out;
+}
+
+/** A path inside the revision: plain segments a blob key can hold. */
+function revisionPath(name: string): string {
+  const clean = name.replace(/^\.\//, '');
+  try {
+    assertSafeKey(clean);
+  } catch {
+    throw ApplicationFailure.nonRetryable(
+      `The archive holds '${name}', which is not a plain relative path.`,
+      'UploadInvalid',
+    );
+  }
+  return clean;
+}
+
+export function createModelUploadActivities(deps: {
+  db: Db;
+  blobs: BlobStore;
+  policy: RemoteFetchPolicy;
+  signingSecret?: string;
+}) {
+  const { db, blobs, policy } = deps;
+  const event = (uploadId: string, level: 'LEVEL_INFO' | 'LEVEL_WARN' | 'LEVEL_ERROR', type: string, message: string) =>
+    addUploadEvent(db, uploadId, { level, type, message });
+
+  return {
+    async importRemoteModel({
+      uploadId,
+    }: {
+      uploadId: string;
+    }): Promise<{ revisionId: string; files: number; bytes: number }> {
+      const upload = await getUploadById(db, uploadId);
+      if (!upload) throw ApplicationFailure.nonRetryable(`upload ${uploadId} no longer exists`, 'UploadGone');
+      const ctx = Context.current();
+      const attempt = ctx.info.attempt;
+      await setUploadStatus(db, uploadId, {
+        status: 'REMOTE_UPLOAD_STATUS_RUNNING',
+        restartCount: attempt - 1,
+        message: 'Downloading.',
+      });
+      await event(
+        uploadId,
+        'LEVEL_INFO',
+        attempt > 1 ? 'download.restarted' : 'download.started',
+        attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
+      );
+      const token =
+        upload.sealed_token && deps.signingSecret ? unseal(deps.signingSecret, upload.sealed_token) : undefined;
+      const revisionId = 'rv_' + createHash('sha256').update(uploadId).digest('hex').slice(0, 24);
+      const prefix = `registry/${upload.model_id}/${revisionId}`;
+
+      let remote;
+      try {
+        remote = await fetchRemote(upload.remote_url, policy, { token, signal: ctx.cancellationSignal });
+      } catch (err) {
+        if (err instanceof RemoteFetchRefused) throw ApplicationFailure.nonRetryable(err.message, 'UploadRefused');
+        throw err;
+      }
+      if (remote.length !== null && remote.length > policy.maxBytes) {
+        remote.body.destroy();
+        throw ApplicationFailure.nonRetryable(
+          `The download is ${remote.length} bytes; the limit is ${policy.maxBytes}.`,
+          'UploadRefused',
+        );
+      }
+      let downloaded = 0;
+      const meter = new Transform({
+        transform(chunk: Buffer, _e, done) {
+          downloaded += chunk.length;
+          if (downloaded > policy.maxBytes) return done(new BlobTooLargeError(policy.maxBytes));
+          heartbeat({ downloaded });
+          done(null, chunk);
+        },
+      });
+      remote.body.on('error', (err) => meter.destroy(err));
+      const source = remote.body.pipe(meter);
+      const stored: Stored[] = [];
+      let total = 0;
+      const store = async (name: string, body: Readable) => {
+        const file = revisionPath(name);
+        const blob = await blobs.put(`${prefix}/${file}`, body, { maxBytes: policy.maxBytes - total });
+        total += blob.bytes;
+        stored.push({ path: file, ...blob });
+        await event(
+          uploadId,
+          'LEVEL_INFO',
+          'file.stored',
+          `${file}: ${blob.bytes} bytes, sha256 ${blob.sha256.slice(0, 12)}…`,
+        );
+      };
+      const format = formatOf(remote.url);
+      try {
+        if (format === 'file') {
+          await store(path.posix.basename(remote.url.pathname) || 'model', source);
+        } else {
+          const unpacked =
+            format === 'tar.zst' ? zstdDecompress(source) : format === 'tar.gz' ? source.pipe(createGunzip()) : source;
+          const extract = tar.extract();
+          const done = new Promise<void>((resolve, reject) => {
+            extract.on('entry', (header, stream, next) => {
+              if (header.type !== 'file') {
+                stream.resume();
+                return next();
+              }
+              store(header.name, Readable.from(stream)).then(
+                () => next(),
+                (err) => {
+                  stream.resume();
+                  extract.destroy(err);
+                },
+              );
+            });
+            extract.on('finish', resolve);
+            extract.on('error', reject);
+            unpacked.on('error', reject);
+          });
+          unpacked.pipe(extract);
+          await done;
+        }
+      } catch (err) {
+        if (err instanceof BlobTooLargeError)
+          throw ApplicationFailure.nonRetryable(
+            `The model is larger than the limit of ${policy.maxBytes} bytes.`,
+            'UploadRefused',
+          );
+        if (err instanceof ApplicationFailure) throw err;
+        if (/zstd|incorrect header|unexpected end|invalid tar/i.test((err as Error).message))
+          throw ApplicationFailure.nonRetryable(
+            `The ${format} archive could not be read: ${(err as Error).message}`,
+            'UploadInvalid',
+          );
+        throw err;
+      }
+      await event(uploadId, 'LEVEL_INFO', 'download.finished', `${stored.length} file(s), ${total} bytes.`);
+
+      // Validation: the weights must be safetensors with a readable header.
+      const weights = stored.filter((f) => f.path.endsWith('.safetensors'));
+      let parameters = 0;
+      const errors: string[] = [];
+      if (!weights.length) errors.push('no .safetensors file among the uploaded files');
+      for (const w of weights) {
+        try {
+          for (const t of Object.values(await safetensorsHeader(blobs, `${prefix}/${w.path}`))) {
+            parameters += t.shape.reduce((a, b) => a * b, 1);
+          }
+        } catch (err) {
+          errors.push(`${w.path}: ${(err as Error).message}`);
+        }
+      }
+      await withTransaction(db, async (tx) => {
+        await tx.query('DELETE FROM registry_model_revisions WHERE id = $1', [revisionId]); // an earlier attempt's
+        await insertRevision(tx, {
+          id: revisionId,
+          modelId: upload.model_id,
+          blobPrefix: prefix,
+          files: stored,
+          validationStatus: errors.length ? 'REVISION_VALIDATION_STATUS_FAILED' : 'REVISION_VALIDATION_STATUS_SUCCESS',
+        });
+        if (!errors.length)
+          await tx.query('UPDATE registry_models SET parameters_total = $2, updated_at = now() WHERE id = $1', [
+            upload.model_id,
+            parameters,
+          ]);
+      });
+      if (errors.length) {
+        await event(uploadId, 'LEVEL_ERROR', 'validation.failed', errors.join('; '));
+        throw ApplicationFailure.nonRetryable(
+          `Revision ${revisionId} is not a usable model: ${errors.join('; ')}.`,
+          'UploadInvalid',
+        );
+      }
+      await event(uploadId, 'LEVEL_INFO', 'revision.created', `Revision ${revisionId}: ${parameters} parameters.`);
+      return { revisionId, files: stored.length, bytes: total };
+    },
+
+    /** The upload's final status, with the sentence a person reads. */
+    async finishUpload(f: { uploadId: string; status: UploadStatus; message: string; revisionId?: string }) {
+      await setUploadStatus(db, f.uploadId, { status: f.status, message: f.message, revisionId: f.revisionId });
+      if (f.status === 'REMOTE_UPLOAD_STATUS_FAILED')
+        await event(f.uploadId, 'LEVEL_ERROR', 'upload.failed', f.message);
+      else await event(f.uploadId, 'LEVEL_INFO', 'upload.succeeded', f.message);
+    },
+  };
+}
+
+export type ModelUploadActivities = ReturnType<typeof createModelUploadActivities>;

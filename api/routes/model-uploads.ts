@@ -1,0 +1,225 @@
+/**
+ * Remote model uploads (`/v2/projects/{projectId}/models/uploads`, the
+ * official SDK's `beta.models.uploads`): import a model's files from a URL
+ * into a registered model, as the workflow `model-upload/<id>`. The URL is
+ * checked here (http or https; public hosts unless the installation allows
+ * private ones) and again by the worker on every redirect. A `token` is sealed
+ * at rest, used only by the worker, and never returned.
+ */
+import { z } from 'zod';
+import { newId } from '../../common/ids';
+import { seal } from '../../common/secret-box';
+import {
+  deleteUploadRow,
+  getUpload,
+  insertUpload,
+  listUploadEvents,
+  listUploads,
+  type UploadRow,
+} from '../../db/model-uploads';
+import { findRegistryModelsByName, getRegistryModel } from '../../db/registry';
+import { checkRemoteUrl, RemoteFetchRefused } from '../../providers/remote/fetch-remote';
+import type { modelUpload } from '../../workflows/model-uploads';
+import type { ApiDeps } from '../deps';
+import { badRequest, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import { startResourceWorkflow } from '../workflows';
+import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { checkProject } from './registry-models';
+
+/** Attempts after the first that an import gets (a lost worker, a dropped connection). */
+const MAX_RESTARTS = 3;
+const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
+const UploadParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+
+const UploadSchema = z
+  .object({
+    id: z.string(),
+    createdAt: z.string(),
+    modelId: z.string(),
+    projectId: z.string(),
+    remoteUrl: z.string(),
+    status: z.enum([
+      'REMOTE_UPLOAD_STATUS_PENDING',
+      'REMOTE_UPLOAD_STATUS_RUNNING',
+      'REMOTE_UPLOAD_STATUS_ERROR',
+      'REMOTE_UPLOAD_STATUS_SUCCEEDED',
+      'REMOTE_UPLOAD_STATUS_FAILED',
+    ]),
+    maxRestarts: z.number().int(),
+    restartCount: z.number().int(),
+    statusMessage: z.string().optional(),
+    revisionId: z.string().optional(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'RemoteUpload' });
+
+const toUpload = (u: UploadRow) => ({
+  id: u.id,
+  createdAt: new Date(u.created_at).toISOString(),
+  modelId: u.model_id,
+  projectId: u.project_id,
+  remoteUrl: u.remote_url,
+  status: u.status,
+  maxRestarts: u.max_restarts,
+  restartCount: u.restart_count,
+  ...(u.status_message ? { statusMessage: u.status_message } : {}),
+  ...(u.revision_id ? { revisionId: u.revision_id } : {}),
+  updatedAt: new Date(u.updated_at).toISOString(),
+});
+
+export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+
+  async function requireUpload(projectId: string, id: string) {
+    const u = await getUpload(db, projectId, id);
+    if (!u) throw notFound(`Upload '${id}' not found.`);
+    return u;
+  }
+
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/models/uploads',
+    operationId: 'createModelUpload',
+    summary: "Import a model's files from a URL (a file, or a .tar, .tar.gz or .tar.zst archive) as a new revision",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    body: z.object({
+      modelId: z.string().min(1).max(300),
+      remoteUrl: z.string().min(1).max(4096),
+      token: z.string().min(1).max(8192).optional(),
+    }),
+    errors: [404, 503],
+    response: { status: 200, description: 'The upload (pending)', schema: UploadSchema },
+    handler: async ({ params, body, principal }) => {
+      checkProject(principal, params.projectId);
+      const model =
+        (await getRegistryModel(db, principal.projectId, body.modelId)) ??
+        (await findRegistryModelsByName(db, principal.projectId, body.modelId))[0];
+      if (!model) throw badRequest(`Model '${body.modelId}' is not registered in this project.`, 'modelId');
+      try {
+        await checkRemoteUrl(body.remoteUrl, config.remoteFetch);
+      } catch (err) {
+        if (err instanceof RemoteFetchRefused) throw badRequest(err.message, 'remoteUrl');
+        throw badRequest(`The host of remoteUrl could not be resolved: ${(err as Error).message}`, 'remoteUrl');
+      }
+      if (body.token && !config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      const id = newId('mu', '_');
+      await insertUpload(db, {
+        id,
+        projectId: principal.projectId,
+        modelId: model.id,
+        remoteUrl: body.remoteUrl,
+        sealedToken: body.token ? seal(config.signingSecret!, body.token) : undefined,
+        maxRestarts: MAX_RESTARTS,
+      });
+      try {
+        await startResourceWorkflow<typeof modelUpload>(temporal, {
+          workflowType: 'modelUpload',
+          workflowId: `model-upload/${id}`,
+          args: [{ uploadId: id, modelId: model.id, maxRestarts: MAX_RESTARTS }],
+          projectId: principal.projectId,
+          resourceType: 'model-upload',
+          resourceId: id,
+          status: 'REMOTE_UPLOAD_STATUS_PENDING',
+          summary: `Upload into ${model.id} from ${new URL(body.remoteUrl).host}`,
+          details: `Created by API key \`${principal.apiKeyId}\`.`,
+        });
+      } catch (err) {
+        await deleteUploadRow(db, id);
+        throw err;
+      }
+      return toUpload((await getUpload(db, principal.projectId, id))!);
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/uploads',
+    operationId: 'listModelUploads',
+    summary: "The project's uploads, newest first, by cursor",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    query: PageQuery,
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Uploads',
+      schema: z.object({ object: z.literal('list'), data: z.array(UploadSchema), next_cursor: z.string().nullable() }),
+    },
+    handler: async ({ params, query, principal }) => {
+      checkProject(principal, params.projectId);
+      const rows = await listUploads(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: page.map(toUpload),
+        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
+      };
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/uploads/:id',
+    operationId: 'getModelUpload',
+    summary: 'An upload: status, restarts and the revision it made',
+    tags: ['models'],
+    strict: true,
+    params: UploadParams,
+    errors: [404],
+    response: { status: 200, description: 'The upload', schema: UploadSchema },
+    handler: async ({ params, principal }) => {
+      checkProject(principal, params.projectId);
+      return toUpload(await requireUpload(principal.projectId, params.id));
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/models/uploads/:id/events',
+    operationId: 'listModelUploadEvents',
+    summary: 'What the importer did, in order (download, each file stored, validation, the outcome)',
+    tags: ['models'],
+    strict: true,
+    params: UploadParams,
+    query: z.object({
+      after: z
+        .string()
+        .regex(/^\d{1,18}$/, 'an event id')
+        .optional(),
+      limit: z.coerce.number().int().min(1).max(500).default(100),
+    }),
+    errors: [404],
+    response: {
+      status: 200,
+      description: 'Events',
+      schema: z.object({
+        object: z.literal('list'),
+        data: z.array(
+          z.object({ id: z.string(), createdAt: z.string(), level: z.string(), type: z.string(), message: z.string() }),
+        ),
+        next_cursor: z.string().nullable(),
+      }),
+    },
+    handler: async ({ params, query, principal }) => {
+      checkProject(principal, params.projectId);
+      const u = await requireUpload(principal.projectId, params.id);
+      const rows = await listUploadEvents(db, u.id, Number(query.after ?? 0), query.limit + 1);
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: page.map((e) => ({
+          id: e.id,
+          createdAt: new Date(e.created_at).toISOString(),
+          level: e.level,
+          type: e.type,
+          message: e.message,
+        })),
+        next_cursor: rows.length > query.limit ? page[page.length - 1].id : null,
+      };
+    },
+  });
+}
