@@ -100,8 +100,9 @@ export async function listUploadEvents(
   limit: number,
 ): Promise<Array<{ id: string; level: EventLevel; type: string; message: string; created_at: Date }>> {
   const { rows } = await db.query(
-    `SELECT id::text, level, type, message, created_at FROM registry_upload_events
-      WHERE upload_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+    // Ordered by the bigint column, not by the text it is returned as ('10' sorts before '9').
+    `SELECT e.id::text AS id, e.level, e.type, e.message, e.created_at FROM registry_upload_events e
+      WHERE e.upload_id = $1 AND e.id > $2 ORDER BY e.id LIMIT $3`,
     [uploadId, afterId, limit],
   );
   return rows;

@@ -172,8 +172,23 @@ describe('remote model uploads', () => {
     assert.equal(u.status, 'REMOTE_UPLOAD_STATUS_SUCCEEDED', u.statusMessage);
     assert.equal(u.restartCount, 1);
     assert.equal(hits.get('/flaky.tar'), 2);
-    const types = (await v2('GET', `/models/uploads/${u.id}/events`)).body.data.map((e: { type: string }) => e.type);
+    const events = (await v2('GET', `/models/uploads/${u.id}/events`)).body.data;
+    const ids = events.map((e: { id: string }) => Number(e.id));
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => a - b),
+      'events in the order they happened',
+    );
+    const types = events.map((e: { type: string }) => e.type);
+    assert.equal(types[0], 'download.started');
     assert.ok(types.includes('download.restarted'));
+    assert.deepEqual(types.slice(-5), [
+      'file.stored',
+      'file.stored',
+      'download.finished',
+      'revision.created',
+      'upload.succeeded',
+    ]);
   });
 
   test('a credential reaches the source and is never shown', async () => {
