@@ -25,6 +25,7 @@ import type { Db } from '../db/pool';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
+import { getRevision, listRevisionFiles } from '../db/registry';
 
 export function createDeploymentControlActivities({ db }: { db: Db }) {
   return {
@@ -82,7 +83,20 @@ export function createReplicaActivities(deps: {
       if (!volume || !version) {
         throw new ReplicaFailed(`volume '${m.name}'${m.version ? ` version ${m.version}` : ''} does not exist`);
       }
-      mounts.push({ mountPath: m.mount_path, hostDir: await deps.volumes.materialize(volume.id, version.version, version.files) });
+      mounts.push({
+        mountPath: m.mount_path,
+        hostDir: await deps.volumes.materialize(volume.id, version.version, version.files),
+      });
+    }
+    for (const m of l.spec.model_mounts ?? []) {
+      const revision = m.revision_id ? await getRevision(db, m.model_id, m.revision_id) : null;
+      if (!revision) throw new ReplicaFailed(`model ${m.model_id} revision ${m.revision_id} no longer exists`);
+      const files = (await listRevisionFiles(db, revision.id)).map((f) => ({
+        name: f.path,
+        blob_key: `${revision.blob_prefix}/${f.path}`,
+      }));
+      // A model revision is immutable, like a volume version: one directory per revision and host.
+      mounts.push({ mountPath: m.mount_path, hostDir: await deps.volumes.materialize(revision.id, 1, files) });
     }
     return mounts;
   }

@@ -100,7 +100,11 @@ export async function getRegistryModel(db: Queryable, projectId: string, id: str
 }
 
 /** Models whose qualified or bare name matches, in a project (the command-line tool's name lookup). */
-export async function findRegistryModelsByName(db: Queryable, projectId: string, name: string): Promise<RegistryModelRow[]> {
+export async function findRegistryModelsByName(
+  db: Queryable,
+  projectId: string,
+  name: string,
+): Promise<RegistryModelRow[]> {
   const bare = name.includes('/') ? name.slice(name.indexOf('/') + 1) : name;
   const { rows } = await db.query<RegistryModelRow>(`${SELECT_MODEL} WHERE m.project_id = $1 AND m.name = $2`, [
     projectId,
@@ -193,4 +197,12 @@ export async function deleteRegistryModel(db: Queryable, id: string): Promise<st
   );
   await db.query('DELETE FROM registry_models WHERE id = $1', [id]);
   return rows.map((r) => r.key);
+}
+
+export async function getRevision(db: Queryable, modelId: string, revisionId: string): Promise<RevisionRow | null> {
+  const { rows } = await db.query<RevisionRow>(
+    'SELECT * FROM registry_model_revisions WHERE id = $1 AND model_id = $2',
+    [revisionId, modelId],
+  );
+  return rows[0] ?? null;
 }

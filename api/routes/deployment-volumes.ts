@@ -22,13 +22,14 @@ import {
   type VolumeRow,
 } from '../../db/deployment-volumes';
 import { withTransaction, type Db, type Queryable } from '../../db/pool';
-import type { DeploymentSpec } from '../../common/deployments';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 
-const VolumeName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const VolumeName = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
 const Content = z.object({
   type: z.literal('files').default('files'),
   source_prefix: z.string().max(1024).default(''),
@@ -100,40 +101,6 @@ async function toVolume(db: Db, v: VolumeRow, version?: number) {
     created_at: new Date(v.created_at).toISOString(),
     updated_at: new Date(v.updated_at).toISOString(),
   };
-}
-
-/**
- * Checks a deployment's volume mounts and pins each to a version (the volume's
- * current one unless named), so every replica of a revision sees the same files.
- */
-export async function pinVolumeMounts(
-  db: Queryable,
-  projectId: string,
-  mounts: NonNullable<DeploymentSpec['volumes']>,
-): Promise<NonNullable<DeploymentSpec['volumes']>> {
-  const seen = new Set<string>();
-  const pinned = [];
-  for (const [i, m] of mounts.entries()) {
-    const segments = m.mount_path.split('/').slice(1);
-    if (!m.mount_path.startsWith('/') || !segments.length || !segments.every((s) => isSafeVolumePath(s))) {
-      throw badRequest(
-        `mount_path must be an absolute path of plain segments, not the root (got ${JSON.stringify(m.mount_path)}).`,
-        `volumes[${i}].mount_path`,
-      );
-    }
-    for (const other of seen) {
-      if (other === m.mount_path || other.startsWith(m.mount_path + '/') || m.mount_path.startsWith(other + '/'))
-        throw badRequest(`mount_path ${m.mount_path} overlaps ${other}.`, `volumes[${i}].mount_path`);
-    }
-    seen.add(m.mount_path);
-    const volume = await getVolume(db, projectId, m.name);
-    if (!volume) throw badRequest(`Volume '${m.name}' does not exist in this project.`, `volumes[${i}].name`);
-    const version = m.version ?? volume.current_version;
-    if (!(await getVolumeVersion(db, volume.id, version)))
-      throw badRequest(`Volume '${m.name}' has no version ${version}.`, `volumes[${i}].version`);
-    pinned.push({ mount_path: m.mount_path, name: volume.name, version });
-  }
-  return pinned;
 }
 
 export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -219,7 +186,11 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Rename a volume, or give it new content (a new version; deployments keep theirs until updated)',
     tags: ['deployments'],
     params: IdParams,
-    body: z.object({ name: VolumeName.optional(), type: z.literal('readOnly').optional(), content: Content.optional() }),
+    body: z.object({
+      name: VolumeName.optional(),
+      type: z.literal('readOnly').optional(),
+      content: Content.optional(),
+    }),
     errors: [404, 409],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
     handler: async ({ params, body, principal }) => {

@@ -27,7 +27,7 @@ import {
 import type { Db } from '../../db/pool';
 import type { deployment } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
-import { pinVolumeMounts } from './deployment-volumes';
+import { pinMounts } from '../deployment-mounts';
 import { followLogs, tailLines } from '../replica-logs';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -347,7 +347,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       if (spec.max_replicas < spec.min_replicas)
         throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
       await checkSecrets(principal.projectId, spec.environment_variables);
-      if (spec.volumes) spec.volumes = await pinVolumeMounts(db, principal.projectId, spec.volumes);
+      Object.assign(spec, await pinMounts(db, principal.projectId, spec));
       if (await getDeployment(db, principal.projectId, body.name)) {
         throw conflict(`A deployment named '${body.name}' exists in this project.`, 'deployment_exists');
       }
@@ -434,7 +434,14 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       if (next.max_replicas < next.min_replicas)
         throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
       if (patch.environment_variables) await checkSecrets(principal.projectId, patch.environment_variables);
-      if (patch.volumes) patch.volumes = await pinVolumeMounts(db, principal.projectId, patch.volumes);
+      if (patch.volumes || patch.model_mounts) {
+        const pinned = await pinMounts(db, principal.projectId, {
+          volumes: next.volumes,
+          model_mounts: next.model_mounts,
+        });
+        if (patch.volumes) patch.volumes = pinned.volumes;
+        if (patch.model_mounts) patch.model_mounts = pinned.model_mounts;
+      }
       if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
         throw conflict(`A deployment named '${patch.name}' exists in this project.`, 'deployment_exists');
       }

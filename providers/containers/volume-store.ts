@@ -10,7 +10,6 @@ import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { VolumeFile } from '../../db/deployment-volumes';
 import type { BlobStore } from '../storage/blob-store';
 
 /** A path inside a volume: relative segments of ordinary characters, nothing hidden, nothing that climbs. */
@@ -27,8 +26,15 @@ export class VolumeStore {
     private readonly blobs: BlobStore,
   ) {}
 
-  /** The directory holding the version's files, building it first if this host has not. */
-  async materialize(volumeId: string, version: number, files: VolumeFile[]): Promise<string> {
+  /**
+   * The directory holding a file set (a volume's version, or a model revision), building it
+   * first if this host has not. `name` is each file's path inside it.
+   */
+  async materialize(
+    volumeId: string,
+    version: number,
+    files: Array<{ name: string; blob_key: string }>,
+  ): Promise<string> {
     if (!/^[A-Za-z0-9_-]+$/.test(volumeId)) throw new Error(`unexpected volume id ${volumeId}`);
     const dir = path.join(this.root, volumeId, `v${version}`);
     if (existsSync(dir)) return dir;

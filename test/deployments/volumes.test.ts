@@ -9,6 +9,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Readable } from 'node:stream';
+import { insertRevision } from '../../db/registry';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -135,7 +137,9 @@ describe('deployment volumes', () => {
     assert.equal((await api('GET', '/deployments/storage/volumes/assets?version=9')).status, 404);
     assert.equal((await readThrough(port, 'data/assets/assets-c.jsonl')).status, 404, 'still on version 1');
 
-    const upd = await api('PATCH', '/deployments/reader', { volumes: [{ name: 'assets', mount_path: '/data/assets' }] });
+    const upd = await api('PATCH', '/deployments/reader', {
+      volumes: [{ name: 'assets', mount_path: '/data/assets' }],
+    });
     assert.equal(upd.status, 200, JSON.stringify(upd.body));
     assert.equal(upd.body.volumes[0].version, 2);
     const [port2] = await eventually(
@@ -177,5 +181,52 @@ describe('deployment volumes', () => {
     assert.equal(res.status, 400);
     assert.equal(res.body.error.param, 'content.source_prefix');
     assert.match(res.body.error.message, /cannot be a path inside a volume/);
+  });
+
+  test('model mounts: a registered model revision appears read-only at its mount path', async () => {
+    const v2 = (method: string, url: string, json?: unknown) =>
+      call(p.baseUrl, method, `/v2/projects/${t.projectId}${url}`, { key: t.key, json });
+    const model = (
+      await v2('POST', '/models', { baseModelId: 'gantry/reference-byte-tiny', name: 'mounted', type: 'model' })
+    ).body;
+    const base = {
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      termination_grace_period_seconds: 1,
+    };
+    const early = await api('POST', '/deployments', {
+      ...base,
+      name: 'model-reader',
+      model_mounts: [{ model_id: 'mounted', mount_path: '/models/m' }],
+    });
+    assert.equal(early.status, 400, 'no weights yet');
+    assert.equal(early.body.error.param, 'model_mounts[0].model_id');
+
+    const weights = Buffer.from('pretend safetensors');
+    await p.blobs.put(`registry/${model.id}/rv_m1/model.safetensors`, Readable.from([weights]), { maxBytes: 1 << 20 });
+    await insertRevision(p.db, {
+      id: 'rv_m1',
+      modelId: model.id,
+      blobPrefix: `registry/${model.id}/rv_m1`,
+      files: [{ path: 'model.safetensors', bytes: weights.length, sha256: 'x' }],
+      validationStatus: 'REVISION_VALIDATION_STATUS_SUCCESS',
+    });
+    const dep = await api('POST', '/deployments', {
+      ...base,
+      name: 'model-reader',
+      model_mounts: [{ model_id: 'mounted', mount_path: '/models/m' }],
+    });
+    assert.equal(dep.status, 200, JSON.stringify(dep.body));
+    assert.deepEqual(dep.body.model_mounts, [{ model_id: model.id, mount_path: '/models/m', revision_id: 'rv_m1' }]);
+    await eventually(
+      () => api('GET', '/deployments/model-reader').then((r) => r.body),
+      (d) => d.status === 'Ready',
+    );
+    const [port] = await runningPorts(dep.body.id);
+    assert.deepEqual(await readThrough(port, 'models/m/model.safetensors'), { status: 200, text: weights.toString() });
+    assert.equal((await api('DELETE', '/deployments/model-reader')).status, 200);
   });
 });
