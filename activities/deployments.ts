@@ -21,6 +21,7 @@ import {
   type ReplicaRecord,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
+import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
 import type { Db } from '../db/pool';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
@@ -38,7 +39,9 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
       state: DeploymentState;
       version: number;
     }) {
+      const before = await containerSnapshot(db, deploymentId);
       await projectDeployment(db, deploymentId, state, version);
+      await noteContainerChange(db, deploymentId, before, state);
     },
     /** Jobs waiting or running in the deployment's queue (the QueueBacklogPerWorker signal). */
     async queueBacklog({ deploymentId }: { deploymentId: string }): Promise<number> {
@@ -57,6 +60,7 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
     },
     /** The deployment is gone: its row, replicas and queue go with it. */
     async removeDeployment({ deploymentId }: { deploymentId: string }) {
+      await noteContainerRemoved(db, deploymentId);
       await deleteDeploymentRow(db, deploymentId);
     },
     async recordReplica(r: ReplicaRecord) {

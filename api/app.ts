@@ -22,6 +22,7 @@ import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
 import { addRegistryModelRoutes } from './routes/registry-models';
 import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
+import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -59,6 +60,8 @@ export function createApp(deps: ApiDeps): express.Express {
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
+  addEndpointRoutes(v2, deps);
+  addRetiredEndpointRoutes(v1);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

@@ -35,32 +35,46 @@ export function deploymentProxy(db: Db): express.Router {
     turn.set(deployment.id, i + 1);
     const rest = (req.params as { rest?: string[] }).rest;
     const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
-    const headers = { ...req.headers };
-    delete headers.authorization; // the customer's Gantry key never reaches their container
-    delete headers.host;
-    for (const h of HOP_BY_HOP) delete headers[h];
-    headers['x-forwarded-for'] = req.ip ?? '';
-    await new Promise<void>((resolve) => {
-      const upstream = httpRequest(
-        { host: '127.0.0.1', port: ports[i], method: req.method, path: `/${(rest ?? []).join('/')}${query}`, headers },
-        (up) => {
-          const out = { ...up.headers };
-          for (const h of HOP_BY_HOP) delete out[h];
-          res.writeHead(up.statusCode ?? 502, out);
-          up.pipe(res);
-          up.on('end', resolve);
-          up.on('error', resolve);
-        },
-      );
-      upstream.on('error', (err) => {
-        if (!res.headersSent) {
-          const e = new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
-          res.status(502).json(e.toBody());
-        } else res.destroy();
-        resolve();
-      });
-      req.pipe(upstream);
-    });
+    await forwardToReplica(req, res, ports[i], `/${(rest ?? []).join('/')}${query}`);
   });
   return router;
+}
+
+/**
+ * Sends the request to a replica on this host and streams its answer back
+ * (server-sent events included), without the caller's API key or hop-by-hop
+ * headers. `body` replaces the request's own body (when the gateway parsed it).
+ */
+export function forwardToReplica(
+  req: Request,
+  res: Response,
+  port: number,
+  path: string,
+  body?: Buffer,
+): Promise<void> {
+  const headers = { ...req.headers };
+  delete headers.authorization; // the customer's Gantry key never reaches their container
+  delete headers.host;
+  for (const h of HOP_BY_HOP) delete headers[h];
+  headers['x-forwarded-for'] = req.ip ?? '';
+  if (body) headers['content-length'] = String(body.length);
+  return new Promise<void>((resolve) => {
+    const upstream = httpRequest({ host: '127.0.0.1', port, method: req.method, path, headers }, (up) => {
+      const out = { ...up.headers };
+      for (const h of HOP_BY_HOP) delete out[h];
+      res.writeHead(up.statusCode ?? 502, out);
+      up.pipe(res);
+      up.on('end', resolve);
+      up.on('error', resolve);
+    });
+    upstream.on('error', (err) => {
+      if (!res.headersSent) {
+        const e = new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
+        res.status(502).json(e.toBody());
+      } else res.destroy();
+      resolve();
+    });
+    if (body) upstream.end(body);
+    else req.pipe(upstream);
+  });
 }

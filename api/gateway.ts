@@ -1,8 +1,9 @@
 /**
  * The inference gateway ({inference_url}/v1/...): routes inference calls to
  * endpoint replicas. It authenticates like the API. Today it proxies requests to
- * container deployments (gateway-proxy.ts); the dedicated-inference routes come
- * with that work. Every other path is a 404 in the spec's shape.
+ * dedicated endpoints (gateway-inference.ts: chat completions and completions
+ * by endpoint string) and to container deployments (gateway-proxy.ts). Every
+ * other path is a 404 in the spec's shape.
  */
 import express from 'express';
 import type { ApiDeps } from './deps';
@@ -10,6 +11,7 @@ import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { deploymentProxy } from './gateway-proxy';
+import { inferenceRoutes } from './gateway-inference';
 
 export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals'>): express.Express {
   const app = express();
@@ -19,6 +21,7 @@ export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' 
     res.json({ status: 'ok' });
   });
   app.use(authenticate(principalLookup(deps)));
+  app.use('/v1', inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds }));
   app.use('/v1', deploymentProxy(deps.db));
   app.use(routeNotFound);
   app.use(errorHandler);

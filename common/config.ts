@@ -36,6 +36,8 @@ const EnvSchema = z.object({
   GANTRY_HOST: z.string().default('127.0.0.1'),
   GANTRY_API_PORT: port.default(8080),
   GANTRY_GATEWAY_PORT: port.default(8081),
+  /** Inference gateway: how long a request waits for a replica of an endpoint scaled to zero (or starting). */
+  GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS: z.coerce.number().nonnegative().default(60),
   GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
   /** Largest file upload accepted (the spec's 25 GB for fine-tuning files). */
   GANTRY_MAX_UPLOAD_BYTES: z.coerce
@@ -108,16 +110,28 @@ const EnvSchema = z.object({
   /** Clusters: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_CLUSTER_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(500),
   /** Queue: largest `payload` a job may carry, in bytes of JSON (413 above it). */
-  GANTRY_QUEUE_MAX_PAYLOAD_BYTES: z.coerce.number().int().positive().default(512 * 1024),
+  GANTRY_QUEUE_MAX_PAYLOAD_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(512 * 1024),
   /**
    * Remote fetches (model uploads from a URL): allow hosts that resolve to loopback, private or
    * link-local addresses. Off by default, so a URL cannot reach the platform's own network.
    */
   GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: bool.default(false),
   /** Largest model a remote upload may bring in, in bytes (the whole download). */
-  GANTRY_MODEL_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(500 * 1024 ** 3),
+  GANTRY_MODEL_UPLOAD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(500 * 1024 ** 3),
   /** Queue: how long finished and canceled jobs stay readable. */
-  GANTRY_QUEUE_RETENTION_SECONDS: z.coerce.number().int().positive().default(7 * 24 * 3600),
+  GANTRY_QUEUE_RETENTION_SECONDS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(7 * 24 * 3600),
   /**
    * Container runtime of this host's control worker: `process` runs deployments' commands as
    * local processes (one machine, trusted users: no isolation); `none` runs no replicas here.
@@ -148,6 +162,7 @@ export interface GantryConfig {
   host: string;
   apiPort: number;
   gatewayPort: number;
+  gatewayWakeTimeoutSeconds: number;
   jsonBodyLimit: string;
   maxUploadBytes: number;
   publicUrl: string;
@@ -206,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     host: e.GANTRY_HOST,
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,
+    gatewayWakeTimeoutSeconds: e.GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
     maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,
     publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),

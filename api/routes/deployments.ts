@@ -195,6 +195,61 @@ function refuseHttpAutoscaling(a: { metric?: string } | undefined) {
   }
 }
 
+/**
+ * Creates a container deployment: its row, then its entity workflow
+ * `deployment/<id>` (the row goes again if the workflow cannot start). Used by
+ * the deployments API and by endpoint deployments, whose replicas run a model server.
+ */
+export async function startContainerDeployment(
+  deps: ApiDeps,
+  d: {
+    projectId: string;
+    apiKeyId: string;
+    spec: DeploymentSpec;
+    /** Runs once the row exists, before the workflow starts (to link the deployment to what it serves). */
+    beforeStart?: (id: string) => Promise<void>;
+  },
+): Promise<string> {
+  const { db, temporal, config } = deps;
+  const spec = d.spec;
+  const id = newId('dep');
+  const input: DeploymentWorkflowInput = {
+    deploymentId: id,
+    projectId: d.projectId,
+    spec,
+    maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
+    autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
+    autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
+    maxRoundsPerRun: config.deploymentRoundsPerRun,
+    containerWaitSeconds: config.containerQueueWaitSeconds,
+  };
+  await insertDeployment(db, {
+    id,
+    projectId: d.projectId,
+    name: spec.name,
+    workflowId: deploymentWorkflowId(id),
+    state: { revision: 1, spec, desired_replicas: spec.min_replicas, status: 'Updating', deleted: false },
+  });
+  try {
+    await d.beforeStart?.(id);
+    await startResourceWorkflow<typeof deployment>(temporal, {
+      workflowType: 'deployment',
+      workflowId: deploymentWorkflowId(id),
+      args: [input],
+      projectId: d.projectId,
+      resourceType: 'deployment',
+      resourceId: id,
+      status: 'Updating',
+      summary: `Deployment ${spec.name} (${id}): ${spec.min_replicas} replica(s) of ${spec.image}`,
+      details: `Created by API key \`${d.apiKeyId}\`; command ${JSON.stringify([...(spec.command ?? []), ...(spec.args ?? [])])}.`,
+    });
+  } catch (err) {
+    await deleteDeploymentRow(db, id);
+    throw err;
+  }
+  return id;
+}
+
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
   const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
@@ -351,40 +406,11 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       if (await getDeployment(db, principal.projectId, body.name)) {
         throw conflict(`A deployment named '${body.name}' exists in this project.`, 'deployment_exists');
       }
-      const id = newId('dep');
-      const input: DeploymentWorkflowInput = {
-        deploymentId: id,
+      const id = await startContainerDeployment(deps, {
         projectId: principal.projectId,
+        apiKeyId: principal.apiKeyId,
         spec,
-        maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
-        autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
-        autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
-        maxRoundsPerRun: config.deploymentRoundsPerRun,
-        containerWaitSeconds: config.containerQueueWaitSeconds,
-      };
-      await insertDeployment(db, {
-        id,
-        projectId: principal.projectId,
-        name: spec.name,
-        workflowId: deploymentWorkflowId(id),
-        state: { revision: 1, spec, desired_replicas: spec.min_replicas, status: 'Updating', deleted: false },
       });
-      try {
-        await startResourceWorkflow<typeof deployment>(temporal, {
-          workflowType: 'deployment',
-          workflowId: deploymentWorkflowId(id),
-          args: [input],
-          projectId: principal.projectId,
-          resourceType: 'deployment',
-          resourceId: id,
-          status: 'Updating',
-          summary: `Deployment ${spec.name} (${id}): ${spec.min_replicas} replica(s) of ${spec.image}`,
-          details: `Created by API key \`${principal.apiKeyId}\`; command ${JSON.stringify([...(spec.command ?? []), ...(spec.args ?? [])])}.`,
-        });
-      } catch (err) {
-        await deleteDeploymentRow(db, id);
-        throw err;
-      }
       return toDeployment(db, (await getDeployment(db, principal.projectId, id))!);
     },
   });

@@ -1,0 +1,163 @@
+/**
+ * How an endpoint deployment is served: which model server can serve its
+ * model, and the container deployment that runs it. The reference model
+ * server (trainers/reference/gantry_trainer/serve.py) serves the reference
+ * model family: registry revisions the reference trainer wrote (fine-tunes of
+ * `gantry/reference-byte-tiny`) and the catalog base itself (its weights come
+ * from the catalog's seed). Other catalog families have no weights on this
+ * installation, and say so.
+ */
+import type { GantryConfig } from '../common/config';
+import type { DeploymentSpec } from '../common/deployments';
+import type { Queryable } from '../db/pool';
+import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/registry';
+import { FINE_TUNE_MODELS } from '../finetune/models';
+import { REFERENCE_TRAINER_DIR } from '../providers/trainer/process-trainer';
+
+/** The endpoint autoscaling of the SDK (DeploymentAutoscaling). */
+export interface EndpointAutoscaling {
+  minReplicas?: number;
+  maxReplicas?: number;
+  scaleDownWindow?: string;
+  scaleToZeroWindow?: string;
+  scaleUpWindow?: string;
+  scalingMetrics?: Array<{ name: string; target: number; type: string; percentile?: string }>;
+}
+
+export type ServingPlan =
+  | {
+      servable: true;
+      model: string;
+      modelId: string;
+      revisionId?: string;
+      /** The server's arguments after `python -m gantry_trainer.serve`. */
+      args: string[];
+      mounts: NonNullable<DeploymentSpec['model_mounts']>;
+    }
+  | { servable: false; model: string; modelId: string; revisionId?: string; reason: string };
+
+const REFERENCE_BASE = 'gantry/reference-byte-tiny';
+
+/** What to serve for `modelId` (a registry model of the project, or a catalog base model); null if unknown. */
+export async function planServing(
+  db: Queryable,
+  projectId: string,
+  modelId: string,
+  revisionId?: string,
+): Promise<ServingPlan | null> {
+  const base = FINE_TUNE_MODELS.find((m) => m.name === modelId);
+  if (base) {
+    if (base.trainer.kind !== 'reference') {
+      return {
+        servable: false,
+        model: base.name,
+        modelId: base.name,
+        reason: `No weights for ${base.name} on this installation: its model server needs the ${base.trainer.hf_repo} weights and a GPU model server, which this installation does not have.`,
+      };
+    }
+    return {
+      servable: true,
+      model: base.name,
+      modelId: base.name,
+      args: [
+        '--base-config',
+        JSON.stringify(base.trainer.model),
+        '--base-seed',
+        String(base.trainer.base_seed),
+        '--name',
+        base.name,
+      ],
+      mounts: [],
+    };
+  }
+  const model: RegistryModelRow | undefined =
+    (await getRegistryModel(db, projectId, modelId)) ?? (await findRegistryModelsByName(db, projectId, modelId))[0];
+  if (!model) return null;
+  const name = `projects/${projectId}/models/${model.id}`;
+  const usable = (await listRevisions(db, model.id)).filter(
+    (r) => r.validation_status === 'REVISION_VALIDATION_STATUS_SUCCESS',
+  );
+  const revision = revisionId ? usable.find((r) => r.id === revisionId) : usable[0];
+  if (!revision) {
+    return {
+      servable: false,
+      model: name,
+      modelId: model.id,
+      revisionId,
+      reason: revisionId
+        ? `Model ${model.id} has no usable revision ${revisionId}.`
+        : `Model ${model.id} has no weights yet.`,
+    };
+  }
+  if (model.weights_type !== 'WEIGHTS_TYPE_DEFAULT') {
+    return {
+      servable: false,
+      model: name,
+      modelId: model.id,
+      revisionId: revision.id,
+      reason: `Model ${model.id} is an adapter: deploy its base model and attach it as an adapter.`,
+    };
+  }
+  if (model.base_model !== REFERENCE_BASE) {
+    return {
+      servable: false,
+      model: name,
+      modelId: model.id,
+      revisionId: revision.id,
+      reason: `No model server on this installation serves models derived from ${model.base_model ?? 'an unknown base'}; the reference model server serves ${REFERENCE_BASE} and its fine-tunes.`,
+    };
+  }
+  return {
+    servable: true,
+    model: name,
+    modelId: model.id,
+    revisionId: revision.id,
+    args: ['--model-dir', 'model', '--name', model.id],
+    mounts: [{ model_id: model.id, revision_id: revision.id, mount_path: '/model' }],
+  };
+}
+
+/** `300s`, `5m` or a bare number of seconds, as whole minutes (at least 1). */
+function windowMinutes(window: string | undefined, fallback: number): number {
+  if (!window) return fallback;
+  const m = /^(\d+(?:\.\d+)?)(s|m)?$/.exec(window.trim());
+  if (!m) return fallback;
+  const seconds = Number(m[1]) * (m[2] === 'm' ? 60 : 1);
+  return Math.max(1, Math.round(seconds / 60));
+}
+
+/** The container deployment that serves an endpoint deployment. */
+export function modelServerSpec(
+  config: GantryConfig,
+  d: { containerName: string; plan: Extract<ServingPlan, { servable: true }>; autoscaling: EndpointAutoscaling },
+): DeploymentSpec {
+  const min = d.autoscaling.minReplicas ?? 1;
+  const max = Math.max(d.autoscaling.maxReplicas ?? Math.max(min, 1), min);
+  const inflight = d.autoscaling.scalingMetrics?.find((m) => m.name === 'inflight_requests');
+  const interval = windowMinutes(d.autoscaling.scaleDownWindow ?? d.autoscaling.scaleToZeroWindow, 5);
+  return {
+    name: d.containerName,
+    description: `Model server for ${d.plan.model}`,
+    image: 'gantry/reference-model-server',
+    command: [config.trainerPython, '-m', 'gantry_trainer.serve', ...d.plan.args],
+    port: 8000,
+    health_check_path: '/health',
+    gpu_type: 'h100-80gb',
+    min_replicas: min,
+    max_replicas: max,
+    termination_grace_period_seconds: 5,
+    environment_variables: [
+      { name: 'PYTHONPATH', value: REFERENCE_TRAINER_DIR },
+      { name: 'JAX_PLATFORMS', value: 'cpu' },
+    ],
+    model_mounts: d.plan.mounts,
+    autoscaling: inflight
+      ? {
+          metric: 'CustomMetric',
+          custom_metric_name: 'gantry_model_requests_inflight',
+          target: inflight.target,
+          time_interval_minutes: interval,
+        }
+      : { metric: 'HTTPTotalRequests', target: 60, time_interval_minutes: interval },
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * The inference gateway's OpenAI-compatible routes: `POST {inference_url}/v1/chat/completions`
+ * and `/v1/completions`, where `model` is an endpoint string
+ * `<project_slug>/<endpoint_name>`. A request goes to one of the endpoint's
+ * deployments by its traffic split, then to one of that deployment's running
+ * replicas; the answer (server-sent events when `stream` is set) is the model
+ * server's. A deployment scaled to zero is woken by the request, which waits
+ * for a ready replica up to GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS, then gets 503
+ * with Retry-After. Only keys of the endpoint's project may call it.
+ */
+import express, { type Request, type Response } from 'express';
+import { countRequest, runningReplicaPorts } from '../db/deployments';
+import { findEndpointBySlug, listEndpointDeployments } from '../db/endpoints';
+import type { Db } from '../db/pool';
+import { deploymentState, trafficShares } from './endpoint-state';
+import { badRequest, notFound, serviceUnavailable } from './errors';
+import { forwardToReplica } from './gateway-proxy';
+
+const WAIT_STEP_MS = 250;
+
+export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): express.Router {
+  const router = express.Router();
+  const json = express.json({ limit: '4mb' });
+  const turn = new Map<string, number>();
+
+  const handle = (path: '/chat/completions' | '/completions') => async (req: Request, res: Response) => {
+    const principal = req.principal!;
+    const model = req.body?.model;
+    if (typeof model !== 'string' || !model)
+      throw badRequest('model is required: the endpoint string <project_slug>/<endpoint_name>.', 'model');
+    const slash = model.indexOf('/');
+    if (slash < 0) {
+      throw notFound(
+        /^(ml_|ep_|dp-)/.test(model)
+          ? `'${model}' is an object id; call an endpoint by its endpoint string '<project_slug>/<endpoint_name>' (here: '${principal.projectSlug}/<endpoint_name>').`
+          : `No endpoint '${model}'. Call an endpoint by its endpoint string '<project_slug>/<endpoint_name>'.`,
+        'model_not_found',
+      );
+    }
+    const endpoint = await findEndpointBySlug(db, model.slice(0, slash), model.slice(slash + 1));
+    // Another project's endpoint is not found, exactly like a missing one.
+    if (!endpoint || endpoint.project_id !== principal.projectId)
+      throw notFound(`No endpoint '${model}' in this project.`, 'model_not_found');
+    const deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
+      (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
+    );
+    if (!deployments.length) throw serviceUnavailable(`Endpoint '${model}' has no deployment to serve it.`, 30);
+    const shares = trafficShares(endpoint, deployments);
+    let pick = Math.random();
+    const chosen = deployments.find((d) => (pick -= shares.get(d.id) ?? 0) < 0) ?? deployments[deployments.length - 1];
+    const containerId = chosen.container_deployment_id!;
+    await countRequest(db, containerId); // the autoscaler's signal, and what wakes a deployment at zero
+
+    let ports = await runningReplicaPorts(db, containerId);
+    const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
+    while (!ports.length && Date.now() < deadline && !req.socket.destroyed) {
+      await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
+      ports = await runningReplicaPorts(db, containerId);
+    }
+    if (!ports.length) {
+      throw serviceUnavailable(
+        `Endpoint '${model}' has no ready replica yet (it is starting or waking from zero); retry in a few seconds.`,
+        5,
+      );
+    }
+    const i = (turn.get(containerId) ?? 0) % ports.length;
+    turn.set(containerId, i + 1);
+    await forwardToReplica(req, res, ports[i], `/v1${path}`, Buffer.from(JSON.stringify(req.body)));
+  };
+
+  router.post('/chat/completions', json, handle('/chat/completions'));
+  router.post('/completions', json, handle('/completions'));
+  return router;
+}

@@ -1,0 +1,578 @@
+/**
+ * Dedicated endpoints (`/v2/projects/{projectId}/endpoints`, the official SDK's
+ * `beta.endpoints`): endpoints, their deployments and events. An endpoint is
+ * called at the inference gateway as `<project_slug>/<endpoint name>`. Each
+ * endpoint deployment is served by a container deployment running the model
+ * server (its entity workflow `deployment/<id>` provisions, replaces,
+ * autoscales and scales its replicas to zero); its state here is read from
+ * that deployment. Bodies and query strings are strict. The retired v1 create
+ * answers 403.
+ */
+import { z } from 'zod';
+import { deploymentWorkflowId } from '../../common/deployments';
+import { newId } from '../../common/ids';
+import type { Principal } from '../../db/accounts';
+import {
+  addEndpointEvent,
+  deleteEndpointDeploymentRow,
+  deleteEndpointRow,
+  getEndpoint,
+  getEndpointDeployment,
+  insertEndpoint,
+  insertEndpointDeployment,
+  linkContainerDeployment,
+  listEndpointDeployments,
+  listEndpointEvents,
+  listEndpoints,
+  updateEndpoint,
+  updateEndpointDeployment,
+  type EndpointDeploymentRow,
+  type EndpointRow,
+} from '../../db/endpoints';
+import type { ApiDeps } from '../deps';
+import { modelServerSpec, planServing, type EndpointAutoscaling } from '../endpoint-serving';
+import { deploymentState, trafficShares } from '../endpoint-state';
+import { badRequest, conflict, forbidden, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import { executeEntityUpdate } from '../workflows';
+import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { startContainerDeployment } from './deployments';
+import { checkProject } from './registry-models';
+
+const Name = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
+const Autoscaling = z
+  .object({
+    minReplicas: z.number().int().min(0).max(100).optional(),
+    maxReplicas: z.number().int().min(0).max(100).optional(),
+    scaleDownWindow: z.string().max(32).optional(),
+    scaleToZeroWindow: z.string().max(32).optional(),
+    scaleUpWindow: z.string().max(32).optional(),
+    scalingMetrics: z
+      .array(
+        z.strictObject({
+          name: z.string(),
+          target: z.number().positive(),
+          type: z.string(),
+          percentile: z.string().optional(),
+        }),
+      )
+      .optional(),
+  })
+  .strict();
+const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
+const EndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+const DeploymentParams = ProjectParams.extend({
+  endpointId: z.string().min(1).max(128),
+  id: z.string().min(1).max(128),
+});
+const EndpointOnlyParams = ProjectParams.extend({ endpointId: z.string().min(1).max(128) });
+
+function toDeployment(d: EndpointDeploymentRow, share = 0) {
+  const { state, message } = deploymentState(d);
+  return {
+    id: d.id,
+    endpointId: d.endpoint_id,
+    projectId: d.project_id,
+    name: d.name,
+    model: d.model,
+    modelId: d.model_id,
+    modelRevisionId: d.model_revision_id ?? '',
+    config: '',
+    configId: '',
+    hardware: d.hardware,
+    autoscaling: d.autoscaling,
+    enableLora: d.enable_lora,
+    status: { state, message, readyReplicas: d.ready_replicas, scheduledReplicas: d.desired_replicas ?? 0 },
+    desiredReplicas: d.desired_replicas ?? 0,
+    trafficMode: 'TRAFFIC_MODE_LIVE' as const,
+    estimatedEffectiveTrafficShare: share,
+    etag: d.etag,
+    createdAt: new Date(d.created_at).toISOString(),
+    updatedAt: new Date(d.updated_at).toISOString(),
+  };
+}
+
+function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
+  const shares = trafficShares(e, deployments);
+  return {
+    id: e.id,
+    name: e.name,
+    projectId: e.project_id,
+    endpointType: 'ENDPOINT_TYPE_DEDICATED' as const,
+    visibility: e.visibility,
+    etag: e.etag,
+    trafficSplit: e.traffic_split,
+    deployments: deployments.map((d) => {
+      const full = toDeployment(d, shares.get(d.id) ?? 0);
+      return {
+        id: full.id,
+        name: full.name,
+        model: full.model,
+        modelId: full.modelId,
+        autoscaling: full.autoscaling,
+        state: full.status.state,
+        readyReplicas: full.status.readyReplicas,
+        desiredReplicas: full.desiredReplicas,
+        hardware: full.hardware,
+        trafficMode: full.trafficMode,
+        estimatedEffectiveTrafficShare: full.estimatedEffectiveTrafficShare,
+        createdAt: full.createdAt,
+      };
+    }),
+    createdAt: new Date(e.created_at).toISOString(),
+    updatedAt: new Date(e.updated_at).toISOString(),
+  };
+}
+
+const Any = z.record(z.string(), z.unknown());
+const List = z.object({ object: z.literal('list'), data: z.array(Any), next_cursor: z.string().nullable() });
+
+export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config } = deps;
+
+  async function requireEndpoint(principal: Principal, projectId: string, id: string) {
+    checkProject(principal, projectId);
+    const e = await getEndpoint(db, principal.projectId, id);
+    if (!e) throw notFound(`Endpoint '${id}' not found.`);
+    return e;
+  }
+  async function requireDeployment(e: EndpointRow, id: string) {
+    const d = await getEndpointDeployment(db, e.id, id);
+    if (!d) throw notFound(`Endpoint '${e.name}' has no deployment '${id}'.`);
+    return d;
+  }
+  const checkEtag = (current: string, given: string | undefined, what: string) => {
+    if (given !== undefined && given !== current)
+      throw conflict(
+        `The ${what} changed since you read it (etag ${given} is stale); read it again and retry.`,
+        'etag_mismatch',
+      );
+  };
+
+  // ---- endpoints ----
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/endpoints',
+    operationId: 'createEndpoint',
+    summary: 'Create a dedicated endpoint (called as <project_slug>/<name> at the inference gateway)',
+    tags: ['endpoints'],
+    strict: true,
+    params: ProjectParams,
+    body: z.object({ name: Name, visibility: Visibility.optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The endpoint', schema: Any },
+    handler: async ({ params, body, principal }) => {
+      checkProject(principal, params.projectId);
+      if (await getEndpoint(db, principal.projectId, body.name))
+        throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
+      const id = newId('ep', '_');
+      await insertEndpoint(db, {
+        id,
+        projectId: principal.projectId,
+        name: body.name,
+        visibility: body.visibility ?? 'VISIBILITY_PRIVATE',
+      });
+      await addEndpointEvent(db, {
+        endpointId: id,
+        level: 'LEVEL_INFO',
+        sourceKind: 'SOURCE_KIND_ENDPOINT',
+        type: 'endpoint.created',
+        message: `Endpoint ${principal.projectSlug}/${body.name} created by API key ${principal.apiKeyId}.`,
+      });
+      return toEndpoint((await getEndpoint(db, principal.projectId, id))!, []);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/endpoints',
+    operationId: 'listEndpoints',
+    summary: "The project's endpoints, newest first, by cursor",
+    tags: ['endpoints'],
+    strict: true,
+    params: ProjectParams,
+    query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
+    errors: [404],
+    response: { status: 200, description: 'Endpoints', schema: List },
+    handler: async ({ params, query, principal }) => {
+      checkProject(principal, params.projectId);
+      const rows = await listEndpoints(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: await Promise.all(page.map(async (e) => toEndpoint(e, await listEndpointDeployments(db, e.id)))),
+        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
+      };
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/endpoints/:id',
+    operationId: 'getEndpoint',
+    summary: 'An endpoint, by id or name, with its deployments and traffic split',
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointParams,
+    errors: [404],
+    response: { status: 200, description: 'The endpoint', schema: Any },
+    handler: async ({ params, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.id);
+      return toEndpoint(e, await listEndpointDeployments(db, e.id));
+    },
+  });
+  router.add({
+    method: 'patch',
+    path: '/projects/:projectId/endpoints/:id',
+    operationId: 'updateEndpoint',
+    summary: 'Rename an endpoint, change its visibility or its traffic split (etag: optimistic concurrency)',
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointParams,
+    query: z.object({ updateMask: z.string().optional() }),
+    body: z.object({
+      etag: z.string().optional(),
+      name: Name.optional(),
+      visibility: Visibility.optional(),
+      trafficSplit: z
+        .array(z.strictObject({ deploymentId: z.string(), weight: z.number().min(0).max(100) }))
+        .optional(),
+    }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The endpoint', schema: Any },
+    handler: async ({ params, body, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.id);
+      checkEtag(e.etag, body.etag, 'endpoint');
+      const deployments = await listEndpointDeployments(db, e.id);
+      for (const [i, s] of (body.trafficSplit ?? []).entries()) {
+        if (!deployments.some((d) => d.id === s.deploymentId))
+          throw badRequest(
+            `Endpoint '${e.name}' has no deployment '${s.deploymentId}'.`,
+            `trafficSplit[${i}].deploymentId`,
+          );
+      }
+      if (body.name && body.name !== e.name && (await getEndpoint(db, principal.projectId, body.name)))
+        throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
+      await updateEndpoint(db, e.id, { name: body.name, visibility: body.visibility, trafficSplit: body.trafficSplit });
+      if (body.trafficSplit) {
+        await addEndpointEvent(db, {
+          endpointId: e.id,
+          level: 'LEVEL_INFO',
+          sourceKind: 'SOURCE_KIND_ENDPOINT',
+          type: 'endpoint.traffic_changed',
+          message: `Traffic split: ${body.trafficSplit.map((s) => `${s.deploymentId} ${s.weight}`).join(', ') || 'even'}.`,
+        });
+      }
+      return toEndpoint((await getEndpoint(db, principal.projectId, e.id))!, deployments);
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/projects/:projectId/endpoints/:id',
+    operationId: 'deleteEndpoint',
+    summary: 'Delete an endpoint that has no deployments left',
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointParams,
+    query: z.object({ etag: z.string().optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'Deleted', schema: z.object({}) },
+    handler: async ({ params, query, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.id);
+      checkEtag(e.etag, query.etag, 'endpoint');
+      const deployments = await listEndpointDeployments(db, e.id);
+      if (deployments.length)
+        throw conflict(
+          `Endpoint '${e.name}' still has ${deployments.length} deployment(s); delete them first.`,
+          'endpoint_in_use',
+        );
+      await deleteEndpointRow(db, e.id);
+      return {};
+    },
+  });
+
+  // ---- deployments ----
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/endpoints/:endpointId/deployments',
+    operationId: 'createEndpointDeployment',
+    summary: 'Deploy a model behind an endpoint (a registered model id, or a supported base model)',
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointOnlyParams,
+    body: z.object({
+      name: Name,
+      autoscaling: Autoscaling,
+      model: z.string().optional(),
+      modelId: z.string().optional(),
+      modelRevisionId: z.string().optional(),
+      enableLora: z.boolean().optional(),
+      validateOnly: z.boolean().optional(),
+      config: z.string().optional(),
+      configId: z.string().optional(),
+      placement: z.unknown().optional(),
+    }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The deployment', schema: Any },
+    handler: async ({ params, body, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      // `model` is the resource name projects/{project}/models/{id}; modelId the bare id.
+      const fromName = body.model?.match(/^projects\/([^/]+)\/models\/(.+)$/);
+      if (body.model && !fromName && !body.modelId) {
+        throw badRequest('model is a resource name, projects/{projectId}/models/{modelId}; or give modelId.', 'model');
+      }
+      if (fromName && fromName[1] !== principal.projectId && fromName[1] !== principal.projectSlug)
+        throw badRequest(`model names another project's model.`, 'model');
+      const modelId = body.modelId ?? fromName?.[2];
+      if (!modelId) throw badRequest('Give modelId (or model) to deploy.', 'modelId');
+      const plan = await planServing(db, principal.projectId, modelId, body.modelRevisionId);
+      if (!plan)
+        throw badRequest(
+          `Model '${modelId}' is neither registered in this project nor a supported base model.`,
+          'modelId',
+        );
+      if (await getEndpointDeployment(db, e.id, body.name))
+        throw conflict(`Endpoint '${e.name}' has a deployment named '${body.name}'.`, 'deployment_exists');
+      const min = body.autoscaling.minReplicas ?? 1;
+      if ((body.autoscaling.maxReplicas ?? Math.max(min, 1)) < min)
+        throw badRequest('maxReplicas must be at least minReplicas.', 'autoscaling.maxReplicas');
+      if (body.validateOnly) {
+        return {
+          id: '',
+          endpointId: e.id,
+          name: body.name,
+          model: plan.model,
+          modelId: plan.modelId,
+          status: {
+            state: plan.servable ? 'DEPLOYMENT_STATE_PROVISIONING' : 'DEPLOYMENT_STATE_FAILED',
+            message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
+          },
+        };
+      }
+      const id = newId('dp');
+      const base = {
+        id,
+        endpointId: e.id,
+        projectId: principal.projectId,
+        name: body.name,
+        model: plan.model,
+        modelId: plan.modelId,
+        modelRevisionId: plan.revisionId,
+        autoscaling: body.autoscaling,
+        enableLora: body.enableLora ?? false,
+        hardware: 'cpu-reference (process runtime)',
+      };
+      const event = { endpointId: e.id, deploymentId: id, sourceKind: 'SOURCE_KIND_DEPLOYMENT' as const };
+      if (!plan.servable) {
+        await insertEndpointDeployment(db, { ...base, failure: plan.reason });
+        await addEndpointEvent(db, { ...event, level: 'LEVEL_ERROR', type: 'deployment.failed', message: plan.reason });
+      } else {
+        // The row first (without its server), so the container's first projection finds its endpoint.
+        await insertEndpointDeployment(db, base);
+        await addEndpointEvent(db, {
+          ...event,
+          level: 'LEVEL_INFO',
+          type: 'deployment.created',
+          message: `Deploying ${plan.model}${plan.revisionId ? ` (revision ${plan.revisionId})` : ''}.`,
+        });
+        try {
+          await startContainerDeployment(deps, {
+            projectId: principal.projectId,
+            apiKeyId: principal.apiKeyId,
+            spec: modelServerSpec(config, {
+              containerName: id,
+              plan,
+              autoscaling: body.autoscaling as EndpointAutoscaling,
+            }),
+            beforeStart: (containerId) => linkContainerDeployment(db, id, containerId),
+          });
+        } catch (err) {
+          await deleteEndpointDeploymentRow(db, id);
+          throw err;
+        }
+      }
+      return toDeployment((await getEndpointDeployment(db, e.id, id))!);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/endpoints/:endpointId/deployments',
+    operationId: 'listEndpointDeployments',
+    summary: "An endpoint's deployments",
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointOnlyParams,
+    query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
+    errors: [404],
+    response: { status: 200, description: 'Deployments', schema: List },
+    handler: async ({ params, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const deployments = await listEndpointDeployments(db, e.id);
+      const shares = trafficShares(e, deployments);
+      return {
+        object: 'list' as const,
+        data: deployments.map((d) => toDeployment(d, shares.get(d.id) ?? 0)),
+        next_cursor: null,
+      };
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    operationId: 'getEndpointDeployment',
+    summary: 'A deployment of an endpoint: state, replicas, model and revision',
+    tags: ['endpoints'],
+    strict: true,
+    params: DeploymentParams,
+    errors: [404],
+    response: { status: 200, description: 'The deployment', schema: Any },
+    handler: async ({ params, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const d = await requireDeployment(e, params.id);
+      const shares = trafficShares(e, await listEndpointDeployments(db, e.id));
+      return toDeployment(d, shares.get(d.id) ?? 0);
+    },
+  });
+  router.add({
+    method: 'patch',
+    path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    operationId: 'updateEndpointDeployment',
+    summary: "Change a deployment's autoscaling or name (etag: optimistic concurrency)",
+    tags: ['endpoints'],
+    strict: true,
+    params: DeploymentParams,
+    query: z.object({ updateMask: z.string().optional() }),
+    body: z.object({ etag: z.string().optional(), name: Name.optional(), autoscaling: Autoscaling.optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'The deployment', schema: Any },
+    handler: async ({ params, body, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const d = await requireDeployment(e, params.id);
+      checkEtag(d.etag, body.etag, 'deployment');
+      if (body.autoscaling && d.container_deployment_id) {
+        const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
+        if (plan?.servable) {
+          const spec = modelServerSpec(config, {
+            containerName: d.id,
+            plan,
+            autoscaling: body.autoscaling as EndpointAutoscaling,
+          });
+          await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), 'updateDeployment', [
+            { min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling },
+          ]);
+        }
+      }
+      await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling: body.autoscaling });
+      return toDeployment((await getEndpointDeployment(db, e.id, d.id))!);
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    operationId: 'deleteEndpointDeployment',
+    summary: 'Delete a deployment: its replicas stop (with their grace period), then it is gone',
+    tags: ['endpoints'],
+    strict: true,
+    params: DeploymentParams,
+    query: z.object({ etag: z.string().optional() }),
+    errors: [404, 409],
+    response: { status: 200, description: 'Deletion accepted', schema: z.object({}) },
+    handler: async ({ params, query, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const d = await requireDeployment(e, params.id);
+      checkEtag(d.etag, query.etag, 'deployment');
+      if (!d.container_deployment_id) {
+        await deleteEndpointDeploymentRow(db, d.id);
+        return {};
+      }
+      await updateEndpointDeployment(db, d.id, { deleting: true });
+      await addEndpointEvent(db, {
+        endpointId: e.id,
+        deploymentId: d.id,
+        sourceKind: 'SOURCE_KIND_DEPLOYMENT',
+        level: 'LEVEL_INFO',
+        type: 'deployment.stopping',
+        message: `Deletion requested by API key ${principal.apiKeyId}.`,
+      });
+      await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), 'deleteDeployment', []);
+      return {};
+    },
+  });
+
+  // ---- events ----
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/endpoints/:id/events',
+    operationId: 'listEndpointEvents',
+    summary: "An endpoint's events, across all its deployments, oldest first",
+    tags: ['endpoints'],
+    strict: true,
+    params: EndpointParams,
+    query: z.object({
+      after: z
+        .string()
+        .regex(/^\d{1,18}$/, 'an event id')
+        .optional(),
+      limit: z.coerce.number().int().min(1).max(500).default(100),
+      deploymentIds: z.union([z.string(), z.array(z.string())]).optional(),
+      types: z.union([z.string(), z.array(z.string())]).optional(),
+      minLevel: z.enum(['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR']).optional(),
+      sourceKinds: z.union([z.string(), z.array(z.string())]).optional(),
+      since: z.string().optional(),
+      until: z.string().optional(),
+      subjectId: z.string().optional(),
+    }),
+    errors: [404],
+    response: { status: 200, description: 'Events', schema: List },
+    handler: async ({ params, query, principal }) => {
+      const e = await requireEndpoint(principal, params.projectId, params.id);
+      const arr = (v: string | string[] | undefined) =>
+        v === undefined ? undefined : Array.isArray(v) ? v : v.split(',');
+      const rows = await listEndpointEvents(db, e.id, {
+        afterId: Number(query.after ?? 0),
+        limit: query.limit + 1,
+        deploymentIds: arr(query.deploymentIds),
+        types: arr(query.types),
+      });
+      const page = rows.slice(0, query.limit);
+      return {
+        object: 'list' as const,
+        data: page.map((r) => ({
+          id: r.id,
+          createdAt: new Date(r.created_at).toISOString(),
+          endpointId: r.endpoint_id,
+          level: r.level,
+          source: r.deployment_id ?? r.endpoint_id,
+          sourceKind: r.source_kind,
+          type: r.type,
+          message: r.message,
+          ...(r.deployment_id ? { deploymentId: r.deployment_id } : {}),
+          ...(r.old_replicas !== null ? { oldReplicas: r.old_replicas } : {}),
+          ...(r.new_replicas !== null ? { newReplicas: r.new_replicas } : {}),
+          ...(r.status ? { status: r.status } : {}),
+        })),
+        next_cursor: rows.length > query.limit ? page[page.length - 1].id : null,
+      };
+    },
+  });
+}
+
+/** The retired v1 create: endpoints are made through the v2 API now. */
+export function addRetiredEndpointRoutes(router: ApiRouter) {
+  router.add({
+    method: 'post',
+    path: '/endpoints',
+    operationId: 'createEndpointV1',
+    summary: 'Retired: create endpoints with POST /v2/projects/{projectId}/endpoints',
+    tags: ['endpoints'],
+    errors: [403],
+    response: { status: 403, description: 'Always refused', schema: z.object({}) },
+    handler: async () => {
+      throw forbidden(
+        'Creating endpoints through POST /v1/endpoints is disabled. Use POST /v2/projects/{projectId}/endpoints, then add a deployment.',
+        'endpoints_v1_create_access_disabled',
+      );
+    },
+  });
+}
