@@ -264,6 +264,8 @@ def make_handler(engine: Engine, metrics: Metrics):
                 raise BadRequest("max_tokens >= 1, 0 <= temperature <= 2 and 0 < top_p <= 1")
             stop = body.get("stop") or []
             stop = [stop] if isinstance(stop, str) else list(stop)
+            if chat:
+                stop.append("\n")  # the reference template ends every message at a line end
             requested = str(body.get("model") or "")
             adapter = requested if requested in engine.adapters else None
             stream = bool(body.get("stream"))
@@ -284,8 +286,6 @@ def make_handler(engine: Engine, metrics: Metrics):
                             finish, usage = reason, counted
                     with metrics.lock:
                         metrics.tokens += usage["completion_tokens"]
-                    if chat and text.endswith("\n") and finish == "stop":
-                        text = text[:-1]  # the template's line end, not the answer
                     choice = (
                         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
                         if chat
