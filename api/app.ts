@@ -23,6 +23,7 @@ import { addRegistryModelRoutes } from './routes/registry-models';
 import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
 import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints';
+import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -60,6 +61,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
+  addEndpointAdapterRoutes(v2, deps);
   addEndpointRoutes(v2, deps);
   addRetiredEndpointRoutes(v1);
 

@@ -7,10 +7,16 @@
  * server's. A deployment scaled to zero is woken by the request, which waits
  * for a ready replica up to GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS, then gets 503
  * with Retry-After. Only keys of the endpoint's project may call it.
+ *
+ * A LoRA adapter attached to the endpoint's deployments is called as
+ * `<project_slug>/<endpoint_name>:<adapter>` (the adapter model's id or name):
+ * the request goes to a deployment that has it, and the replica answers with
+ * the adapter applied (503 if that replica has not loaded it yet).
  */
 import express, { type Request, type Response } from 'express';
 import { countRequest, runningReplicaPorts } from '../db/deployments';
 import { findEndpointBySlug, listEndpointDeployments } from '../db/endpoints';
+import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { deploymentState, trafficShares } from './endpoint-state';
 import { badRequest, notFound, serviceUnavailable } from './errors';
@@ -37,13 +43,27 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): e
         'model_not_found',
       );
     }
-    const endpoint = await findEndpointBySlug(db, model.slice(0, slash), model.slice(slash + 1));
+    const [endpointName, adapterName] = model.slice(slash + 1).split(':', 2);
+    const endpoint = await findEndpointBySlug(db, model.slice(0, slash), endpointName);
     // Another project's endpoint is not found, exactly like a missing one.
     if (!endpoint || endpoint.project_id !== principal.projectId)
       throw notFound(`No endpoint '${model}' in this project.`, 'model_not_found');
-    const deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
+    let deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
       (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
     );
+    let adapterId: string | undefined;
+    if (adapterName) {
+      const withAdapter = await deploymentsWithAdapter(
+        db,
+        principal.projectId,
+        deployments.map((d) => d.id),
+        adapterName,
+      );
+      if (!withAdapter.size)
+        throw notFound(`No deployment of '${endpointName}' has adapter '${adapterName}' attached.`, 'model_not_found');
+      deployments = deployments.filter((d) => withAdapter.has(d.id));
+      adapterId = [...withAdapter.values()][0];
+    }
     if (!deployments.length) throw serviceUnavailable(`Endpoint '${model}' has no deployment to serve it.`, 30);
     const shares = trafficShares(endpoint, deployments);
     let pick = Math.random();
@@ -65,7 +85,11 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): e
     }
     const i = (turn.get(containerId) ?? 0) % ports.length;
     turn.set(containerId, i + 1);
-    await forwardToReplica(req, res, ports[i], `/v1${path}`, Buffer.from(JSON.stringify(req.body)));
+    const body = adapterId ? { ...req.body, model: adapterId } : req.body;
+    // Only the gateway chooses the adapter: a client's own header is dropped.
+    if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
+    else delete req.headers['x-gantry-adapter'];
+    await forwardToReplica(req, res, ports[i], `/v1${path}`, Buffer.from(JSON.stringify(body)));
   };
 
   router.post('/chat/completions', json, handle('/chat/completions'));

@@ -36,6 +36,8 @@ const EnvSchema = z.object({
   GANTRY_HOST: z.string().default('127.0.0.1'),
   GANTRY_API_PORT: port.default(8080),
   GANTRY_GATEWAY_PORT: port.default(8081),
+  /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
+  GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
   /** Inference gateway: how long a request waits for a replica of an endpoint scaled to zero (or starting). */
   GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS: z.coerce.number().nonnegative().default(60),
   GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
@@ -163,6 +165,7 @@ export interface GantryConfig {
   apiPort: number;
   gatewayPort: number;
   gatewayWakeTimeoutSeconds: number;
+  adapterResyncSeconds: number;
   jsonBodyLimit: string;
   maxUploadBytes: number;
   publicUrl: string;
@@ -222,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,
     gatewayWakeTimeoutSeconds: e.GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS,
+    adapterResyncSeconds: e.GANTRY_ADAPTER_RESYNC_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
     maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,
     publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),

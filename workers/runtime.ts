@@ -25,6 +25,7 @@ import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { createModelRegistryActivities } from '../activities/model-registry';
 import { createModelUploadActivities } from '../activities/model-uploads';
+import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
 import type { RemoteFetchPolicy } from '../common/config';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
@@ -112,6 +113,7 @@ export function createControlWorker(
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
       ...createQueueActivities({ db: deps.db }),
       ...createDeploymentControlActivities({ db: deps.db }),
+      ...createAdapterControlActivities({ db: deps.db }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.
@@ -173,13 +175,16 @@ export async function createContainerWorkers(
   deps: CommonWorkerDeps & { db: Db; runtime: ContainerRuntime; volumes: VolumeStore; signingSecret?: string },
 ): Promise<Worker[]> {
   const hostQueue = containerHostQueue(`${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
-  const activities = createReplicaActivities({
-    db: deps.db,
-    runtime: deps.runtime,
-    volumes: deps.volumes,
-    hostQueue,
-    signingSecret: deps.signingSecret,
-  });
+  const activities = {
+    ...createReplicaActivities({
+      db: deps.db,
+      runtime: deps.runtime,
+      volumes: deps.volumes,
+      hostQueue,
+      signingSecret: deps.signingSecret,
+    }),
+    ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes }),
+  };
   return Promise.all(
     [CONTAINERS_TASK_QUEUE, hostQueue].map((taskQueue) =>
       Worker.create({

@@ -8,3 +8,4 @@ export * from './queue';
 export * from './storage-volumes';
 export * from './system';
 export * from './model-uploads';
+export * from './adapters';

@@ -268,6 +268,12 @@ def make_handler(engine: Engine, metrics: Metrics):
                 stop.append("\n")  # the reference template ends every message at a line end
             requested = str(body.get("model") or "")
             adapter = requested if requested in engine.adapters else None
+            wanted = self.headers.get("x-gantry-adapter")
+            if wanted and wanted not in engine.adapters:
+                # Never answer with the base model when an adapter was asked for.
+                return self._error(503, f"adapter {wanted} is not loaded on this replica yet; retry shortly", "adapter_not_loaded")
+            if wanted:
+                adapter = wanted
             stream = bool(body.get("stream"))
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
