@@ -21,3 +21,18 @@ export function decodeCursor(cursor: string | undefined): { createdUs: string; i
   if (!/^\d{1,20}$/.test(createdUs ?? '') || !id) throw badRequest('after is not a cursor this API issued.', 'after');
   return { createdUs, id };
 }
+
+/** A list response from `limit + 1` rows: the first `limit`, mapped, and a cursor when more remain. */
+export async function cursorPage<R, T>(
+  rows: R[],
+  limit: number,
+  cursorOf: (last: R) => string,
+  map: (row: R) => T | Promise<T>,
+): Promise<{ object: 'list'; data: T[]; next_cursor: string | null }> {
+  const page = rows.slice(0, limit);
+  return {
+    object: 'list',
+    data: await Promise.all(page.map(map)),
+    next_cursor: rows.length > limit ? cursorOf(page[page.length - 1]) : null,
+  };
+}

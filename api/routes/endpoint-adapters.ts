@@ -25,6 +25,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
+import { cursorPage } from './cursor-pages';
 import { checkProject } from './registry-models';
 
 const Params = z.object({
@@ -212,12 +213,12 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       const d = await requireDeployment(principal, params);
       const rows = await listAdapters(db, d.id, query.after, query.limit + 1);
-      const page = rows.slice(0, query.limit);
-      return {
-        object: 'list' as const,
-        data: page.map((a) => toAdapter(a, principal.projectId)),
-        next_cursor: rows.length > query.limit ? page[page.length - 1].adapter_model_id : null,
-      };
+      return cursorPage(
+        rows,
+        query.limit,
+        (last) => last.adapter_model_id,
+        (a) => toAdapter(a, principal.projectId),
+      );
     },
   });
   router.add({

@@ -35,7 +35,7 @@ import { deploymentState, trafficShares } from '../endpoint-state';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate } from '../workflows';
-import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
 import { startContainerDeployment } from './deployments';
 import { checkProject } from './registry-models';
 
@@ -199,12 +199,9 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       checkProject(principal, params.projectId);
       const rows = await listEndpoints(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
-      const page = rows.slice(0, query.limit);
-      return {
-        object: 'list' as const,
-        data: await Promise.all(page.map(async (e) => toEndpoint(e, await listEndpointDeployments(db, e.id)))),
-        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
-      };
+      return cursorPage(rows, query.limit, encodeCursor, async (e) =>
+        toEndpoint(e, await listEndpointDeployments(db, e.id)),
+      );
     },
   });
   router.add({

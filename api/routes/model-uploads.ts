@@ -24,7 +24,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
-import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
 import { checkProject } from './registry-models';
 
 /** Attempts after the first that an import gets (a lost worker, a dropped connection). */
@@ -152,12 +152,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       checkProject(principal, params.projectId);
       const rows = await listUploads(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
-      const page = rows.slice(0, query.limit);
-      return {
-        object: 'list' as const,
-        data: page.map(toUpload),
-        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
-      };
+      return cursorPage(rows, query.limit, encodeCursor, toUpload);
     },
   });
 

@@ -28,7 +28,7 @@ import { FINE_TUNE_MODELS } from '../../finetune/models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
 
 const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
 const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -186,12 +186,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
         after: decodeCursor(query.after),
         limit: query.limit + 1,
       });
-      const page = rows.slice(0, query.limit);
-      return {
-        object: 'list' as const,
-        data: page.map(toModel),
-        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
-      };
+      return cursorPage(rows, query.limit, encodeCursor, toModel);
     },
   });
 
@@ -219,12 +214,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
         after: decodeCursor(query.after),
         limit: query.limit + 1,
       });
-      const page = rows.slice(0, query.limit);
-      return {
-        object: 'list' as const,
-        data: page.map(toModel),
-        next_cursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]) : null,
-      };
+      return cursorPage(rows, query.limit, encodeCursor, toModel);
     },
   });
 
