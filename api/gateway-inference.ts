@@ -14,24 +14,47 @@
  * the adapter applied (503 if that replica has not loaded it yet).
  */
 import express, { type Request, type Response } from 'express';
-import { countRequest, runningReplicaPorts } from '../db/deployments';
-import { findEndpointBySlug, listEndpointDeployments } from '../db/endpoints';
+import { runningReplicaPorts } from '../db/deployments';
+import {
+  findEndpointBySlug,
+  listEndpointDeployments,
+  type EndpointDeploymentRow,
+  type EndpointRow,
+} from '../db/endpoints';
 import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { deploymentState, trafficShares } from './endpoint-state';
 import { badRequest, notFound, serviceUnavailable } from './errors';
 import { forwardToReplica } from './gateway-proxy';
+import type { RequestCounter } from './request-counter';
+import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
+/**
+ * How long the gateway reuses what it read about an endpoint (its deployments
+ * and traffic split) and a deployment's running replicas: a change of weights
+ * takes effect within this, and a request costs no database round trip.
+ */
+const ROUTE_TTL_MS = 500;
 
-export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): express.Router {
+export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number; counter: RequestCounter }): express.Router {
   const router = express.Router();
-  const json = express.json({ limit: '4mb' });
+  // The body is kept as bytes and forwarded as it came (parsed only to read `model`).
+  const raw = express.raw({ type: () => true, limit: '4mb' });
   const turn = new Map<string, number>();
+  const routes = ttlCache<{ endpoint: EndpointRow; deployments: EndpointDeploymentRow[] } | null>(ROUTE_TTL_MS);
+  const replicas = ttlCache<number[]>(ROUTE_TTL_MS);
 
   const handle = (path: '/chat/completions' | '/completions') => async (req: Request, res: Response) => {
     const principal = req.principal!;
-    const model = req.body?.model;
+    const bytes = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(bytes.toString('utf8') || '{}');
+    } catch {
+      throw badRequest('The body is not JSON.', null, 'invalid_json');
+    }
+    const model = parsed?.model;
     if (typeof model !== 'string' || !model)
       throw badRequest('model is required: the endpoint string <project_slug>/<endpoint_name>.', 'model');
     const slash = model.indexOf('/');
@@ -44,13 +67,19 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): e
       );
     }
     const [endpointName, adapterName] = model.slice(slash + 1).split(':', 2);
-    const endpoint = await findEndpointBySlug(db, model.slice(0, slash), endpointName);
+    const route = await routes(`${model.slice(0, slash)}/${endpointName}`, async () => {
+      const endpoint = await findEndpointBySlug(db, model.slice(0, slash), endpointName);
+      if (!endpoint) return null;
+      const deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
+        (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
+      );
+      return { endpoint, deployments };
+    });
     // Another project's endpoint is not found, exactly like a missing one.
-    if (!endpoint || endpoint.project_id !== principal.projectId)
+    if (!route || route.endpoint.project_id !== principal.projectId)
       throw notFound(`No endpoint '${model}' in this project.`, 'model_not_found');
-    let deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
-      (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
-    );
+    const endpoint = route.endpoint;
+    let deployments = route.deployments;
     let adapterId: string | undefined;
     if (adapterName) {
       const withAdapter = await deploymentsWithAdapter(
@@ -69,9 +98,9 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): e
     let pick = Math.random();
     const chosen = deployments.find((d) => (pick -= shares.get(d.id) ?? 0) < 0) ?? deployments[deployments.length - 1];
     const containerId = chosen.container_deployment_id!;
-    await countRequest(db, containerId); // the autoscaler's signal, and what wakes a deployment at zero
+    opts.counter.count(containerId); // the autoscaler's signal, and what wakes a deployment at zero
 
-    let ports = await runningReplicaPorts(db, containerId);
+    let ports = await replicas(containerId, () => runningReplicaPorts(db, containerId));
     const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
     while (!ports.length && Date.now() < deadline && !req.socket.destroyed) {
       await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
@@ -85,14 +114,14 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number }): e
     }
     const i = (turn.get(containerId) ?? 0) % ports.length;
     turn.set(containerId, i + 1);
-    const body = adapterId ? { ...req.body, model: adapterId } : req.body;
+    const body = adapterId ? Buffer.from(JSON.stringify({ ...parsed, model: adapterId })) : bytes;
     // Only the gateway chooses the adapter: a client's own header is dropped.
     if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
     else delete req.headers['x-gantry-adapter'];
-    await forwardToReplica(req, res, ports[i], `/v1${path}`, Buffer.from(JSON.stringify(body)));
+    await forwardToReplica(req, res, ports[i], `/v1${path}`, body);
   };
 
-  router.post('/chat/completions', json, handle('/chat/completions'));
-  router.post('/completions', json, handle('/completions'));
+  router.post('/chat/completions', raw, handle('/chat/completions'));
+  router.post('/completions', raw, handle('/completions'));
   return router;
 }

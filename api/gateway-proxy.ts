@@ -6,25 +6,36 @@
  * to zero, or starting) answers 503 with Retry-After, and the counted request
  * is what makes the autoscaler start one.
  */
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import express, { type Request, type Response } from 'express';
-import { countRequest, findDeploymentByName, runningReplicaPorts } from '../db/deployments';
+import { findDeploymentByName, runningReplicaPorts } from '../db/deployments';
 import type { Db } from '../db/pool';
 import { ApiError, notFound, serviceUnavailable } from './errors';
+import type { RequestCounter } from './request-counter';
+import { ttlCache } from './ttl-cache';
+
+/** Connections to replicas are kept open between requests. */
+const replicaAgent = new Agent({ keepAlive: true, maxSockets: 256 });
+/** How long the proxy reuses a deployment's lookup and its running replicas (see ttl-cache.ts). */
+const ROUTE_TTL_MS = 500;
 
 const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer'];
 
-export function deploymentProxy(db: Db): express.Router {
+export function deploymentProxy(db: Db, counter: RequestCounter): express.Router {
   const router = express.Router();
   const turn = new Map<string, number>();
+  const deployments = ttlCache<{ id: string } | null>(ROUTE_TTL_MS);
+  const replicas = ttlCache<number[]>(ROUTE_TTL_MS);
 
   router.all('/deployments/:name{/*rest}', async (req: Request, res: Response) => {
     const principal = req.principal!;
     const name = String(req.params.name);
-    const deployment = await findDeploymentByName(db, principal.projectId, name);
+    const deployment = await deployments(`${principal.projectId}/${name}`, () =>
+      findDeploymentByName(db, principal.projectId, name),
+    );
     if (!deployment) throw notFound(`No deployment named '${name}' in this project.`);
-    await countRequest(db, deployment.id);
-    const ports = await runningReplicaPorts(db, deployment.id);
+    counter.count(deployment.id);
+    const ports = await replicas(deployment.id, () => runningReplicaPorts(db, deployment.id));
     if (!ports.length) {
       throw serviceUnavailable(
         `Deployment '${name}' has no running replica yet (scaled to zero or starting); retry shortly.`,
@@ -59,14 +70,17 @@ export function forwardToReplica(
   headers['x-forwarded-for'] = req.ip ?? '';
   if (body) headers['content-length'] = String(body.length);
   return new Promise<void>((resolve) => {
-    const upstream = httpRequest({ host: '127.0.0.1', port, method: req.method, path, headers }, (up) => {
-      const out = { ...up.headers };
-      for (const h of HOP_BY_HOP) delete out[h];
-      res.writeHead(up.statusCode ?? 502, out);
-      up.pipe(res);
-      up.on('end', resolve);
-      up.on('error', resolve);
-    });
+    const upstream = httpRequest(
+      { host: '127.0.0.1', port, method: req.method, path, headers, agent: replicaAgent },
+      (up) => {
+        const out = { ...up.headers };
+        for (const h of HOP_BY_HOP) delete out[h];
+        res.writeHead(up.statusCode ?? 502, out);
+        up.pipe(res);
+        up.on('end', resolve);
+        up.on('error', resolve);
+      },
+    );
     upstream.on('error', (err) => {
       if (!res.headersSent) {
         const e = new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');

@@ -12,6 +12,7 @@ import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { deploymentProxy } from './gateway-proxy';
 import { inferenceRoutes } from './gateway-inference';
+import { RequestCounter } from './request-counter';
 
 export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals'>): express.Express {
   const app = express();
@@ -21,8 +22,9 @@ export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' 
     res.json({ status: 'ok' });
   });
   app.use(authenticate(principalLookup(deps)));
-  app.use('/v1', inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds }));
-  app.use('/v1', deploymentProxy(deps.db));
+  const counter = new RequestCounter(deps.db);
+  app.use('/v1', inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter }));
+  app.use('/v1', deploymentProxy(deps.db, counter));
   app.use(routeNotFound);
   app.use(errorHandler);
   return app;

@@ -200,14 +200,6 @@ export async function sealedSecrets(db: Queryable, projectId: string, names: str
 
 // ---- request counts (the gateway's proxy) ----
 
-export async function countRequest(db: Queryable, deploymentId: string): Promise<void> {
-  await db.query(
-    `INSERT INTO deployment_request_counts (deployment_id, second, requests) VALUES ($1, date_trunc('second', now()), 1)
-     ON CONFLICT (deployment_id, second) DO UPDATE SET requests = deployment_request_counts.requests + 1`,
-    [deploymentId],
-  );
-}
-
 export async function requestsSince(db: Queryable, deploymentId: string, seconds: number): Promise<number> {
   const { rows } = await db.query<{ n: string | null }>(
     `SELECT sum(requests) AS n FROM deployment_request_counts

@@ -1,0 +1,164 @@
+/**
+ * Inference gateway overhead, and waking from zero.
+ *
+ *   npx tsx bench/gateway.ts [requests per measurement, default 400]
+ *
+ * An endpoint with one replica of the reference model server. The gateway
+ * runs as its own process (api/gateway-server.ts), as `./dev up` runs it. The
+ * same workload, 8 concurrent clients, in the same run:
+ *   - completions (max_tokens 1, greedy) through the gateway by endpoint
+ *     string, and to the replica directly;
+ *   - a trivial GET (/health) through the gateway's deployment proxy, and to
+ *     the replica directly: the gateway's own cost, with no model work behind.
+ * Printed: requests/s and p50/p99 latency of each, the throughput ratio
+ * (gateway / direct) and the p50 the gateway adds. Then a deployment scaled to
+ * zero is called: the time until its first answer (a replica started, the
+ * model loaded and the request served).
+ */
+import { call, eventually } from '../test/helpers/platform';
+import { startProcess } from '../test/helpers/processes';
+import { createTenant } from '../test/helpers/tenants';
+import { freePort } from '../scripts/lib/ports';
+import { runBench, withBenchPlatform } from './lib/platform';
+import { runningReplicaPorts } from '../db/deployments';
+
+const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+const CLIENTS = 8;
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function load(n: number, send: () => Promise<Response>) {
+  const latencies: number[] = [];
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (next < n) {
+        next++;
+        const start = performance.now();
+        const res = await send();
+        await res.arrayBuffer();
+        if (!res.ok) throw new Error(`HTTP ${res.status}`);
+        latencies.push(performance.now() - start);
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  return {
+    requests_per_s: Math.round(n / seconds),
+    p50_ms: +pct(latencies, 50).toFixed(2),
+    p99_ms: +pct(latencies, 99).toFixed(2),
+  };
+}
+
+async function main() {
+  const n = Number(process.argv[2] ?? 400);
+  const env = { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' };
+  await withBenchPlatform(say, { env }, async (platform) => {
+    const tenant = await createTenant(platform.db);
+    const gatewayPort = await freePort();
+    const gateway = startProcess('api/gateway-server.ts', {
+      GANTRY_GATEWAY_PORT: String(gatewayPort),
+      LOG_LEVEL: 'warn',
+    });
+    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    try {
+      while (
+        !(await fetch(`${gatewayUrl}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        ))
+      )
+        await sleep(100);
+      const v2 = (method: string, path: string, json?: unknown) =>
+        call(platform.baseUrl, method, `/v2/projects/${tenant.projectId}${path}`, { key: tenant.key, json });
+      await v2('POST', '/endpoints', { name: 'bench' });
+      const dep = await v2('POST', '/endpoints/bench/deployments', {
+        name: 'one',
+        modelId: 'gantry/reference-byte-tiny',
+        autoscaling: { minReplicas: 1, maxReplicas: 1 },
+      });
+      const ready = await eventually(
+        () => v2('GET', '/endpoints/bench/deployments/one').then((r) => r.body),
+        (d) => d.status.state === 'DEPLOYMENT_STATE_READY' && d.status.readyReplicas === 1,
+        120_000,
+      );
+      const { rows } = await platform.db.query(
+        'SELECT container_deployment_id FROM endpoint_deployments WHERE id = $1',
+        [dep.body.id],
+      );
+      const container = rows[0].container_deployment_id as string;
+      const [port] = await runningReplicaPorts(platform.db, container);
+      say(`replica ready on port ${port} (${ready.status.message})`);
+
+      const auth = { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' };
+      const body = (model: string) => JSON.stringify({ model, prompt: 'hello', max_tokens: 1, temperature: 0 });
+      const viaGateway = () =>
+        fetch(`${gatewayUrl}/v1/completions`, {
+          method: 'POST',
+          headers: auth,
+          body: body(`${tenant.projectSlug}/bench`),
+        });
+      const direct = () =>
+        fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: auth, body: body('model') });
+      const healthViaGateway = () => fetch(`${gatewayUrl}/v1/deployments/${dep.body.id}/health`, { headers: auth });
+      const healthDirect = () => fetch(`http://127.0.0.1:${port}/health`);
+
+      await load(50, direct); // warm both paths
+      await load(50, viaGateway);
+      const completions = { direct: await load(n, direct), gateway: await load(n, viaGateway) };
+      const health = { direct: await load(n, healthDirect), gateway: await load(n, healthViaGateway) };
+      say(`completions: ${JSON.stringify(completions)}`);
+      say(`health: ${JSON.stringify(health)}`);
+
+      // Waking from zero.
+      await v2('POST', '/endpoints/bench/deployments', {
+        name: 'cold',
+        modelId: 'gantry/reference-byte-tiny',
+        autoscaling: { minReplicas: 0, maxReplicas: 1 },
+      });
+      await eventually(
+        () => v2('GET', '/endpoints/bench/deployments/cold').then((r) => r.body),
+        (d) => d.status.state === 'DEPLOYMENT_STATE_READY' && d.status.readyReplicas === 0,
+        60_000,
+      );
+      await v2('PATCH', '/endpoints/bench', {
+        trafficSplit: [{ deploymentId: (await v2('GET', '/endpoints/bench/deployments/cold')).body.id, weight: 100 }],
+      });
+      const t0 = performance.now();
+      const woke = await viaGateway();
+      await woke.arrayBuffer();
+      const wakeMs = Math.round(performance.now() - t0);
+      say(`wake from zero: HTTP ${woke.status} after ${wakeMs} ms`);
+
+      process.stdout.write(
+        JSON.stringify(
+          {
+            requests: n,
+            clients: CLIENTS,
+            completions,
+            health,
+            completions_throughput_ratio: +(
+              completions.gateway.requests_per_s / completions.direct.requests_per_s
+            ).toFixed(3),
+            completions_added_p50_ms: +(completions.gateway.p50_ms - completions.direct.p50_ms).toFixed(2),
+            proxy_throughput_ratio: +(health.gateway.requests_per_s / health.direct.requests_per_s).toFixed(3),
+            proxy_added_p50_ms: +(health.gateway.p50_ms - health.direct.p50_ms).toFixed(2),
+            wake_from_zero_ms: wakeMs,
+            wake_status: woke.status,
+          },
+          null,
+          2,
+        ) + '\n',
+      );
+    } finally {
+      gateway.child.kill('SIGTERM');
+      await gateway.exited;
+    }
+  });
+}
+
+runBench(main);
