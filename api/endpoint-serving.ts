@@ -117,13 +117,13 @@ export async function planServing(
   };
 }
 
-/** `300s`, `5m` or a bare number of seconds, as whole minutes (at least 1). */
-function windowMinutes(window: string | undefined, fallback: number): number {
+/** `300s`, `5m` or a bare number of seconds, as whole minutes (at least `min`). */
+function windowMinutes(window: string | undefined, fallback: number, min: number): number {
   if (!window) return fallback;
   const m = /^(\d+(?:\.\d+)?)(s|m)?$/.exec(window.trim());
   if (!m) return fallback;
   const seconds = Number(m[1]) * (m[2] === 'm' ? 60 : 1);
-  return Math.max(1, Math.round(seconds / 60));
+  return Math.max(min, Math.round(seconds / 60));
 }
 
 /** The container deployment that serves an endpoint deployment. */
@@ -134,7 +134,9 @@ export function modelServerSpec(
   const min = d.autoscaling.minReplicas ?? 1;
   const max = Math.max(d.autoscaling.maxReplicas ?? Math.max(min, 1), min);
   const inflight = d.autoscaling.scalingMetrics?.find((m) => m.name === 'inflight_requests');
-  const interval = windowMinutes(d.autoscaling.scaleDownWindow ?? d.autoscaling.scaleToZeroWindow, 5);
+  // The window a scale-down must agree over: a gauge may use none (down once the cool-down
+  // has passed); a request count needs at least a minute to count in.
+  const window = d.autoscaling.scaleDownWindow ?? d.autoscaling.scaleToZeroWindow;
   return {
     name: d.containerName,
     description: `Model server for ${d.plan.model}`,
@@ -156,8 +158,8 @@ export function modelServerSpec(
           metric: 'CustomMetric',
           custom_metric_name: 'gantry_model_requests_inflight',
           target: inflight.target,
-          time_interval_minutes: interval,
+          time_interval_minutes: windowMinutes(window, 5, 0),
         }
-      : { metric: 'HTTPTotalRequests', target: 60, time_interval_minutes: interval },
+      : { metric: 'HTTPTotalRequests', target: 60, time_interval_minutes: windowMinutes(window, 5, 1) },
   };
 }
