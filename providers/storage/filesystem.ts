@@ -1,5 +1,6 @@
 /** Blob store on the local filesystem (default: .data/blobs). */
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -34,10 +35,14 @@ export class FilesystemBlobStore implements BlobStore {
         done(null, chunk);
       },
     });
+    const out = createWriteStream(temp, { flags: 'wx', mode: 0o600 });
     try {
-      await pipeline(body, meter, createWriteStream(temp, { flags: 'wx', mode: 0o600 }));
+      await pipeline(body, meter, out);
       await rename(temp, target);
     } catch (err) {
+      // A stream that failed early may still be opening its file: wait until it is closed, or the
+      // file would appear after the rm below and stay behind.
+      if (!out.closed) await once(out, 'close').catch(() => undefined);
       await rm(temp, { force: true });
       throw err;
     }
