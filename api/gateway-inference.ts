@@ -118,7 +118,14 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number; coun
     // Only the gateway chooses the adapter: a client's own header is dropped.
     if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
     else delete req.headers['x-gantry-adapter'];
-    await forwardToReplica(req, res, ports[i], `/v1${path}`, body);
+    // The body is in hand, so a replica that turned out to be gone is replaced by another.
+    if ((await forwardToReplica(req, res, ports[i], `/v1${path}`, body, true)) === 'refused') {
+      replicas.invalidate(containerId);
+      const fresh = (await runningReplicaPorts(db, containerId)).filter((p) => p !== ports[i]);
+      if (!fresh.length)
+        throw serviceUnavailable(`Endpoint '${model}' has no ready replica right now; retry shortly.`, 2);
+      await forwardToReplica(req, res, fresh[0], `/v1${path}`, body);
+    }
   };
 
   router.post('/chat/completions', raw, handle('/chat/completions'));

@@ -19,6 +19,9 @@ const replicaAgent = new Agent({ keepAlive: true, maxSockets: 256 });
 /** How long the proxy reuses a deployment's lookup and its running replicas (see ttl-cache.ts). */
 const ROUTE_TTL_MS = 500;
 
+const hasBody = (req: Request) =>
+  Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+
 const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer'];
 
 export function deploymentProxy(db: Db, counter: RequestCounter): express.Router {
@@ -46,7 +49,16 @@ export function deploymentProxy(db: Db, counter: RequestCounter): express.Router
     turn.set(deployment.id, i + 1);
     const rest = (req.params as { rest?: string[] }).rest;
     const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
-    await forwardToReplica(req, res, ports[i], `/${(rest ?? []).join('/')}${query}`);
+    const path = `/${(rest ?? []).join('/')}${query}`;
+    // A request without a body can go again if the replica turned out to be gone.
+    const retryable = !hasBody(req);
+    if ((await forwardToReplica(req, res, ports[i], path, undefined, retryable)) === 'refused') {
+      replicas.invalidate(deployment.id);
+      const fresh = (await runningReplicaPorts(db, deployment.id)).filter((p) => p !== ports[i]);
+      if (!fresh.length)
+        throw serviceUnavailable(`Deployment '${name}' has no running replica right now; retry shortly.`, 2);
+      await forwardToReplica(req, res, fresh[0], path);
+    }
   });
   return router;
 }
@@ -62,14 +74,16 @@ export function forwardToReplica(
   port: number,
   path: string,
   body?: Buffer,
-): Promise<void> {
+  /** Answer 'refused' (and write nothing) when the replica refuses the connection: the caller tries another. */
+  retryable = false,
+): Promise<'sent' | 'refused'> {
   const headers = { ...req.headers };
   delete headers.authorization; // the customer's Gantry key never reaches their container
   delete headers.host;
   for (const h of HOP_BY_HOP) delete headers[h];
   headers['x-forwarded-for'] = req.ip ?? '';
   if (body) headers['content-length'] = String(body.length);
-  return new Promise<void>((resolve) => {
+  return new Promise<'sent' | 'refused'>((resolve) => {
     const upstream = httpRequest(
       { host: '127.0.0.1', port, method: req.method, path, headers, agent: replicaAgent },
       (up) => {
@@ -77,16 +91,19 @@ export function forwardToReplica(
         for (const h of HOP_BY_HOP) delete out[h];
         res.writeHead(up.statusCode ?? 502, out);
         up.pipe(res);
-        up.on('end', resolve);
-        up.on('error', resolve);
+        up.on('end', () => resolve('sent'));
+        up.on('error', () => resolve('sent'));
       },
     );
     upstream.on('error', (err) => {
+      if (retryable && !res.headersSent && (err as NodeJS.ErrnoException).code === 'ECONNREFUSED') {
+        return resolve('refused');
+      }
       if (!res.headersSent) {
         const e = new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
         res.status(502).json(e.toBody());
       } else res.destroy();
-      resolve();
+      resolve('sent');
     });
     if (body) upstream.end(body);
     else req.pipe(upstream);

@@ -5,7 +5,7 @@
  */
 export function ttlCache<V>(ttlMs: number, maxEntries = 10_000) {
   const entries = new Map<string, { value: V; at: number }>();
-  return async (key: string, load: () => Promise<V>): Promise<V> => {
+  const get = async (key: string, load: () => Promise<V>): Promise<V> => {
     const hit = entries.get(key);
     if (hit && Date.now() - hit.at < ttlMs) return hit.value;
     const value = await load();
@@ -14,4 +14,7 @@ export function ttlCache<V>(ttlMs: number, maxEntries = 10_000) {
     if (entries.size > maxEntries) entries.delete(entries.keys().next().value!);
     return value;
   };
+  /** Forgets a key (what was read turned out wrong), so the next get loads it again. */
+  const invalidate = (key: string) => void entries.delete(key);
+  return Object.assign(get, { invalidate });
 }

@@ -99,10 +99,25 @@ describe('container deployments (process runtime)', () => {
     assert.doesNotMatch(p.logs.text(), new RegExp(secretValue), 'no secret in the API logs');
   });
 
-  test('a replica that dies is replaced and replica_events record it', async () => {
+  test('a replica that dies is replaced and replica_events record it; the gateway steps around it', async () => {
     const d = await get('web');
     const [victim] = await ports(d.id);
+    const viaGateway = () => call(p.gatewayUrl, 'GET', '/v1/deployments/web/', { key: t.key });
+    for (let i = 0; i < 2; i++) assert.equal((await viaGateway()).status, 200); // the gateway now knows both replicas
     await fetch(`http://127.0.0.1:${victim.port}/crash`, { method: 'POST' });
+    await eventually(
+      () =>
+        fetch(`http://127.0.0.1:${victim.port}/health`).then(
+          () => 'up',
+          () => 'gone',
+        ),
+      (s) => s === 'gone',
+      5_000,
+    );
+    // Requests right after the crash reach the live replica, though the dead one may still be listed.
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await viaGateway()).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200]);
     const healed = await eventually(
       () => get('web'),
       // The replica's own record says Exited before the workflow reacts: wait for the replacement too.
