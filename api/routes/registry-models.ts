@@ -108,6 +108,21 @@ const UPDATABLE = ['name', 'description', 'visibility'] as const;
 export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, blobs } = deps;
 
+  /** A page of what the key's project sees: its own models and those its organization shares. */
+  async function visibleModelsPage(
+    principal: Principal,
+    query: { after?: string; limit: number; visibility?: 'VISIBILITY_PRIVATE' | 'VISIBILITY_INTERNAL' },
+  ) {
+    const rows = await listRegistryModels(db, {
+      projectId: principal.projectId,
+      organizationId: principal.organizationId,
+      visibility: query.visibility,
+      after: decodeCursor(query.after),
+      limit: query.limit + 1,
+    });
+    return cursorPage(rows, query.limit, encodeCursor, toModel);
+  }
+
   /** A model the key's project owns (id or name): shared models of other projects are read-only here. */
   async function ownModel(principal: Principal, idOrName: string): Promise<RegistryModelRow> {
     const byId = await getRegistryModel(db, principal.projectId, idOrName);
@@ -179,14 +194,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       checkProject(principal, params.projectId);
       if (query.organizationId && query.organizationId !== principal.organizationId)
         throw notFound(`Organization '${query.organizationId}' not found.`);
-      const rows = await listRegistryModels(db, {
-        projectId: principal.projectId,
-        organizationId: principal.organizationId,
-        visibility: query.visibility,
-        after: decodeCursor(query.after),
-        limit: query.limit + 1,
-      });
-      return cursorPage(rows, query.limit, encodeCursor, toModel);
+      return visibleModelsPage(principal, query);
     },
   });
 
@@ -208,13 +216,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       if (params.organizationId !== principal.organizationId)
         throw notFound(`Organization '${params.organizationId}' not found.`);
-      const rows = await listRegistryModels(db, {
-        projectId: principal.projectId,
-        organizationId: principal.organizationId,
-        after: decodeCursor(query.after),
-        limit: query.limit + 1,
-      });
-      return cursorPage(rows, query.limit, encodeCursor, toModel);
+      return visibleModelsPage(principal, query);
     },
   });
 
