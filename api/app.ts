@@ -24,6 +24,8 @@ import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
 import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints';
 import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
+import { addRolloutRoutes } from './routes/rollouts';
+import { addEndpointFaultRoutes } from './routes/endpoint-faults';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -62,8 +64,10 @@ export function createApp(deps: ApiDeps): express.Express {
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
   addEndpointAdapterRoutes(v2, deps);
+  addRolloutRoutes(v2, deps);
   addEndpointRoutes(v2, deps);
   addRetiredEndpointRoutes(v1);
+  addEndpointFaultRoutes(v1, deps);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

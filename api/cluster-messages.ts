@@ -33,6 +33,11 @@ function rejection(err: unknown, clusterId: string): unknown {
       'cluster_not_running',
     );
   }
+  return updateRejection(err);
+}
+
+/** An entity workflow's rejected Update as the API error its validator meant (400, 404 or 409); other errors as they are. */
+export function updateRejection(err: unknown): unknown {
   if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
     const f = err.cause;
     const param = typeof f.details?.[0] === 'string' ? (f.details[0] as string) : null;

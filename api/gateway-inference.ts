@@ -24,9 +24,10 @@ import {
 import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { deploymentState, trafficShares } from './endpoint-state';
-import { badRequest, notFound, serviceUnavailable } from './errors';
+import { ApiError, badRequest, notFound, serviceUnavailable } from './errors';
 import { forwardToReplica } from './gateway-proxy';
 import type { RequestCounter } from './request-counter';
+import type { RouterStats } from './router-stats';
 import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
@@ -37,7 +38,10 @@ const WAIT_STEP_MS = 250;
  */
 const ROUTE_TTL_MS = 500;
 
-export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number; counter: RequestCounter }): express.Router {
+export function inferenceRoutes(
+  db: Db,
+  opts: { wakeTimeoutSeconds: number; counter: RequestCounter; stats: RouterStats },
+): express.Router {
   const router = express.Router();
   // The body is kept as bytes and forwarded as it came (parsed only to read `model`).
   const raw = express.raw({ type: () => true, limit: '4mb' });
@@ -99,6 +103,20 @@ export function inferenceRoutes(db: Db, opts: { wakeTimeoutSeconds: number; coun
     const chosen = deployments.find((d) => (pick -= shares.get(d.id) ?? 0) < 0) ?? deployments[deployments.length - 1];
     const containerId = chosen.container_deployment_id!;
     opts.counter.count(containerId); // the autoscaler's signal, and what wakes a deployment at zero
+    // What the caller gets from this deployment (status, time to the last byte) feeds the rollout gates.
+    const started = performance.now();
+    res.setHeader('x-gantry-deployment', chosen.id);
+    res.once('close', () => opts.stats.record(chosen.id, performance.now() - started, res.statusCode >= 500));
+    const fault = chosen.fault_injection;
+    if (fault && Math.random() * 100 < fault.abortPercent) {
+      throw new ApiError(
+        fault.httpStatus,
+        `Fault injected by an operator at the gateway for deployment ${chosen.id} (${fault.abortPercent}% of its requests).`,
+        fault.httpStatus === 503 ? 'service_unavailable' : 'api_error',
+        null,
+        'fault_injected',
+      );
+    }
 
     let ports = await replicas(containerId, () => runningReplicaPorts(db, containerId));
     const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;

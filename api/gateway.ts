@@ -13,6 +13,7 @@ import { requestLogging } from './middleware/request-context';
 import { deploymentProxy } from './gateway-proxy';
 import { inferenceRoutes } from './gateway-inference';
 import { RequestCounter } from './request-counter';
+import { RouterStats } from './router-stats';
 
 export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals'>): express.Express {
   const app = express();
@@ -23,7 +24,11 @@ export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' 
   });
   app.use(authenticate(principalLookup(deps)));
   const counter = new RequestCounter(deps.db);
-  app.use('/v1', inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter }));
+  const stats = new RouterStats(deps.db);
+  app.use(
+    '/v1',
+    inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter, stats }),
+  );
   app.use('/v1', deploymentProxy(deps.db, counter));
   app.use(routeNotFound);
   app.use(errorHandler);

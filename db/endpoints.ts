@@ -30,6 +30,8 @@ export interface EndpointDeploymentRow {
   container_deployment_id: string | null;
   failure: string | null;
   deleting: boolean;
+  /** Operator fault injection at the gateway (rollout drills): a share of requests answered with an error. */
+  fault_injection: FaultInjection | null;
   etag: string;
   created_at: Date;
   updated_at: Date;
@@ -38,6 +40,11 @@ export interface EndpointDeploymentRow {
   container_status: string | null;
   desired_replicas: number | null;
   ready_replicas: number;
+}
+
+export interface FaultInjection {
+  abortPercent: number;
+  httpStatus: number;
 }
 
 const US = (t: string) => `(extract(epoch FROM ${t}.created_at) * 1000000)::bigint AS created_us`;
@@ -221,12 +228,14 @@ export interface EndpointEvent {
   oldReplicas?: number;
   newReplicas?: number;
   status?: string;
+  /** What the event is about beyond its deployment: a rollout's id. */
+  subjectId?: string;
 }
 
 export async function addEndpointEvent(db: Queryable, e: EndpointEvent): Promise<void> {
   await db.query(
-    `INSERT INTO endpoint_events (endpoint_id, deployment_id, level, source_kind, type, message, old_replicas, new_replicas, status)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    `INSERT INTO endpoint_events (endpoint_id, deployment_id, level, source_kind, type, message, old_replicas, new_replicas, status, subject_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     [
       e.endpointId,
       e.deploymentId ?? null,
@@ -237,6 +246,7 @@ export async function addEndpointEvent(db: Queryable, e: EndpointEvent): Promise
       e.oldReplicas ?? null,
       e.newReplicas ?? null,
       e.status ?? null,
+      e.subjectId ?? null,
     ],
   );
 }
@@ -244,17 +254,18 @@ export async function addEndpointEvent(db: Queryable, e: EndpointEvent): Promise
 export async function listEndpointEvents(
   db: Queryable,
   endpointId: string,
-  q: { afterId: number; limit: number; deploymentIds?: string[]; types?: string[] },
+  q: { afterId: number; limit: number; deploymentIds?: string[]; types?: string[]; subjectId?: string },
 ) {
   const { rows } = await db.query(
     `SELECT e.id::text AS id, e.endpoint_id, e.deployment_id, e.level, e.source_kind, e.type, e.message,
-            e.old_replicas, e.new_replicas, e.status, e.created_at
+            e.old_replicas, e.new_replicas, e.status, e.subject_id, e.created_at
        FROM endpoint_events e
       WHERE e.endpoint_id = $1 AND e.id > $2
         AND ($4::text[] IS NULL OR e.deployment_id = ANY($4))
         AND ($5::text[] IS NULL OR e.type = ANY($5))
+        AND ($6::text IS NULL OR e.subject_id = $6)
       ORDER BY e.id LIMIT $3`,
-    [endpointId, q.afterId, q.limit, q.deploymentIds ?? null, q.types ?? null],
+    [endpointId, q.afterId, q.limit, q.deploymentIds ?? null, q.types ?? null, q.subjectId ?? null],
   );
   return rows as Array<{
     id: string;
@@ -267,6 +278,7 @@ export async function listEndpointEvents(
     old_replicas: number | null;
     new_replicas: number | null;
     status: string | null;
+    subject_id: string | null;
     created_at: Date;
   }>;
 }
@@ -276,4 +288,17 @@ export async function linkContainerDeployment(db: Queryable, id: string, contain
     id,
     containerDeploymentId,
   ]);
+}
+
+export async function setFaultInjection(db: Queryable, id: string, fault: FaultInjection | null): Promise<void> {
+  await db.query('UPDATE endpoint_deployments SET fault_injection = $2 WHERE id = $1', [
+    id,
+    fault ? JSON.stringify(fault) : null,
+  ]);
+}
+
+/** Any project's endpoint deployment (operator routes). */
+export async function findEndpointDeploymentById(db: Queryable, id: string): Promise<EndpointDeploymentRow | null> {
+  const { rows } = await db.query<EndpointDeploymentRow>(`${SELECT_DEPLOYMENT} WHERE ed.id = $1`, [id]);
+  return rows[0] ?? null;
 }

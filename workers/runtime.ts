@@ -26,6 +26,7 @@ import { createFineTuneActivities, createTrainingActivities } from '../activitie
 import { createModelRegistryActivities } from '../activities/model-registry';
 import { createModelUploadActivities } from '../activities/model-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
+import { createRolloutActivities } from '../activities/rollouts';
 import type { RemoteFetchPolicy } from '../common/config';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
@@ -114,6 +115,7 @@ export function createControlWorker(
       ...createQueueActivities({ db: deps.db }),
       ...createDeploymentControlActivities({ db: deps.db }),
       ...createAdapterControlActivities({ db: deps.db }),
+      ...createRolloutActivities({ db: deps.db }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.

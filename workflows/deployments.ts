@@ -14,6 +14,7 @@ import {
   TimeoutFailure,
   CancellationScope,
   condition,
+  defineSignal,
   defineUpdate,
   isCancellation,
   proxyActivities,
@@ -41,6 +42,12 @@ import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
 export const deleteDeploymentUpdate = defineUpdate<void, []>('deleteDeployment');
+/**
+ * New replica bounds from another workflow (a rollout moving capacity between
+ * deployments); workflows cannot send Updates, so this is a signal.
+ */
+export const setReplicaBoundsSignal =
+  defineSignal<[{ min_replicas: number; max_replicas: number }]>('setReplicaBounds');
 
 const control = proxyActivities<DeploymentControlActivities>({
   taskQueue: CONTROL_TASK_QUEUE,
@@ -159,6 +166,11 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       },
     },
   );
+  setHandler(setReplicaBoundsSignal, (bounds) => {
+    if (deleting) return;
+    state.spec = { ...state.spec, ...bounds };
+    wake = true;
+  });
   setHandler(deleteDeploymentUpdate, () => {
     deleting = true;
     wake = true;

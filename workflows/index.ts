@@ -9,3 +9,4 @@ export * from './storage-volumes';
 export * from './system';
 export * from './model-uploads';
 export * from './adapters';
+export * from './rollouts';

@@ -29,6 +29,7 @@ import {
   type EndpointDeploymentRow,
   type EndpointRow,
 } from '../../db/endpoints';
+import { activeRolloutOf } from '../../db/rollouts';
 import type { ApiDeps } from '../deps';
 import { modelServerSpec, planServing, type EndpointAutoscaling } from '../endpoint-serving';
 import { deploymentState, trafficShares } from '../endpoint-state';
@@ -479,6 +480,12 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, query.etag, 'deployment');
+      const rollout = await activeRolloutOf(db, d.id);
+      if (rollout)
+        throw conflict(
+          `Deployment '${d.name}' is part of rollout ${rollout}, which is not finished; complete or cancel it first.`,
+          'deployment_in_rollout',
+        );
       if (!d.container_deployment_id) {
         await deleteEndpointDeploymentRow(db, d.id);
         return {};
@@ -531,6 +538,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         limit: query.limit + 1,
         deploymentIds: arr(query.deploymentIds),
         types: arr(query.types),
+        subjectId: query.subjectId,
       });
       const page = rows.slice(0, query.limit);
       return {
@@ -548,6 +556,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
           ...(r.old_replicas !== null ? { oldReplicas: r.old_replicas } : {}),
           ...(r.new_replicas !== null ? { newReplicas: r.new_replicas } : {}),
           ...(r.status ? { status: r.status } : {}),
+          ...(r.subject_id ? { subjectId: r.subject_id } : {}),
         })),
         next_cursor: rows.length > query.limit ? page[page.length - 1].id : null,
       };
