@@ -24,7 +24,10 @@ export function deploymentState(d: EndpointDeploymentRow): { state: DeploymentSt
     case 'Ready':
       return { state: 'DEPLOYMENT_STATE_READY', message: `${d.ready_replicas} replica(s) serving.` };
     case 'ScaledToZero':
-      return { state: 'DEPLOYMENT_STATE_READY', message: 'Scaled to zero; the next request wakes a replica.' };
+      // At most zero replicas (a rollout drained it) nothing wakes it: it is stopped, not idle.
+      return Number(d.autoscaling.maxReplicas ?? 1) < 1
+        ? { state: 'DEPLOYMENT_STATE_STOPPED', message: 'Stopped: its replica bounds are 0 (drained by a rollout).' }
+        : { state: 'DEPLOYMENT_STATE_READY', message: 'Scaled to zero; the next request wakes a replica.' };
     case 'Failed':
       return { state: 'DEPLOYMENT_STATE_FAILED', message: 'Replicas keep failing to start; see the events.' };
     case 'Scaling':
