@@ -86,10 +86,11 @@ export async function insertVolume(
   db: Queryable,
   v: { id: string; projectId: string; name: string; sourcePrefix: string; files: VolumeFile[] },
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO deployment_volumes (id, project_id, name, current_version) VALUES ($1, $2, $3, 1)`,
-    [v.id, v.projectId, v.name],
-  );
+  await db.query(`INSERT INTO deployment_volumes (id, project_id, name, current_version) VALUES ($1, $2, $3, 1)`, [
+    v.id,
+    v.projectId,
+    v.name,
+  ]);
   await insertVersion(db, v.id, 1, v.sourcePrefix, v.files);
 }
 
@@ -115,10 +116,10 @@ async function insertVersion(db: Queryable, volumeId: string, version: number, p
     [volumeId, version, prefix, JSON.stringify(files)],
   );
   // Lease every file, so none of a version's content can be deleted while the volume exists.
-  await db.query(
-    `INSERT INTO file_leases (file_id, holder) SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`,
-    [files.map((f) => f.file_id), volumeLeaseHolder(volumeId)],
-  );
+  await db.query(`INSERT INTO file_leases (file_id, holder) SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`, [
+    files.map((f) => f.file_id),
+    volumeLeaseHolder(volumeId),
+  ]);
 }
 
 export async function renameVolume(db: Queryable, volumeId: string, name: string): Promise<void> {

@@ -14,6 +14,7 @@ export interface EndpointRow {
   created_at: Date;
   updated_at: Date;
   created_us: string;
+  active_rollout_id: string | null;
 }
 
 export interface EndpointDeploymentRow {
@@ -49,6 +50,12 @@ export interface FaultInjection {
 
 const US = (t: string) => `(extract(epoch FROM ${t}.created_at) * 1000000)::bigint AS created_us`;
 
+/** An endpoint's columns, with the rollout in flight on it (paused ones included; pending ones not). */
+const ENDPOINT_COLUMNS = `e.*, ${US('e')},
+  (SELECT r.id FROM endpoint_rollouts r WHERE r.endpoint_id = e.id
+      AND r.state NOT IN ('ROLLOUT_STATE_PENDING', 'ROLLOUT_STATE_COMPLETED', 'ROLLOUT_STATE_ABORTED', 'ROLLOUT_STATE_CANCELED')
+    LIMIT 1) AS active_rollout_id`;
+
 export async function insertEndpoint(
   db: Queryable,
   e: { id: string; projectId: string; name: string; visibility: string },
@@ -64,7 +71,7 @@ export async function insertEndpoint(
 
 export async function getEndpoint(db: Queryable, projectId: string, idOrName: string): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(
-    `SELECT e.*, ${US('e')} FROM endpoints e WHERE e.project_id = $1 AND (e.id = $2 OR e.name = $2)
+    `SELECT ${ENDPOINT_COLUMNS} FROM endpoints e WHERE e.project_id = $1 AND (e.id = $2 OR e.name = $2)
       ORDER BY (e.id = $2) DESC LIMIT 1`,
     [projectId, idOrName],
   );
@@ -78,7 +85,7 @@ export async function findEndpointBySlug(
   name: string,
 ): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(
-    `SELECT e.*, ${US('e')} FROM endpoints e JOIN projects p ON p.id = e.project_id WHERE p.slug = $1 AND e.name = $2`,
+    `SELECT ${ENDPOINT_COLUMNS} FROM endpoints e JOIN projects p ON p.id = e.project_id WHERE p.slug = $1 AND e.name = $2`,
     [projectSlug, name],
   );
   return rows[0] ?? null;
@@ -91,7 +98,7 @@ export async function listEndpoints(
   limit: number,
 ): Promise<EndpointRow[]> {
   const { rows } = await db.query<EndpointRow>(
-    `SELECT e.*, ${US('e')} FROM endpoints e WHERE e.project_id = $1
+    `SELECT ${ENDPOINT_COLUMNS} FROM endpoints e WHERE e.project_id = $1
         AND ($2::bigint IS NULL
              OR (e.created_at, e.id) < (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::text))
       ORDER BY e.created_at DESC, e.id DESC LIMIT $4`,

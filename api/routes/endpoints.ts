@@ -106,6 +106,7 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
     visibility: e.visibility,
     etag: e.etag,
     trafficSplit: e.traffic_split,
+    ...(e.active_rollout_id ? { activeRolloutId: e.active_rollout_id } : {}),
     deployments: deployments.map((d) => {
       const full = toDeployment(d, shares.get(d.id) ?? 0);
       return {
@@ -242,6 +243,11 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.id);
       checkEtag(e.etag, body.etag, 'endpoint');
+      if (body.trafficSplit && e.active_rollout_id)
+        throw conflict(
+          `Rollout ${e.active_rollout_id} is moving this endpoint's traffic; pause, promote or cancel it before setting the split.`,
+          'rollout_active',
+        );
       const deployments = await listEndpointDeployments(db, e.id);
       for (const [i, s] of (body.trafficSplit ?? []).entries()) {
         if (!deployments.some((d) => d.id === s.deploymentId))
@@ -462,6 +468,21 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         }
       }
       await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling: body.autoscaling });
+      // Bounds of 0..0 are how a deployment is paused (DEPLOYMENT_STATE_STOPPED); raising them resumes it.
+      const stopped = (a: Record<string, unknown>) => Number(a.maxReplicas ?? 1) < 1;
+      if (body.autoscaling && stopped(body.autoscaling) !== stopped(d.autoscaling)) {
+        const pausing = stopped(body.autoscaling);
+        await addEndpointEvent(db, {
+          endpointId: e.id,
+          deploymentId: d.id,
+          sourceKind: 'SOURCE_KIND_DEPLOYMENT',
+          level: 'LEVEL_INFO',
+          type: pausing ? 'deployment.paused' : 'deployment.resumed',
+          message: pausing
+            ? `Paused by API key ${principal.apiKeyId}: replicas 0..0; its replicas stop.`
+            : `Resumed by API key ${principal.apiKeyId}: replicas ${body.autoscaling.minReplicas ?? 1}..${body.autoscaling.maxReplicas}.`,
+        });
+      }
       return toDeployment((await getEndpointDeployment(db, e.id, d.id))!);
     },
   });

@@ -35,7 +35,8 @@ export function resolveModel(body: CreateFineTuneInput, source?: CheckpointSourc
   }
   if (source) {
     const model = findFineTuneModel(source.plan.model);
-    if (!model) throw badRequest(`The checkpoint's base model ${source.plan.model} is no longer offered.`, 'from_checkpoint');
+    if (!model)
+      throw badRequest(`The checkpoint's base model ${source.plan.model} is no longer offered.`, 'from_checkpoint');
     return model;
   }
   if (!body.model) throw badRequest("Missing required field 'model' (or 'from_checkpoint').", 'model');
@@ -107,7 +108,12 @@ export function resolvePlan(
     }
   }
 
-  if (source) return inheritFromCheckpoint(resolvePlan({ ...body, training_type: undefined }, model, training, validation), body, source);
+  if (source)
+    return inheritFromCheckpoint(
+      resolvePlan({ ...body, training_type: undefined }, model, training, validation),
+      body,
+      source,
+    );
   const kind = body.training_type?.type === 'Full' ? 'full' : 'lora';
   if (kind === 'full' && !limits.supports_full_training) {
     throw badRequest(`${model.name} supports LoRA fine-tuning only.`, 'training_type.type');
@@ -238,7 +244,11 @@ function inheritFromCheckpoint(plan: TrainingPlan, body: CreateFineTuneInput, so
       'training_type.type',
     );
   }
-  if (body.training_type?.type === 'Lora' && body.training_type.lora_r !== undefined && body.training_type.lora_r !== source.plan.lora?.r) {
+  if (
+    body.training_type?.type === 'Lora' &&
+    body.training_type.lora_r !== undefined &&
+    body.training_type.lora_r !== source.plan.lora?.r
+  ) {
     throw badRequest(
       `The checkpoint's adapter has rank ${source.plan.lora?.r}; a job continuing it keeps that rank.`,
       'training_type.lora_r',

@@ -158,6 +158,33 @@ describe('dedicated endpoints', () => {
     assert.equal(unknown.body.error.param, 'modelId');
   });
 
+  test('a deployment is paused with replica bounds 0..0 (STOPPED, no replica) and resumed by raising them', async () => {
+    const url = `/endpoints/${endpointId}/deployments/${deploymentId}`;
+    const paused = await v2('PATCH', url, { autoscaling: { minReplicas: 0, maxReplicas: 0 } });
+    assert.equal(paused.status, 200, JSON.stringify(paused.body));
+    await eventually(
+      () => v2('GET', url).then((r) => r.body),
+      (d) => d.status.state === 'DEPLOYMENT_STATE_STOPPED' && d.status.readyReplicas === 0,
+      30_000,
+    );
+    const resumed = await v2('PATCH', url, { autoscaling: { minReplicas: 1, maxReplicas: 1 } });
+    assert.equal(resumed.status, 200);
+    await eventually(
+      () => v2('GET', url).then((r) => r.body),
+      (d) => d.status.state === 'DEPLOYMENT_STATE_READY' && d.status.readyReplicas === 1,
+      60_000,
+    );
+    const answer = await infer('/completions', { model: `${t.projectSlug}/chat`, prompt: 'hi', max_tokens: 2 });
+    assert.equal(answer.status, 200);
+    const types = (await v2('GET', `/endpoints/${endpointId}/events?deploymentIds=${deploymentId}`)).body.data.map(
+      (e: { type: string }) => e.type,
+    );
+    assert.ok(
+      types.indexOf('deployment.paused') >= 0 &&
+        types.indexOf('deployment.paused') < types.indexOf('deployment.resumed'),
+    );
+  });
+
   test('events cover the life of the deployment; delete stops it, then the endpoint can go', async () => {
     const stale = await v2('DELETE', `/endpoints/${endpointId}/deployments/${deploymentId}?etag=stale`);
     assert.equal(stale.status, 409);
