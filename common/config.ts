@@ -38,6 +38,8 @@ const EnvSchema = z.object({
   GANTRY_GATEWAY_PORT: port.default(8081),
   /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
   GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
+  /** Rollouts: how long each rolling batch or blue-green cut-over soaks before its gate (canaries set their own). */
+  GANTRY_ROLLOUT_BATCH_SOAK_SECONDS: z.coerce.number().positive().default(30),
   /** Inference gateway: how long a request waits for a replica of an endpoint scaled to zero (or starting). */
   GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS: z.coerce.number().nonnegative().default(60),
   GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
@@ -166,6 +168,7 @@ export interface GantryConfig {
   gatewayPort: number;
   gatewayWakeTimeoutSeconds: number;
   adapterResyncSeconds: number;
+  rolloutBatchSoakSeconds: number;
   jsonBodyLimit: string;
   maxUploadBytes: number;
   publicUrl: string;
@@ -226,6 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     gatewayPort: e.GANTRY_GATEWAY_PORT,
     gatewayWakeTimeoutSeconds: e.GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS,
     adapterResyncSeconds: e.GANTRY_ADAPTER_RESYNC_SECONDS,
+    rolloutBatchSoakSeconds: e.GANTRY_ROLLOUT_BATCH_SOAK_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
     maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,
     publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),

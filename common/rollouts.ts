@@ -128,8 +128,6 @@ export interface RolloutSnapshot {
 export const DEFAULT_CANARY_LADDER = [5, 25, 50, 100];
 /** The SDK's default soak between canary steps (3m). */
 export const DEFAULT_STEP_INTERVAL_SECONDS = 180;
-/** Rolling and blue-green have no configurable soak; each batch is checked after this long. */
-export const BATCH_SOAK_SECONDS = 30;
 /** How long a rollout waits for its target to be ready before it pauses itself (TARGET_NOT_READY). */
 export const TARGET_READY_TIMEOUT_SECONDS = 600;
 /**

@@ -9,7 +9,6 @@
 import { z } from 'zod';
 import { newId } from '../../common/ids';
 import {
-  BATCH_SOAK_SECONDS,
   checkCanarySteps,
   checkMetricRule,
   DEFAULT_STEP_INTERVAL_SECONDS,
@@ -135,7 +134,7 @@ export function toRollout(r: RolloutRow) {
 }
 
 export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db, temporal, config } = deps;
 
   async function requireEndpoint(principal: Principal, projectId: string, id: string): Promise<EndpointRow> {
     checkProject(principal, projectId);
@@ -182,7 +181,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       const wrong = checkCanarySteps(canarySteps);
       if (wrong) throw badRequest(`${wrong[1]}.`, wrong[0]);
     }
-    let interval = strategy === 'ROLLOUT_STRATEGY_TYPE_CANARY' ? DEFAULT_STEP_INTERVAL_SECONDS : BATCH_SOAK_SECONDS;
+    let interval =
+      strategy === 'ROLLOUT_STRATEGY_TYPE_CANARY' ? DEFAULT_STEP_INTERVAL_SECONDS : config.rolloutBatchSoakSeconds;
     if (body.canary?.stepInterval !== undefined) {
       const s = durationSeconds(body.canary.stepInterval);
       if (s === null || s <= 0 || s > 86_400)

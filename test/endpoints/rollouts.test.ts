@@ -8,7 +8,9 @@
  *   2. a canary green -> blue, with an operator's injected faults on blue,
  *      pauses itself at its first gate (METRIC_REGRESSION) and is canceled,
  *      freezing the 50/50 split;
- *   3. a canary that an operator pauses, resumes and cancels.
+ *   3. a canary that an operator pauses, resumes and cancels;
+ *   4. a blue-green cut-over that first brings the target to its final two
+ *      replicas, then moves all traffic and stops the source.
  * Also: the strict body, the SDK's refusals, one active rollout per endpoint,
  * preview-defaults, and another project's key.
  */
@@ -50,7 +52,7 @@ function traffic() {
 }
 
 before(async () => {
-  p = await startTestPlatform();
+  p = await startTestPlatform({ env: { GANTRY_ROLLOUT_BATCH_SOAK_SECONDS: '1' } });
   t = await createTenant(p.db);
   admin = await createTenant(p.db, { platformAdmin: true });
   assert.equal(
@@ -386,5 +388,54 @@ describe('rollouts', () => {
     );
     assert.equal((await v2('DELETE', `/rollouts/${id}`)).status, 200);
     assert.equal((await v2('GET', `/rollouts/${id}`)).status, 404);
+  });
+
+  test('blue-green: the target reaches its final replicas, then takes all traffic; the source stops', async () => {
+    const created = await v2('POST', '/rollouts', {
+      sourceDeploymentId: blue,
+      targetDeploymentId: green,
+      blueGreen: {},
+      finalTargetReplicas: 2,
+    });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assert.equal(created.body.strategy, 'ROLLOUT_STRATEGY_TYPE_BLUE_GREEN');
+    assert.equal(created.body.status.totalSteps, 1);
+    const id = created.body.id;
+    assert.equal((await v2('POST', `/rollouts/${id}/start`)).status, 200);
+    const done = await eventually(
+      () => rollout(id),
+      (r) => r.state === 'ROLLOUT_STATE_COMPLETED',
+      90_000,
+    );
+    assert.deepEqual(
+      done.status.steps.map((s: { state: string }) => s.state),
+      ['ROLLOUT_STEP_STATE_PASSED'],
+    );
+    const target = (await v2('GET', `/deployments/${green}`)).body;
+    assert.equal(target.status.readyReplicas, 2);
+    assert.equal(target.autoscaling.minReplicas, 2);
+    const events = (
+      await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
+        key: t.key,
+      })
+    ).body.data.map((e: { type: string; message: string }) => `${e.type}: ${e.message}`);
+    const raised = events.findIndex(
+      (e: string) => e.startsWith('deployment.replica_bounds_changed') && e.includes('2..2'),
+    );
+    const shifted = events.findIndex(
+      (e: string) => e.startsWith('endpoint.traffic_changed') && e.includes('step 0: 100%'),
+    );
+    assert.ok(raised >= 0 && raised < shifted, events.join('\n'));
+    await eventually(
+      () => v2('GET', `/deployments/${blue}`).then((r) => r.body),
+      (d) => d.status.state === 'DEPLOYMENT_STATE_STOPPED' && d.status.readyReplicas === 0,
+      30_000,
+    );
+    const answer = await call(p.gatewayUrl, 'POST', '/v1/completions', {
+      key: t.key,
+      json: { model: `${t.projectSlug}/roll`, prompt: 'hi', max_tokens: 1 },
+    });
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers.get('x-gantry-deployment'), green);
   });
 });
