@@ -7,6 +7,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
 import { seal } from '../../common/secret-box';
@@ -259,6 +260,15 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     if (!row) throw notFound(`Deployment '${id}' not found.`);
     return row;
   }
+  /** A deployment that serves an endpoint deployment is changed only through the endpoints API. */
+  async function requireUnmanaged(row: { id: string; name: string }) {
+    const endpoint = await endpointDeploymentOfContainer(db, row.id);
+    if (endpoint)
+      throw conflict(
+        `Deployment '${row.name}' serves endpoint deployment ${endpoint.id}; change or delete it through /v2/projects/{projectId}/endpoints/${endpoint.endpoint_id}/deployments/${endpoint.id}.`,
+        'deployment_managed_by_endpoint',
+      );
+  }
   async function checkSecrets(projectId: string, env: DeploymentSpec['environment_variables']) {
     for (const [i, e] of env.entries()) {
       if (e.value_from_secret && !(await getSecret(db, projectId, e.value_from_secret))) {
@@ -453,6 +463,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ params, body, principal }) => {
       const row = await requireDeployment(principal.projectId, params.id);
+      await requireUnmanaged(row);
       const patch = Object.fromEntries(
         Object.entries(body).filter(([, v]) => v !== undefined),
       ) as Partial<DeploymentSpec>;
@@ -482,7 +493,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Delete a deployment: replicas get their termination grace, then the deployment and its queue are gone',
     tags: ['deployments'],
     params: IdParams,
-    errors: [404],
+    errors: [404, 409],
     response: {
       status: 200,
       description: 'Deletion accepted',
@@ -490,6 +501,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     },
     handler: async ({ params, principal }) => {
       const row = await requireDeployment(principal.projectId, params.id);
+      await requireUnmanaged(row);
       await sendUpdate(row, 'deleteDeployment', []);
       return { id: row.id, deleted: true as const };
     },

@@ -160,6 +160,15 @@ describe('dedicated endpoints', () => {
 
   test('a deployment is paused with replica bounds 0..0 (STOPPED, no replica) and resumed by raising them', async () => {
     const url = `/endpoints/${endpointId}/deployments/${deploymentId}`;
+    // Its container deployment (named after it) is changed only through the endpoints API.
+    for (const [method, json] of [
+      ['PATCH', { min_replicas: 0 }],
+      ['DELETE', undefined],
+    ] as const) {
+      const direct = await call(p.baseUrl, method, `/v1/deployments/${deploymentId}`, { key: t.key, json });
+      assert.equal(direct.status, 409, JSON.stringify(direct.body));
+      assert.equal(direct.body.error.code, 'deployment_managed_by_endpoint');
+    }
     const paused = await v2('PATCH', url, { autoscaling: { minReplicas: 0, maxReplicas: 0 } });
     assert.equal(paused.status, 200, JSON.stringify(paused.body));
     await eventually(
