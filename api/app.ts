@@ -26,6 +26,7 @@ import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints'
 import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
 import { addRolloutRoutes } from './routes/rollouts';
 import { addEndpointFaultRoutes } from './routes/endpoint-faults';
+import { addModelConfigRoutes } from './routes/model-configs';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -63,6 +64,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
+  addModelConfigRoutes(v2, v1, deps);
   addEndpointAdapterRoutes(v2, deps);
   addRolloutRoutes(v2, deps);
   addEndpointRoutes(v2, deps);

@@ -30,6 +30,8 @@ export type ServingPlan =
       model: string;
       modelId: string;
       revisionId?: string;
+      /** The catalog base whose deployment profiles (configs) apply. */
+      family: string;
       /** The server's arguments after `python -m gantry_trainer.serve`. */
       args: string[];
       mounts: NonNullable<DeploymentSpec['model_mounts']>;
@@ -57,6 +59,7 @@ export async function planServing(
     }
     return {
       servable: true,
+      family: base.name,
       model: base.name,
       modelId: base.name,
       args: [
@@ -109,6 +112,7 @@ export async function planServing(
   }
   return {
     servable: true,
+    family: REFERENCE_BASE,
     model: name,
     modelId: model.id,
     revisionId: revision.id,
@@ -124,6 +128,29 @@ function windowMinutes(window: string | undefined, fallback: number, min: number
   if (!m) return fallback;
   const seconds = Number(m[1]) * (m[2] === 'm' ? 60 : 1);
   return Math.max(min, Math.round(seconds / 60));
+}
+
+/** Profile selectors the reference model server acts on, and the arguments they become. */
+export const PROFILE_SELECTORS: Record<
+  string,
+  { check: (v: string) => boolean; rule: string; args: (v: string) => string[] }
+> = {
+  dtype: {
+    check: (v) => v === 'float32' || v === 'bfloat16',
+    rule: 'float32 or bfloat16',
+    args: (v) => ['--dtype', v],
+  },
+  max_tokens_limit: {
+    check: (v) => /^[1-9]\d{0,5}$/.test(v),
+    rule: 'a whole number of tokens, 1 to 999999',
+    args: (v) => ['--max-tokens-limit', v],
+  },
+};
+/** Selectors that describe where a profile runs (informational on this installation). */
+export const DESCRIPTIVE_SELECTORS = ['engine', 'hardware'];
+
+export function profileArgs(selectors: Array<{ key: string; value: string }>): string[] {
+  return selectors.flatMap((s) => PROFILE_SELECTORS[s.key]?.args(s.value) ?? []);
 }
 
 /** The container deployment that serves an endpoint deployment. */

@@ -33,6 +33,8 @@ export interface EndpointDeploymentRow {
   deleting: boolean;
   /** Operator fault injection at the gateway (rollout drills): a share of requests answered with an error. */
   fault_injection: FaultInjection | null;
+  /** The deployment profile (`cr_…`) its server runs with. */
+  config_id: string | null;
   etag: string;
   created_at: Date;
   updated_at: Date;
@@ -152,12 +154,13 @@ export async function insertEndpointDeployment(
     hardware: string;
     containerDeploymentId?: string;
     failure?: string;
+    configId?: string;
   },
 ): Promise<void> {
   await db.query(
     `INSERT INTO endpoint_deployments (id, endpoint_id, project_id, name, model, model_id, model_revision_id, autoscaling,
-                                       enable_lora, hardware, container_deployment_id, failure, etag)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+                                       enable_lora, hardware, container_deployment_id, failure, etag, config_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
     [
       d.id,
       d.endpointId,
@@ -172,6 +175,7 @@ export async function insertEndpointDeployment(
       d.containerDeploymentId ?? null,
       d.failure ?? null,
       newEtag(),
+      d.configId ?? null,
     ],
   );
 }

@@ -31,7 +31,14 @@ import {
 } from '../../db/endpoints';
 import { activeRolloutOf } from '../../db/rollouts';
 import type { ApiDeps } from '../deps';
-import { modelServerSpec, planServing, type EndpointAutoscaling } from '../endpoint-serving';
+import {
+  modelServerSpec,
+  planServing,
+  profileArgs,
+  type EndpointAutoscaling,
+  type ServingPlan,
+} from '../endpoint-serving';
+import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import { deploymentState, trafficShares } from '../endpoint-state';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -81,8 +88,8 @@ function toDeployment(d: EndpointDeploymentRow, share = 0) {
     model: d.model,
     modelId: d.model_id,
     modelRevisionId: d.model_revision_id ?? '',
-    config: '',
-    configId: '',
+    config: d.config_id ? `projects/${d.project_id}/configs/${d.config_id}` : '',
+    configId: d.config_id ?? '',
     hardware: d.hardware,
     autoscaling: d.autoscaling,
     enableLora: d.enable_lora,
@@ -153,6 +160,37 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         'etag_mismatch',
       );
   };
+
+  /**
+   * The deployment profile a deployment runs with: the one it names (`config`
+   * as projects/{p}/configs/{id}, or `configId`), or the family's only one.
+   * A family with several needs the choice made explicitly.
+   */
+  async function chooseProfile(
+    projectId: string,
+    plan: Extract<ServingPlan, { servable: true }>,
+    body: { config?: string; configId?: string },
+  ): Promise<ModelConfigRow | null> {
+    const named = body.config?.match(/^projects\/[^/]+\/configs\/(.+)$/)?.[1];
+    if (body.config && !named) throw badRequest('config is projects/{projectId}/configs/{configId}.', 'config');
+    const wanted = named ?? body.configId;
+    const profiles = await listModelConfigs(db, projectId, { family: plan.family, limit: 100 });
+    if (wanted) {
+      const chosen = profiles.find((c) => c.id === wanted);
+      if (!chosen)
+        throw badRequest(
+          `Config '${wanted}' is not a deployment profile of ${plan.family} that this project can use; its profiles: ${profiles.map((c) => c.id).join(', ') || 'none'}.`,
+          body.config ? 'config' : 'configId',
+        );
+      return chosen;
+    }
+    if (profiles.length > 1)
+      throw badRequest(
+        `${plan.model} has ${profiles.length} deployment profiles (${profiles.map((c) => c.id).join(', ')}); name one with config.`,
+        'config',
+      );
+    return profiles[0] ?? null;
+  }
 
   // ---- endpoints ----
   router.add({
@@ -338,6 +376,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         );
       if (await getEndpointDeployment(db, e.id, body.name))
         throw conflict(`Endpoint '${e.name}' has a deployment named '${body.name}'.`, 'deployment_exists');
+      const profile = plan.servable ? await chooseProfile(principal.projectId, plan, body) : null;
+      if (plan.servable && profile) plan.args.push(...profileArgs(profile.selectors));
       const min = body.autoscaling.minReplicas ?? 1;
       if ((body.autoscaling.maxReplicas ?? Math.max(min, 1)) < min)
         throw badRequest('maxReplicas must be at least minReplicas.', 'autoscaling.maxReplicas');
@@ -366,6 +406,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         autoscaling: body.autoscaling,
         enableLora: body.enableLora ?? false,
         hardware: 'cpu-reference (process runtime)',
+        configId: profile?.id,
       };
       const event = { endpointId: e.id, deploymentId: id, sourceKind: 'SOURCE_KIND_DEPLOYMENT' as const };
       if (!plan.servable) {

@@ -18,6 +18,9 @@ Routes (OpenAI-compatible where OpenAI has one):
     DELETE /adapters/<name>
     GET  /metrics                Prometheus text: requests, tokens, in-flight requests
 
+A deployment profile (config) adds `--dtype bfloat16` (weights held in
+bfloat16) and `--max-tokens-limit N` (requests asking for more are refused).
+
 `model` names an adapter to use it; anything else is the base model. The port
 is $PORT (Gantry's container runtime assigns it).
 """
@@ -69,10 +72,11 @@ class BadRequest(Exception):
 
 
 class Engine:
-    def __init__(self, cfg: ModelConfig, params: dict, name: str):
+    def __init__(self, cfg: ModelConfig, params: dict, name: str, max_tokens_limit: int | None = None):
         self.cfg = cfg
         self.params = params
         self.name = name
+        self.max_tokens_limit = max_tokens_limit
         self.adapters: dict[str, tuple[dict, float]] = {}
         self.lock = threading.Lock()  # one forward pass at a time: JAX on CPU uses every core anyway
 
@@ -265,6 +269,10 @@ def make_handler(engine: Engine, metrics: Metrics):
             top_p = float(body.get("top_p") if body.get("top_p") is not None else 1.0)
             if max_tokens < 1 or not 0 <= temperature <= 2 or not 0 < top_p <= 1:
                 raise BadRequest("max_tokens >= 1, 0 <= temperature <= 2 and 0 < top_p <= 1")
+            if engine.max_tokens_limit and max_tokens > engine.max_tokens_limit:
+                raise BadRequest(
+                    f"max_tokens is {max_tokens}; this deployment's profile allows at most {engine.max_tokens_limit}"
+                )
             stop = body.get("stop") or []
             stop = [stop] if isinstance(stop, str) else list(stop)
             if chat:
@@ -350,6 +358,9 @@ def main(argv=None) -> int:
     ap.add_argument("--base-seed", type=int, default=0)
     ap.add_argument("--name", default="model")
     ap.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    # Deployment profile (config) settings.
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="the weights' dtype in memory")
+    ap.add_argument("--max-tokens-limit", type=int, default=None, help="refuse requests asking for more tokens")
     args = ap.parse_args(argv)
     if args.model_dir:
         with open(os.path.join(args.model_dir, "config.json")) as f:
@@ -361,7 +372,9 @@ def main(argv=None) -> int:
     else:
         print("serve: give --model-dir or --base-config", file=sys.stderr)
         return 2
-    engine = Engine(cfg, params, args.name)
+    if args.dtype == "bfloat16":
+        params = jax.tree_util.tree_map(lambda x: x.astype(jnp.bfloat16), params)
+    engine = Engine(cfg, params, args.name, args.max_tokens_limit)
     engine.logits([BOS], None)  # compile before reporting healthy
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(engine, Metrics()))
     print(f"serving {args.name} on 127.0.0.1:{args.port}", flush=True)
