@@ -44,12 +44,20 @@ export function createRolloutActivities({ db }: { db: Db }) {
       ...e,
     });
 
-  /** Whether the target can take traffic: a deployment that is ready (scaled to zero counts: it wakes). */
-  async function targetHealth(pair: RolloutPair): Promise<{ ready: boolean; message: string }> {
+  /**
+   * Whether the target can take traffic: a deployment that is ready (scaled to
+   * zero counts: it wakes), with at least `minReady` replicas serving when a
+   * step asks for them.
+   */
+  async function targetHealth(pair: RolloutPair & { minReady?: number }): Promise<{ ready: boolean; message: string }> {
     const d = await getEndpointDeployment(db, pair.endpointId, pair.targetDeploymentId);
     if (!d) return { ready: false, message: `the target deployment ${pair.targetDeploymentId} no longer exists` };
     const { state, message } = deploymentState(d);
-    return { ready: state === 'DEPLOYMENT_STATE_READY', message: `target ${d.name}: ${state} (${message})` };
+    const enough = pair.minReady === undefined || d.ready_replicas >= pair.minReady;
+    return {
+      ready: state === 'DEPLOYMENT_STATE_READY' && enough,
+      message: `target ${d.name}: ${state} (${message})${enough ? '' : `, ${d.ready_replicas} of ${pair.minReady} replicas ready`}`,
+    };
   }
 
   return {

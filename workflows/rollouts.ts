@@ -158,10 +158,12 @@ export async function endpointRollout(input: RolloutWorkflowInput): Promise<Roll
   }
 
   /** Waits for the target to be ready: 'ready', 'interrupted' by a command, or 'timeout' with the last reason. */
-  async function targetReady(): Promise<{ outcome: 'ready' | 'interrupted' | 'timeout'; message: string }> {
+  async function targetReady(
+    minReady?: number,
+  ): Promise<{ outcome: 'ready' | 'interrupted' | 'timeout'; message: string }> {
     const deadline = Date.now() + input.targetReadyTimeoutSeconds * 1000;
     for (;;) {
-      const health = await control.rolloutTargetHealth(pair);
+      const health = await control.rolloutTargetHealth({ ...pair, minReady });
       if (health.ready) return { outcome: 'ready', message: health.message };
       if (Date.now() >= deadline) return { outcome: 'timeout', message: health.message };
       if (await condition(() => command !== null, `${READY_POLL_SECONDS} seconds`))
@@ -212,7 +214,7 @@ export async function endpointRollout(input: RolloutWorkflowInput): Promise<Roll
     await control.setRolloutTraffic({ ...pair, percent: 100, final: true });
     snap.currentTrafficPercent = 100;
     const floor = Math.max(plan.finalTargetReplicas, input.target.min);
-    const ceiling = Math.max(plan.finalTargetReplicas, input.source.max, input.target.max, floor);
+    const ceiling = Math.max(plan.finalTargetReplicas, input.source.max, targetMax, floor);
     await bounds('target', floor, ceiling, 'the rollout landed');
     await bounds('source', plan.finalSourceReplicas, plan.finalSourceReplicas, 'drained after the rollout');
     snap.state = 'ROLLOUT_STATE_COMPLETED';
@@ -253,13 +255,11 @@ export async function endpointRollout(input: RolloutWorkflowInput): Promise<Roll
     `Rollout ${input.rolloutId} started: ${plan.strategy}, ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')} to ${pair.targetDeploymentId}.`,
   );
   // A target stopped at zero replicas (max 0, e.g. the source of an earlier rollout) is lifted so it can serve.
-  if (input.target.max < 1)
-    await bounds(
-      'target',
-      Math.max(1, input.target.min),
-      Math.max(1, plan.finalTargetReplicas),
-      'woken for the rollout',
-    );
+  let targetMax = input.target.max;
+  if (targetMax < 1) {
+    targetMax = Math.max(1, plan.finalTargetReplicas);
+    await bounds('target', Math.max(1, input.target.min), targetMax, 'woken for the rollout');
+  }
   let stepApplied = false;
   for (;;) {
     const c = command as Command | null;
@@ -279,8 +279,8 @@ export async function endpointRollout(input: RolloutWorkflowInput): Promise<Roll
       live().startedAt = live().startedAt ?? now();
       await record();
       if (step.replicas !== undefined)
-        await bounds('target', step.replicas, Math.max(step.replicas, input.target.max), `step ${i}`);
-      const ready = await targetReady();
+        await bounds('target', step.replicas, Math.max(step.replicas, targetMax), `step ${i}`);
+      const ready = await targetReady(step.replicas);
       if (ready.outcome === 'interrupted') continue;
       if (ready.outcome === 'timeout') {
         await systemPause(

@@ -1,7 +1,7 @@
 /**
  * Deployment profiles (`cr_…`, the SDK's beta.models.configs): the reference
  * family has one public profile, used without naming it; once an operator
- * adds a second (bfloat16 weights, at most 4 tokens per request), a deploy
+ * adds a second for a project (bfloat16 weights, at most 4 tokens per request), a deploy
  * must name one, and the named profile reaches the model server: it refuses
  * a request for more tokens than the profile allows.
  */
@@ -66,6 +66,7 @@ describe('deployment profiles', () => {
       key: admin.key,
       json: {
         referenceModelId: BASE,
+        projectId: t.projectId,
         selectors: [
           { key: 'dtype', value: 'bfloat16' },
           { key: 'max_tokens_limit', value: '4' },
@@ -75,6 +76,14 @@ describe('deployment profiles', () => {
     assert.equal(created.status, 200, JSON.stringify(created.body));
     const profile = created.body.id;
     assert.match(profile, /^cr_/);
+    assert.equal(created.body.projectId, t.projectId);
+    // The profile is the project's own: another project still sees the one public profile.
+    const other = await createTenant(p.db);
+    const theirs = await call(p.baseUrl, 'GET', `/v2/projects/${other.projectId}/configs`, { key: other.key });
+    assert.deepEqual(
+      theirs.body.data.map((c: { id: string }) => c.id),
+      ['cr_reference-byte-tiny-fp32'],
+    );
 
     const unnamed = await v2('POST', '/endpoints/profiled/deployments', {
       name: 'small',

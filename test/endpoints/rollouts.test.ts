@@ -10,7 +10,9 @@
  *      freezing the 50/50 split;
  *   3. a canary that an operator pauses, resumes and cancels;
  *   4. a blue-green cut-over that first brings the target to its final two
- *      replicas, then moves all traffic and stops the source.
+ *      replicas, then moves all traffic and stops the source;
+ *   5. a rolling rollout back, one replica per batch: a target replica is
+ *      added and ready, half the traffic moves, a source replica goes.
  * Also: the strict body, the SDK's refusals, one active rollout per endpoint,
  * preview-defaults, and another project's key.
  */
@@ -437,5 +439,63 @@ describe('rollouts', () => {
     });
     assert.equal(answer.status, 200);
     assert.equal(answer.headers.get('x-gantry-deployment'), green);
+  });
+
+  test('rolling: each batch adds a target replica, moves its share of traffic, then drains a source replica', async () => {
+    const created = await v2('POST', '/rollouts', {
+      sourceDeploymentId: green,
+      targetDeploymentId: blue,
+      rolling: {},
+    });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assert.deepEqual(
+      created.body.status.steps.map((s: { targetTrafficPercent: number }) => s.targetTrafficPercent),
+      [50, 100],
+      'the final target replicas default to the source count (2): two batches',
+    );
+    const id = created.body.id;
+    assert.equal((await v2('POST', `/rollouts/${id}/start`)).status, 200);
+    await eventually(
+      () => rollout(id),
+      (r) => r.state === 'ROLLOUT_STATE_COMPLETED',
+      120_000,
+    );
+    const events = (
+      await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
+        key: t.key,
+      })
+    ).body.data
+      .filter(
+        (e: { type: string }) =>
+          e.type === 'deployment.replica_bounds_changed' || e.type === 'endpoint.traffic_changed',
+      )
+      .map((e: { deploymentId?: string; message: string }) => {
+        const bounds = /replicas (\d+\.\.\d+)/.exec(e.message);
+        const traffic = /: (\d+)% to target/.exec(e.message);
+        return bounds ? `${e.deploymentId === blue ? 'blue' : 'green'} ${bounds[1]}` : `traffic ${traffic?.[1]}`;
+      });
+    assert.deepEqual(events, [
+      'blue 1..2', // lifted from 0..0 to serve
+      'blue 1..2', // batch 0: one target replica
+      'traffic 50',
+      'green 1..1', // one source replica drained
+      'blue 2..2', // batch 1
+      'traffic 100',
+      'green 0..0',
+      'traffic 100', // completion: the source leaves the split
+      'blue 2..2', // landed: floor and ceiling
+      'green 0..0', // drained
+    ]);
+    const target = await eventually(
+      () => v2('GET', `/deployments/${blue}`).then((r) => r.body),
+      (d) => d.status.readyReplicas === 2,
+      30_000,
+    );
+    assert.equal(target.status.state, 'DEPLOYMENT_STATE_READY');
+    await eventually(
+      () => v2('GET', `/deployments/${green}`).then((r) => r.body),
+      (d) => d.status.state === 'DEPLOYMENT_STATE_STOPPED',
+      30_000,
+    );
   });
 });
