@@ -27,6 +27,7 @@ import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
 import { addRolloutRoutes } from './routes/rollouts';
 import { addEndpointFaultRoutes } from './routes/endpoint-faults';
 import { addModelConfigRoutes } from './routes/model-configs';
+import { addAudioRoutes } from './routes/audio';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -61,6 +62,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
+  addAudioRoutes(v1, deps);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);

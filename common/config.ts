@@ -91,6 +91,10 @@ const EnvSchema = z.object({
   GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(60),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
+  /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
+  GANTRY_SPEECH_PYTHON: z.string().default('.venv-speech/bin/python'),
+  /** Audio: seconds of audio per recognition activity (long audio is cut at pauses into chunks of about this). */
+  GANTRY_AUDIO_CHUNK_SECONDS: z.coerce.number().min(10).max(3600).default(120),
   /** Python with the PyTorch trainer's packages (trainers/torch); set on GPU hosts that train real models. */
   GANTRY_TORCH_TRAINER_PYTHON: z.string().optional(),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
@@ -194,6 +198,8 @@ export interface GantryConfig {
   };
   gpuTypes: GpuType[];
   trainerPython: string;
+  speechPython: string;
+  audioChunkSeconds: number;
   torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
   accelerator: 'auto' | 'nvidia' | 'simulated';
@@ -257,6 +263,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
+    speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
+    audioChunkSeconds: e.GANTRY_AUDIO_CHUNK_SECONDS,
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     accelerator: e.GANTRY_ACCELERATOR,

@@ -27,6 +27,7 @@ import { createModelRegistryActivities } from '../activities/model-registry';
 import { createModelUploadActivities } from '../activities/model-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
 import { createRolloutActivities } from '../activities/rollouts';
+import { createSpeechActivities, type SpeechDeps } from '../activities/audio';
 import type { RemoteFetchPolicy } from '../common/config';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
@@ -38,7 +39,7 @@ import type { VolumeStore } from '../providers/containers/volume-store';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from './task-queues';
+import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE, gpuTaskQueue } from './task-queues';
 
 /** Sends the Temporal SDK's own logs through pino, so every line is structured. */
 export function installRuntime(logger: Logger): void {
@@ -166,6 +167,24 @@ export function createGpuWorkers(
       }),
     ),
   );
+}
+
+/**
+ * A speech host: transcription and translation activities on queue `speech`
+ * (activities/audio.ts), running the speech environment's Python tools.
+ */
+export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps): Promise<Worker> {
+  return Worker.create({
+    connection: deps.connection,
+    namespace: deps.namespace,
+    taskQueue: SPEECH_TASK_QUEUE,
+    identity: `speech@${hostname()}:${process.pid}`,
+    activities: createSpeechActivities(deps),
+    shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+    // Recognition is CPU-bound; two at a time keeps two cores busy without thrashing.
+    maxConcurrentActivityTaskExecutions: 2,
+    maxHeartbeatThrottleInterval: '2 seconds',
+  });
 }
 
 /**

@@ -14,3 +14,12 @@ export function gpuTaskQueue(gpuType: GpuType): string {
 }
 
 export const ALL_GPU_TASK_QUEUES: readonly string[] = GPU_TYPES.map(gpuTaskQueue);
+
+/**
+ * `speech`: transcription and translation activities (decode, recognize a
+ * chunk, diarize). Served by a speech worker on a host with the speech
+ * environment (`.venv-speech`: faster-whisper and the Whisper checkpoints
+ * shipped on PyPI, run on CPU here); a GPU host running a Whisper backend
+ * serves the same queue with the same activities.
+ */
+export const SPEECH_TASK_QUEUE = 'speech';

@@ -10,3 +10,4 @@ export * from './system';
 export * from './model-uploads';
 export * from './adapters';
 export * from './rollouts';
+export * from './audio';

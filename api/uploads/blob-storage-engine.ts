@@ -24,6 +24,11 @@ export class BlobStorageEngine implements StorageEngine {
   constructor(
     private readonly blobs: BlobStore,
     private readonly maxBytes: number,
+    /** Where an upload goes (default: the project's files). */
+    private readonly place: (req: Request) => { id: string; key: string } = (req) => {
+      const id = newId('file');
+      return { id, key: fileBlobKey(req.principal!.projectId, id) };
+    },
   ) {}
 
   _handleFile(
@@ -31,8 +36,7 @@ export class BlobStorageEngine implements StorageEngine {
     file: Express.Multer.File,
     cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void,
   ) {
-    const fileId = newId('file');
-    const blobKey = fileBlobKey(req.principal!.projectId, fileId);
+    const { id: fileId, key: blobKey } = this.place(req);
     this.blobs.put(blobKey, file.stream, { maxBytes: this.maxBytes }).then(
       (stored) =>
         cb(null, { fileId, blobKey, size: stored.bytes, sha256: stored.sha256 } as Partial<Express.Multer.File>),

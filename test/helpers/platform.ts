@@ -20,7 +20,7 @@ import { SimulatedHost } from '../../providers/accelerator/host';
 import type { BlobStore } from '../../providers/storage/blob-store';
 import { LocalFleet } from '../../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
-import { createContainerWorkers, createControlWorker, createGpuWorkers } from '../../workers/runtime';
+import { createContainerWorkers, createControlWorker, createGpuWorkers, createSpeechWorker } from '../../workers/runtime';
 import { ProcessRuntime } from '../../providers/containers/process-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
@@ -60,6 +60,8 @@ export async function startTestPlatform(
     controlWorker?: boolean;
     /** false: no container host (deployments find no worker on queue `containers`). */
     containers?: boolean;
+    /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs. */
+    speech?: boolean;
   } = {},
 ): Promise<TestPlatform> {
   const base = loadConfig({
@@ -117,6 +119,17 @@ export async function startTestPlatform(
         volumes: new VolumeStore(path.join(base.dataDir, 'deployment-volumes'), blobs),
         signingSecret: base.signingSecret,
       })),
+    );
+  }
+  if (opts.speech) {
+    workers.push(
+      await createSpeechWorker({
+        ...common,
+        blobs,
+        speechPython: base.speechPython,
+        workDir: path.join(base.dataDir, 'speech'),
+        remoteFetch: config.remoteFetch,
+      }),
     );
   }
   const running = workers.map((w) => w.run());

@@ -1,0 +1,73 @@
+/**
+ * audioRequest (`audio/<request-id>`): one transcription or translation. The
+ * audio is fetched and decoded once (prepareAudio), cut at pauses into chunks
+ * that are recognized as separate activities in parallel (their timings come
+ * back global), optionally diarized, and assembled into the response, which
+ * is the workflow's result: the API waits for it within the HTTP request. A
+ * worker lost mid-chunk is retried on another by Temporal (heartbeat timeout);
+ * the client sees only latency. What the request stored is removed at the end.
+ */
+import { ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import type { SpeechActivities } from '../activities/audio';
+import {
+  assembleResult,
+  AUDIO_FAILURES,
+  SPEECH_MODELS,
+  type AudioRequestInput,
+  type AudioResult,
+} from '../common/audio';
+import { SPEECH_TASK_QUEUE } from '../workers/task-queues';
+
+const speech = proxyActivities<SpeechActivities>({
+  taskQueue: SPEECH_TASK_QUEUE,
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '20 seconds',
+  // No speech host at all is an error the caller should get, not a wait forever.
+  scheduleToStartTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
+});
+
+export async function audioRequest(input: AudioRequestInput): Promise<AudioResult> {
+  const model = SPEECH_MODELS.find((m) => m.id === input.model);
+  if (!model) throw ApplicationFailure.nonRetryable(`Unknown speech model ${input.model}.`, AUDIO_FAILURES.invalid);
+  const stored: string[] = 'blobKey' in input.source ? [input.source.blobKey] : [];
+  try {
+    setCurrentDetails('Decoding the audio.');
+    const prepared = await speech.prepareAudio({
+      requestId: input.requestId,
+      projectId: input.projectId,
+      source: input.source,
+      chunkSeconds: input.chunkSeconds,
+    });
+    stored.push(prepared.decodedKey);
+    setCurrentDetails(`${prepared.duration.toFixed(1)} s of audio in ${prepared.chunks.length} chunk(s).`);
+    const [chunks, turns] = await Promise.all([
+      Promise.all(
+        prepared.chunks.map(([start, end]) =>
+          speech.transcribeChunk({
+            requestId: input.requestId,
+            decodedKey: prepared.decodedKey,
+            start,
+            end,
+            backend: model.backend,
+            task: input.task,
+            language: input.language,
+            prompt: input.prompt,
+            temperature: input.temperature,
+          }),
+        ),
+      ),
+      input.diarize
+        ? speech.diarizeAudio({
+            requestId: input.requestId,
+            decodedKey: prepared.decodedKey,
+            minSpeakers: input.minSpeakers,
+            maxSpeakers: input.maxSpeakers,
+          })
+        : Promise.resolve(undefined),
+    ]);
+    return assembleResult(chunks, { duration: prepared.duration, task: input.task, turns });
+  } finally {
+    await speech.discardAudio({ requestId: input.requestId, keys: stored });
+  }
+}
