@@ -28,6 +28,7 @@ import { addRolloutRoutes } from './routes/rollouts';
 import { addEndpointFaultRoutes } from './routes/endpoint-faults';
 import { addModelConfigRoutes } from './routes/model-configs';
 import { addAudioRoutes } from './routes/audio';
+import { addModelCatalogRoutes } from './routes/models-catalog';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -63,6 +64,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
   addAudioRoutes(v1, deps);
+  addModelCatalogRoutes(v1, deps);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2);
