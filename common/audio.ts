@@ -79,6 +79,8 @@ export interface AudioRequestInput {
   maxSpeakers?: number;
   /** Seconds of audio per recognition activity. */
   chunkSeconds: number;
+  /** How long a speech host may go without a heartbeat before its activity is retried elsewhere. */
+  heartbeatSeconds?: number;
 }
 
 export interface RecognizedWord {

@@ -32,6 +32,7 @@ const PROCESSES = [
   { name: 'gateway', entry: 'api/gateway-server.ts' },
   { name: 'worker-control', entry: 'workers/control.ts' },
   { name: 'worker-gpu', entry: 'workers/gpu.ts' },
+  { name: 'worker-speech', entry: 'workers/speech.ts' },
 ];
 
 async function requireFreePort(port: number, what: string, envVar: string) {

@@ -14,14 +14,7 @@ import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import path from 'node:path';
 import { VolumeStore } from '../providers/containers/volume-store';
 import { ProcessRuntime } from '../providers/containers/process-runtime';
-import { existsSync } from 'node:fs';
-import {
-  connectWorkerConnection,
-  createContainerWorkers,
-  createControlWorker,
-  createSpeechWorker,
-  installRuntime,
-} from './runtime';
+import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
   const config = loadConfig();
@@ -54,30 +47,14 @@ async function main() {
         signingSecret: config.signingSecret,
       })
     : [];
-  // A host with the speech environment also serves transcription (queue `speech`).
-  const speech = existsSync(config.speechPython)
-    ? [
-        await createSpeechWorker({
-          connection,
-          namespace: config.temporal.namespace,
-          shutdownGraceSeconds: config.workerShutdownGraceSeconds,
-          blobs,
-          speechPython: config.speechPython,
-          workDir: path.join(config.dataDir, 'speech'),
-          remoteFetch: config.remoteFetch,
-        }),
-      ]
-    : [];
-  if (!speech.length)
-    logger.warn({ speechPython: config.speechPython }, 'no speech environment here: this host serves no transcription');
   logger.info(
-    { taskQueue: 'control', containerRuntime: config.containerRuntime, speech: speech.length > 0 },
+    { taskQueue: 'control', containerRuntime: config.containerRuntime },
     runtime
       ? 'control worker polling; container host with the process runtime (no isolation)'
       : 'control worker polling',
   );
   // resolves after a shutdown signal has drained the workers
-  await Promise.all([worker.run(), ...containers.map((w) => w.run()), ...speech.map((w) => w.run())]);
+  await Promise.all([worker.run(), ...containers.map((w) => w.run())]);
   await runtime?.stopAll();
   await connection.close();
   await db.end();

@@ -18,16 +18,16 @@ import {
 } from '../common/audio';
 import { SPEECH_TASK_QUEUE } from '../workers/task-queues';
 
-const speech = proxyActivities<SpeechActivities>({
-  taskQueue: SPEECH_TASK_QUEUE,
-  startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '20 seconds',
-  // No speech host at all is an error the caller should get, not a wait forever.
-  scheduleToStartTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
-});
-
 export async function audioRequest(input: AudioRequestInput): Promise<AudioResult> {
+  const speech = proxyActivities<SpeechActivities>({
+    taskQueue: SPEECH_TASK_QUEUE,
+    startToCloseTimeout: '30 minutes',
+    // A speech host that dies stops heartbeating: its chunk goes to another host after this.
+    heartbeatTimeout: `${input.heartbeatSeconds ?? 20} seconds`,
+    // No speech host at all is an error the caller should get, not a wait forever.
+    scheduleToStartTimeout: '2 minutes',
+    retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
+  });
   const model = SPEECH_MODELS.find((m) => m.id === input.model);
   if (!model) throw ApplicationFailure.nonRetryable(`Unknown speech model ${input.model}.`, AUDIO_FAILURES.invalid);
   const stored: string[] = 'blobKey' in input.source ? [input.source.blobKey] : [];

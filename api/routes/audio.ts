@@ -128,6 +128,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
       minSpeakers: body.min_speakers,
       maxSpeakers: body.max_speakers,
       chunkSeconds: config.audioChunkSeconds,
+      heartbeatSeconds: config.audioHeartbeatTimeoutSeconds,
     };
     res.setHeader('X-Gantry-Audio-Request', requestId);
     await startResourceWorkflow<typeof audioRequest>(temporal, {

@@ -1,0 +1,41 @@
+/**
+ * A speech worker: transcription and translation activities on queue
+ * `speech` (workers/task-queues.ts), running the speech environment's tools
+ * (GANTRY_SPEECH_PYTHON; `./dev` installs `.venv-speech`). Start one on every
+ * host that should recognize speech; more hosts mean more chunks in parallel,
+ * and a host lost mid-request has its chunks retried on another.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../common/config';
+import { exitOnStartupError } from '../common/lifecycle';
+import { createLogger } from '../common/logger';
+import { FilesystemBlobStore } from '../providers/storage/filesystem';
+import { connectWorkerConnection, createSpeechWorker, installRuntime } from './runtime';
+import { SPEECH_TASK_QUEUE } from './task-queues';
+
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger('worker-speech', config.logLevel);
+  installRuntime(logger);
+  if (!existsSync(config.speechPython))
+    throw new Error(
+      `No speech environment at ${config.speechPython}: run ./dev up (it installs .venv-speech), or set GANTRY_SPEECH_PYTHON.`,
+    );
+  const connection = await connectWorkerConnection(config, logger);
+  const worker = await createSpeechWorker({
+    connection,
+    namespace: config.temporal.namespace,
+    shutdownGraceSeconds: config.workerShutdownGraceSeconds,
+    blobs: new FilesystemBlobStore(config.blobDir),
+    speechPython: config.speechPython,
+    workDir: path.join(config.dataDir, 'speech'),
+    remoteFetch: config.remoteFetch,
+  });
+  logger.info({ taskQueue: SPEECH_TASK_QUEUE, speechPython: config.speechPython }, 'speech worker polling');
+  await worker.run();
+  await connection.close();
+  logger.info('speech worker stopped');
+}
+
+main().catch(exitOnStartupError(createLogger('worker-speech')));
