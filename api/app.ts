@@ -9,6 +9,8 @@ import { badRequest } from './errors';
 import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
+import { rateLimit } from './middleware/rate-limit';
+import { createHttpMetrics } from './metrics';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
@@ -40,6 +42,7 @@ import { addSystemRoutes } from './routes/system';
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use((deps.metrics ?? createHttpMetrics('api')).middleware);
   app.use(requestLogging(deps.logger));
 
   const registry = createRegistry();
@@ -96,7 +99,12 @@ export function createApp(deps: ApiDeps): express.Express {
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
   const form = express.urlencoded({ extended: false, limit: '64kb' });
-  app.use(authenticate(principalLookup(deps)), json, form);
+  app.use(
+    authenticate(principalLookup(deps)),
+    rateLimit({ perSecond: deps.config.rateLimitPerSecond, burst: deps.config.rateLimitBurst }),
+    json,
+    form,
+  );
 
   // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
   app.all('/v1/compute/clusters/regions', () => {

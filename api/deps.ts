@@ -4,6 +4,7 @@ import type { Logger } from '../common/logger';
 import type { Db } from '../db/pool';
 import type { PrincipalCache } from '../db/principal-cache';
 import type { BlobStore } from '../providers/storage/blob-store';
+import type { HttpMetrics } from './metrics';
 
 /** What routes may use. Injected by api/server.ts, and by tests with the same real parts. */
 export interface ApiDeps {
@@ -14,4 +15,6 @@ export interface ApiDeps {
   blobs: BlobStore;
   /** Cached key lookups (api/server.ts starts one); without it every request queries its key. */
   principals?: PrincipalCache;
+  /** Where request metrics go (the process serves them on GANTRY_METRICS_PORT); one is made when absent. */
+  metrics?: HttpMetrics;
 }

@@ -6,6 +6,7 @@ import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
 import { listen } from './listen';
 import { createGatewayApp } from './gateway';
+import { createHttpMetrics, serveMetrics } from './metrics';
 
 async function main() {
   const config = loadConfig();
@@ -14,11 +15,16 @@ async function main() {
   await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();
-  const app = createGatewayApp({ config, db, logger, principals });
+  const metrics = createHttpMetrics('gateway');
+  const app = createGatewayApp({ config, db, logger, principals, metrics });
   const http = await listen(app, config.gatewayPort, config.host);
   logger.info({ url: `http://${config.host}:${config.gatewayPort}` }, 'inference gateway listening');
+  const metricsServer = config.metricsPort
+    ? await serveMetrics(metrics.registry, config.metricsPort, config.host)
+    : undefined;
   onShutdownSignal(logger, async () => {
     await http.close();
+    metricsServer?.close();
     await principals.stop();
     await db.end();
   });

@@ -14,10 +14,14 @@ import { deploymentProxy } from './gateway-proxy';
 import { inferenceRoutes } from './gateway-inference';
 import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
+import { createHttpMetrics } from './metrics';
 
-export function createGatewayApp(deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals'>): express.Express {
+export function createGatewayApp(
+  deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>,
+): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use((deps.metrics ?? createHttpMetrics('gateway')).middleware);
   app.use(requestLogging(deps.logger));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

@@ -94,7 +94,9 @@ export class ApiRouter {
     const strict = spec.strict ?? false;
     const bodyTypes = spec.bodyTypes ?? ['json'];
     const accepted = bodyTypes.flatMap((t) => MEDIA_TYPES[t]);
-    const gate: RequestHandler = (req, _res, next) => {
+    const gate: RequestHandler = (req, res, next) => {
+      // The route's pattern, for metrics labels (ids in the path never become labels).
+      res.locals.routePattern = `${this.prefix}${spec.path}`;
       const principal = req.principal;
       if (!principal) throw new Error(`route ${spec.operationId} reached without authentication`);
       checkAccess(principal, access);

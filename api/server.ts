@@ -10,6 +10,7 @@ import { PrincipalCache } from '../db/principal-cache';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { listen } from './listen';
 import { createApp } from './app';
+import { createHttpMetrics, serveMetrics } from './metrics';
 
 async function main() {
   const config = loadConfig();
@@ -31,13 +32,27 @@ async function main() {
   }
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();
-  const app = createApp({ config, db, temporal, logger, blobs: new FilesystemBlobStore(config.blobDir), principals });
+  const metrics = createHttpMetrics('api');
+  const app = createApp({
+    config,
+    db,
+    temporal,
+    logger,
+    blobs: new FilesystemBlobStore(config.blobDir),
+    principals,
+    metrics,
+  });
   const http = await listen(app, config.apiPort, config.host);
   logger.info({ url: `http://${config.host}:${config.apiPort}` }, 'API listening');
+  const metricsServer = config.metricsPort
+    ? await serveMetrics(metrics.registry, config.metricsPort, config.host)
+    : undefined;
+  if (config.metricsPort) logger.info({ url: `http://${config.host}:${config.metricsPort}/metrics` }, 'API metrics');
 
   onShutdownSignal(logger, async () => {
     // Stop accepting, let in-flight requests finish, then release connections.
     await http.close();
+    metricsServer?.close();
     await principals.stop();
     await db.end();
     await connection.close();

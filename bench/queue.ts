@@ -92,13 +92,24 @@ async function main() {
     const raw = new pg.Pool({ connectionString: databaseUrl, max: SUBMITTERS + WORKERS + 2 });
     const apiPort = await freePort();
     // Request logs off (warn): the reference logs nothing either.
-    const apiProcess = startProcess('api/server.ts', { GANTRY_API_PORT: String(apiPort), LOG_LEVEL: 'warn' });
+    // The bench measures the queue, not the per-key rate limit: it is off for this API process.
+    const apiProcess = startProcess('api/server.ts', {
+      GANTRY_API_PORT: String(apiPort),
+      LOG_LEVEL: 'warn',
+      GANTRY_RATE_LIMIT_PER_SECOND: '0',
+    });
     const control = startProcess('workers/control.ts', { LOG_LEVEL: 'info' });
     const baseUrl = `http://127.0.0.1:${apiPort}`;
     const apiUp = async () => {
       for (let i = 0; i < 600; i++) {
         if (apiProcess.child.exitCode !== null) throw new Error('the API process exited');
-        if (await fetch(`${baseUrl}/healthz`).then((r) => r.ok, () => false)) return;
+        if (
+          await fetch(`${baseUrl}/healthz`).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          return;
         await sleep(100);
       }
       throw new Error('the API did not come up');

@@ -36,6 +36,11 @@ const EnvSchema = z.object({
   GANTRY_HOST: z.string().default('127.0.0.1'),
   GANTRY_API_PORT: port.default(8080),
   GANTRY_GATEWAY_PORT: port.default(8081),
+  /** Prometheus metrics of this process at http://<host>:<port>/metrics (unset: none). `./dev up` gives each process one. */
+  GANTRY_METRICS_PORT: port.optional(),
+  /** Requests per second each API key may make on average (0: no limit), and the burst it may reach. */
+  GANTRY_RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(100),
+  GANTRY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(200),
   /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
   GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
   /** Rollouts: how long each rolling batch or blue-green cut-over soaks before its gate (canaries set their own). */
@@ -173,6 +178,9 @@ export interface GantryConfig {
   apiPort: number;
   gatewayPort: number;
   gatewayWakeTimeoutSeconds: number;
+  metricsPort?: number;
+  rateLimitPerSecond: number;
+  rateLimitBurst: number;
   adapterResyncSeconds: number;
   rolloutBatchSoakSeconds: number;
   jsonBodyLimit: string;
@@ -237,6 +245,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,
     gatewayWakeTimeoutSeconds: e.GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS,
+    metricsPort: e.GANTRY_METRICS_PORT,
+    rateLimitPerSecond: e.GANTRY_RATE_LIMIT_PER_SECOND,
+    rateLimitBurst: e.GANTRY_RATE_LIMIT_BURST,
     adapterResyncSeconds: e.GANTRY_ADAPTER_RESYNC_SECONDS,
     rolloutBatchSoakSeconds: e.GANTRY_ROLLOUT_BATCH_SOAK_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,

@@ -27,7 +27,8 @@ if (!python) {
   process.exit(2);
 }
 const catalogModel = findFineTuneModel(process.argv[2] ?? 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference');
-if (!catalogModel || catalogModel.trainer.kind !== 'torch') throw new Error('name a catalog model trained by the torch trainer');
+if (!catalogModel || catalogModel.trainer.kind !== 'torch')
+  throw new Error('name a catalog model trained by the torch trainer');
 const hfRepo = process.argv[3] ?? catalogModel.trainer.hf_repo;
 const model: FineTuneModel = { ...catalogModel, trainer: { kind: 'torch', hf_repo: hfRepo } };
 const tokenizer = model.tokenizer();
@@ -61,7 +62,12 @@ function plan(over: Partial<TrainingPlan>): TrainingPlan {
   };
 }
 
-async function train(name: string, p: TrainingPlan, rows: object[], extra: { resumeFrom?: string } = {}): Promise<TrainerRun> {
+async function train(
+  name: string,
+  p: TrainingPlan,
+  rows: object[],
+  extra: { resumeFrom?: string } = {},
+): Promise<TrainerRun> {
   const trainFile = path.join(work, `${name}.jsonl`);
   writeFileSync(trainFile, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
   const run = await runTrainer({
@@ -97,29 +103,39 @@ async function main() {
     if (!existsSync(path.join(work, 'lora-sft', 'final', f))) throw new Error(`LoRA SFT wrote no ${f}`);
   }
 
-  const full = await train('full-sft', plan({ training_type: 'full', lora: null, n_epochs: 3, learning_rate: 0.001 }), sft);
+  const full = await train(
+    'full-sft',
+    plan({ training_type: 'full', lora: null, n_epochs: 3, learning_rate: 0.001 }),
+    sft,
+  );
   const fullLosses = full.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
-  if (!(mean(fullLosses.slice(-3)) < mean(fullLosses.slice(0, 3)) - 0.2)) throw new Error('full SFT: the loss did not fall');
+  if (!(mean(fullLosses.slice(-3)) < mean(fullLosses.slice(0, 3)) - 0.2))
+    throw new Error('full SFT: the loss did not fall');
 
   // Resume from the first checkpoint: the run continues at the next step.
   const ckpt = lora.events.find((e) => e.event === 'checkpoint');
   if (!ckpt || ckpt.event !== 'checkpoint') throw new Error('no checkpoint was written');
   const resumed = await train('lora-resumed', plan({}), sft, { resumeFrom: ckpt.path });
   const first = resumed.events.find((e) => e.event === 'step');
-  if (!first || first.event !== 'step' || first.step !== ckpt.step + 1) throw new Error('resume did not continue after the checkpoint');
+  if (!first || first.event !== 'step' || first.step !== ckpt.step + 1)
+    throw new Error('resume did not continue after the checkpoint');
 
-  const pairs = Array.from({ length: 32 }, (_, i) =>
-    tokenizePreference(
-      {
-        input: { messages: [{ role: 'user', content: `Say the number ${i}.` }] },
-        preferred_output: [{ role: 'assistant', content: `${i}` }],
-        non_preferred_output: [{ role: 'assistant', content: `I will not.` }],
-      },
-      { tokenizer, format: 'PREFERENCE_OPENAI', maxSeqLength: 64, trainOnInputs: false },
-    ).row,
+  const pairs = Array.from(
+    { length: 32 },
+    (_, i) =>
+      tokenizePreference(
+        {
+          input: { messages: [{ role: 'user', content: `Say the number ${i}.` }] },
+          preferred_output: [{ role: 'assistant', content: `${i}` }],
+          non_preferred_output: [{ role: 'assistant', content: `I will not.` }],
+        },
+        { tokenizer, format: 'PREFERENCE_OPENAI', maxSeqLength: 64, trainOnInputs: false },
+      ).row,
   );
   const dpo = await train('lora-dpo', plan({ method: 'dpo', n_epochs: 4 }), pairs);
-  const margins = dpo.events.flatMap((e) => (e.event === 'step' && e.reward_margin !== undefined ? [e.reward_margin] : []));
+  const margins = dpo.events.flatMap((e) =>
+    e.event === 'step' && e.reward_margin !== undefined ? [e.reward_margin] : [],
+  );
   if (!(mean(margins.slice(-3)) > mean(margins.slice(0, 3)))) throw new Error('DPO: the reward margin did not grow');
   process.stdout.write(`DPO reward margin ${margins[0]?.toFixed(3)} -> ${margins.at(-1)?.toFixed(3)}\nok\n`);
 }

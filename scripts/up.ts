@@ -27,13 +27,15 @@ import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-d
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
 
+/** Each process, and its Prometheus metrics port: GANTRY_METRICS_BASE_PORT (9464) plus its offset. */
 const PROCESSES = [
-  { name: 'api', entry: 'api/server.ts' },
-  { name: 'gateway', entry: 'api/gateway-server.ts' },
-  { name: 'worker-control', entry: 'workers/control.ts' },
-  { name: 'worker-gpu', entry: 'workers/gpu.ts' },
-  { name: 'worker-speech', entry: 'workers/speech.ts' },
+  { name: 'api', entry: 'api/server.ts', metrics: 0 },
+  { name: 'gateway', entry: 'api/gateway-server.ts', metrics: 1 },
+  { name: 'worker-control', entry: 'workers/control.ts', metrics: 2 },
+  { name: 'worker-gpu', entry: 'workers/gpu.ts', metrics: 3 },
+  { name: 'worker-speech', entry: 'workers/speech.ts', metrics: 4 },
 ];
+const METRICS_BASE_PORT = Number(process.env.GANTRY_METRICS_BASE_PORT ?? 9464);
 
 async function requireFreePort(port: number, what: string, envVar: string) {
   if (!(await isPortFree(port))) {
@@ -148,7 +150,7 @@ async function main() {
     for (const p of PROCESSES) {
       const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, p.entry)], {
         cwd: ROOT,
-        env,
+        env: { ...env, GANTRY_METRICS_PORT: String(METRICS_BASE_PORT + p.metrics) },
         stdio: ['ignore', 'inherit', 'inherit'],
       });
       children.set(p.name, child);
@@ -177,6 +179,9 @@ async function main() {
       `  Temporal          ${env.TEMPORAL_ADDRESS ?? config.temporal.address} namespace ${config.temporal.namespace}`,
     );
     if (temporal?.uiUrl) say(`  Temporal UI       ${temporal.uiUrl}`);
+    say(
+      `  metrics           http://${config.host}:${METRICS_BASE_PORT}-${METRICS_BASE_PORT + PROCESSES.length - 1}/metrics (${PROCESSES.map((p) => p.name).join(', ')})`,
+    );
     say(`  admin API key     ${keyFile}`);
     say(`  try: curl -H "Authorization: Bearer $(cat ${path.relative(process.cwd(), keyFile)})" ${apiUrl}/v1/whoami`);
   } catch (err) {

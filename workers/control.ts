@@ -19,7 +19,7 @@ import { connectWorkerConnection, createContainerWorkers, createControlWorker, i
 async function main() {
   const config = loadConfig();
   const logger = createLogger('worker-control', config.logLevel);
-  installRuntime(logger);
+  installRuntime(logger, { host: config.host, port: config.metricsPort });
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);
   const connection = await connectWorkerConnection(config, logger);

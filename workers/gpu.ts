@@ -17,7 +17,7 @@ import { gpuTaskQueue } from './task-queues';
 async function main() {
   const config = loadConfig();
   const logger = createLogger('worker-gpu', config.logLevel);
-  installRuntime(logger);
+  installRuntime(logger, { host: config.host, port: config.metricsPort });
   const host = await detectAcceleratorHost(config.accelerator);
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => db.query('SELECT 1'), logger);

@@ -41,9 +41,17 @@ import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
 import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE, gpuTaskQueue } from './task-queues';
 
-/** Sends the Temporal SDK's own logs through pino, so every line is structured. */
-export function installRuntime(logger: Logger): void {
+/**
+ * Sends the Temporal SDK's own logs through pino, so every line is structured;
+ * with a metrics port, the SDK serves its Prometheus metrics there (workflow
+ * and activity task latencies, activity outcomes such as
+ * `temporal_activity_execution_failed`, poller and slot gauges).
+ */
+export function installRuntime(logger: Logger, metrics?: { host: string; port?: number }): void {
   Runtime.install({
+    ...(metrics?.port
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: `${metrics.host}:${metrics.port}` } } } }
+      : {}),
     logger: new DefaultLogger('INFO', (entry) => {
       const level = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
       logger[level]({ sdk: entry.meta }, entry.message);

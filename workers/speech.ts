@@ -17,7 +17,7 @@ import { SPEECH_TASK_QUEUE } from './task-queues';
 async function main() {
   const config = loadConfig();
   const logger = createLogger('worker-speech', config.logLevel);
-  installRuntime(logger);
+  installRuntime(logger, { host: config.host, port: config.metricsPort });
   if (!existsSync(config.speechPython))
     throw new Error(
       `No speech environment at ${config.speechPython}: run ./dev up (it installs .venv-speech), or set GANTRY_SPEECH_PYTHON.`,

@@ -1,0 +1,72 @@
+/**
+ * Prometheus metrics of an API or gateway process: requests, latency and
+ * errors by route (the route's pattern, e.g. `/v1/fine-tunes/:id`, never the
+ * raw path, so ids do not multiply the series), plus Node's own process
+ * metrics. Served on a port of its own (GANTRY_METRICS_PORT) that only the
+ * scraper should reach: metrics carry no tenant data, but they are not an API.
+ */
+import { createServer, type Server } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+export interface HttpMetrics {
+  registry: Registry;
+  middleware: (req: Request, res: Response, next: NextFunction) => void;
+}
+
+export function createHttpMetrics(service: 'api' | 'gateway'): HttpMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'gantry_http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
+  const errors = new Counter({
+    name: 'gantry_http_request_errors_total',
+    help: 'HTTP requests answered with a 4xx or 5xx status, by route pattern and status class',
+    labelNames: ['method', 'route', 'class'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'gantry_http_request_duration_seconds',
+    help: 'Time from a request arriving to its response finishing, by route pattern',
+    labelNames: ['method', 'route'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const middleware = (req: Request, res: Response, next: NextFunction) => {
+    const end = duration.startTimer();
+    res.once('finish', () => {
+      // The matched route's pattern (set by api/route.ts, or Express's own for plain routes);
+      // requests no route took (unknown paths, failed authentication) share one label.
+      const route =
+        (res.locals.routePattern as string | undefined) ??
+        (req.route?.path ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched');
+      const labels = { method: req.method, route };
+      end(labels);
+      requests.inc({ ...labels, status: String(res.statusCode) });
+      if (res.statusCode >= 400) errors.inc({ ...labels, class: `${Math.floor(res.statusCode / 100)}xx` });
+    });
+    next();
+  };
+  return { registry, middleware };
+}
+
+/** Serves `GET /metrics` in Prometheus text format on its own port. */
+export async function serveMetrics(registry: Registry, port: number, host: string): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  return server;
+}
