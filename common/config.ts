@@ -39,8 +39,8 @@ const EnvSchema = z.object({
   /** Prometheus metrics of this process at http://<host>:<port>/metrics (unset: none). `./dev up` gives each process one. */
   GANTRY_METRICS_PORT: port.optional(),
   /** Requests per second each API key may make on average (0: no limit), and the burst it may reach. */
-  GANTRY_RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(100),
-  GANTRY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(200),
+  GANTRY_RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(500),
+  GANTRY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(1000),
   /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
   GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
   /** Rollouts: how long each rolling batch or blue-green cut-over soaks before its gate (canaries set their own). */

@@ -76,18 +76,26 @@ export class QueueWorker {
   }
 
   private async post(path: string, body: object): Promise<Response> {
-    let res: Response;
-    try {
-      res = await fetch(`${this.o.baseUrl}/v1/queue/${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${this.o.apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-    } catch (err) {
-      throw new TransportError(`${path}: ${(err as Error).message}`);
+    for (;;) {
+      let res: Response;
+      try {
+        res = await fetch(`${this.o.baseUrl}/v1/queue/${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.o.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      } catch (err) {
+        throw new TransportError(`${path}: ${(err as Error).message}`);
+      }
+      if (res.status >= 500) throw new TransportError(`${path} failed: ${res.status} ${await res.text()}`);
+      // Over the key's rate limit: wait as long as the API says, then send the same call again.
+      if (res.status === 429 && !this.stopped) {
+        await res.arrayBuffer();
+        await sleep(Math.min(60, Math.max(1, Number(res.headers.get('retry-after')) || 1)) * 1000);
+        continue;
+      }
+      return res;
     }
-    if (res.status >= 500) throw new TransportError(`${path} failed: ${res.status} ${await res.text()}`);
-    return res;
   }
 
   /** Takes one job, or null when none came within the wait. */
@@ -157,7 +165,7 @@ export class QueueWorker {
 
   /** Claims and processes jobs one at a time until stop() is called; waits out an unreachable API. */
   async run(handler: JobHandler): Promise<void> {
-    for (let delay = 200; !this.stopped; ) {
+    for (let delay = 200; !this.stopped;) {
       let job;
       try {
         job = await this.claim();
