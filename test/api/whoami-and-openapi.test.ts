@@ -69,6 +69,17 @@ describe('OpenAPI document', () => {
       description: doc.components.securitySchemes.bearerAuth.description,
     });
     assert.ok(doc.components.schemas.ErrorResponse);
+    // Every route added through the router is documented, the newest included.
+    for (const [path, method] of [
+      ['/v2/projects/{projectId}/endpoints/{endpointId}/rollouts/{id}/pause', 'post'],
+      ['/v2/projects/{projectId}/endpoints/{endpointId}/rollouts/preview-defaults', 'post'],
+      ['/v2/projects/{projectId}/configs', 'get'],
+      ['/v1/audio/transcriptions', 'post'],
+      ['/v1/audio/translations', 'post'],
+      ['/v1/models', 'get'],
+      ['/v1/admin/endpoint-deployments/{id}/fault-injection', 'put'],
+    ])
+      assert.ok(doc.paths[path]?.[method], `${method} ${path} documented`);
   });
 
   test('has a browsable docs page', async () => {
