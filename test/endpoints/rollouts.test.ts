@@ -30,6 +30,21 @@ let green: string;
 const v2 = (method: string, url: string, json?: unknown, key = t.key) =>
   call(p.baseUrl, method, `/v2/projects/${t.projectId}/endpoints/roll${url}`, { key, json });
 const rollout = (id: string) => v2('GET', `/rollouts/${id}`).then((r) => r.body);
+/** The endpoint's events about one rollout, oldest first. */
+const rolloutEvents = (id: string) =>
+  call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
+    key: t.key,
+  }).then((r) => r.body.data);
+/** A canary of two steps (50%, 100%) gated on the target's error rate staying under 20%. */
+const gatedCanary = (source: string, target: string) => ({
+  sourceDeploymentId: source,
+  targetDeploymentId: target,
+  canary: { steps: [{ traffic: 50 }, { traffic: 100 }], stepInterval: '3s' },
+  metrics: [
+    { name: 'router_error_rate', thresholdCheck: { operator: 'THRESHOLD_OPERATOR_LT', value: 0.2 }, window: '2s' },
+  ],
+  finalSourceReplicas: 1,
+});
 
 /** Calls the endpoint until stopped, counting answers per deployment and status. */
 function traffic() {
@@ -153,15 +168,7 @@ describe('rollouts', () => {
   });
 
   test('a canary completes: both deployments serve during the 50% step, then only the target', async () => {
-    const created = await v2('POST', '/rollouts', {
-      sourceDeploymentId: blue,
-      targetDeploymentId: green,
-      canary: { steps: [{ traffic: 50 }, { traffic: 100 }], stepInterval: '3s' },
-      metrics: [
-        { name: 'router_error_rate', thresholdCheck: { operator: 'THRESHOLD_OPERATOR_LT', value: 0.2 }, window: '2s' },
-      ],
-      finalSourceReplicas: 1,
-    });
+    const created = await v2('POST', '/rollouts', gatedCanary(blue, green));
     assert.equal(created.status, 200, JSON.stringify(created.body));
     const id = created.body.id;
     assert.match(id, /^ro_/);
@@ -223,11 +230,7 @@ describe('rollouts', () => {
 
     const endpoint = (await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll`, { key: t.key })).body;
     assert.deepEqual(endpoint.trafficSplit, [{ deploymentId: green, weight: 100 }]);
-    const events = (
-      await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
-        key: t.key,
-      })
-    ).body.data;
+    const events = await rolloutEvents(id);
     const types = events.map((e: { type: string }) => e.type);
     for (const type of [
       'rollout.created',
@@ -259,15 +262,7 @@ describe('rollouts', () => {
     });
     assert.equal(notAdmin.status, 403);
 
-    const created = await v2('POST', '/rollouts', {
-      sourceDeploymentId: green,
-      targetDeploymentId: blue,
-      canary: { steps: [{ traffic: 50 }, { traffic: 100 }], stepInterval: '3s' },
-      metrics: [
-        { name: 'router_error_rate', thresholdCheck: { operator: 'THRESHOLD_OPERATOR_LT', value: 0.2 }, window: '2s' },
-      ],
-      finalSourceReplicas: 1,
-    });
+    const created = await v2('POST', '/rollouts', gatedCanary(green, blue));
     assert.equal(created.status, 200, JSON.stringify(created.body));
     const id = created.body.id;
     const load = traffic();
@@ -416,11 +411,7 @@ describe('rollouts', () => {
     const target = (await v2('GET', `/deployments/${green}`)).body;
     assert.equal(target.status.readyReplicas, 2);
     assert.equal(target.autoscaling.minReplicas, 2);
-    const events = (
-      await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
-        key: t.key,
-      })
-    ).body.data.map((e: { type: string; message: string }) => `${e.type}: ${e.message}`);
+    const events = (await rolloutEvents(id)).map((e: { type: string; message: string }) => `${e.type}: ${e.message}`);
     const raised = events.findIndex(
       (e: string) => e.startsWith('deployment.replica_bounds_changed') && e.includes('2..2'),
     );
@@ -460,11 +451,7 @@ describe('rollouts', () => {
       (r) => r.state === 'ROLLOUT_STATE_COMPLETED',
       120_000,
     );
-    const events = (
-      await call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
-        key: t.key,
-      })
-    ).body.data
+    const events = (await rolloutEvents(id))
       .filter(
         (e: { type: string }) =>
           e.type === 'deployment.replica_bounds_changed' || e.type === 'endpoint.traffic_changed',
