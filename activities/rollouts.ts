@@ -14,7 +14,7 @@ import {
   type MetricRule,
   type RolloutSnapshot,
 } from '../common/rollouts';
-import { addEndpointEvent, getEndpointDeployment, type EndpointEvent } from '../db/endpoints';
+import { addEndpointEvent, getEndpointDeployment, newEtag, updateEndpoint, type EndpointEvent } from '../db/endpoints';
 import { withTransaction, type Db } from '../db/pool';
 import { recordRolloutSnapshot } from '../db/rollouts';
 import { routerSeconds } from '../db/router-stats';
@@ -96,10 +96,7 @@ export function createRolloutActivities({ db }: { db: Db }) {
           ...(a.final ? [] : [{ deploymentId: a.sourceDeploymentId, weight: pairWeight - target }]),
           { deploymentId: a.targetDeploymentId, weight: target },
         ];
-        await tx.query(
-          `UPDATE endpoints SET traffic_split = $2, etag = md5(random()::text), updated_at = now() WHERE id = $1`,
-          [a.endpointId, JSON.stringify(next)],
-        );
+        await updateEndpoint(tx, a.endpointId, { trafficSplit: next });
         await addEndpointEvent(tx, {
           endpointId: a.endpointId,
           sourceKind: 'SOURCE_KIND_ENDPOINT',
@@ -120,9 +117,9 @@ export function createRolloutActivities({ db }: { db: Db }) {
       await db.query(
         `UPDATE endpoint_deployments
             SET autoscaling = autoscaling || jsonb_build_object('minReplicas', $2::int, 'maxReplicas', $3::int),
-                etag = md5(random()::text), updated_at = now()
+                etag = $4, updated_at = now()
           WHERE id = $1`,
-        [a.deploymentId, a.min, a.max],
+        [a.deploymentId, a.min, a.max, newEtag()],
       );
       await addEndpointEvent(db, {
         endpointId: a.endpointId,

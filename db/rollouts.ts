@@ -102,6 +102,14 @@ export async function markRolloutStarting(db: Queryable, id: string): Promise<bo
   return rowCount === 1;
 }
 
+/** Back to PENDING when its workflow could not be started (the start can be tried again). */
+export async function unmarkRolloutStarting(db: Queryable, id: string): Promise<void> {
+  await db.query(
+    `UPDATE endpoint_rollouts SET state = 'ROLLOUT_STATE_PENDING', started_at = NULL WHERE id = $1 AND version = 0`,
+    [id],
+  );
+}
+
 /** The workflow's projection; a write older than the stored one is ignored. */
 export async function recordRolloutSnapshot(
   db: Queryable,

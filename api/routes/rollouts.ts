@@ -37,6 +37,7 @@ import {
   insertRollout,
   listRollouts,
   markRolloutStarting,
+  unmarkRolloutStarting,
   type RolloutRow,
 } from '../../db/rollouts';
 import type { endpointRollout } from '../../workflows/rollouts';
@@ -400,10 +401,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         summary: `Rollout on ${e.name}: ${source.name} -> ${target.name} (${plan.strategy})`,
         details: `Started by API key \`${principal.apiKeyId}\`. Steps: ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')}, soak ${plan.stepIntervalSeconds}s.`,
       }).catch(async (err) => {
-        await db.query(
-          `UPDATE endpoint_rollouts SET state = 'ROLLOUT_STATE_PENDING', started_at = NULL WHERE id = $1`,
-          [r.id],
-        );
+        await unmarkRolloutStarting(db, r.id);
         throw err;
       });
       return toRollout((await getRollout(db, e.id, r.id))!);

@@ -20,7 +20,12 @@ import { SimulatedHost } from '../../providers/accelerator/host';
 import type { BlobStore } from '../../providers/storage/blob-store';
 import { LocalFleet } from '../../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
-import { createContainerWorkers, createControlWorker, createGpuWorkers, createSpeechWorker } from '../../workers/runtime';
+import {
+  createContainerWorkers,
+  createControlWorker,
+  createGpuWorkers,
+  createSpeechWorker,
+} from '../../workers/runtime';
 import { ProcessRuntime } from '../../providers/containers/process-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
@@ -87,7 +92,9 @@ export async function startTestPlatform(
   const fleet = new LocalFleet(db, base.fleetStepMs);
   const common = { connection: native, namespace: config.temporal.namespace, shutdownGraceSeconds: 2 };
   const workers: Worker[] = [
-    ...(opts.controlWorker === false ? [] : [
+    ...(opts.controlWorker === false
+      ? []
+      : [
           await createControlWorker({
             ...common,
             db,

@@ -5,6 +5,7 @@
  * transcript against what was spoken.
  */
 import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../common/config';
@@ -31,7 +32,6 @@ export interface Utterance {
 
 /** Speaks the script into one WAV; each utterance's audible start and end come back. */
 export async function speak(out: string, script: Utterance[], scriptFile: string) {
-  const { writeFile } = await import('node:fs/promises');
   await writeFile(scriptFile, JSON.stringify(script));
   return speechTool<{ duration: number; utterances: Array<{ text: string; start: number; end: number }> }>('synth', [
     '--out',
