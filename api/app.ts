@@ -14,6 +14,9 @@ import { createHttpMetrics } from './metrics';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
+import { addApiKeyRoutes } from './routes/api-keys';
+import { addOrganizationMemberRoutes } from './routes/organization-members';
+import { addProjectRoutes } from './routes/projects';
 import { addClusterRemediationRoutes } from './routes/cluster-remediations';
 import { addClusterStorageRoutes } from './routes/cluster-storage';
 import { addClusterRoutes } from './routes/clusters';
@@ -52,6 +55,9 @@ export function createApp(deps: ApiDeps): express.Express {
 
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
+  addProjectRoutes(v1, deps);
+  addOrganizationMemberRoutes(v1, deps);
+  addApiKeyRoutes(v1, deps);
   addSystemRoutes(v1, deps);
   addMultipartRoutes(v1, deps); // before addFileRoutes: /files/multipart/... must not match /files/:id
   addFileRoutes(v1, deps);

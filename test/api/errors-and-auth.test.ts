@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { revokeApiKey } from '../../db/accounts';
-import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 function assertErrorShape(body: any, status: number, res: { status: number }) {
@@ -40,10 +40,23 @@ describe('authentication and errors', () => {
     assertErrorShape(basic.body, 401, basic);
     assert.match(basic.body.error.message, /Malformed Authorization header/);
 
+    // Revoked through the API: refused from the very next request (the revoking process drops its cache).
     const doomed = await createTenant(p.db);
     assert.equal((await call(p.baseUrl, 'GET', '/v1/whoami', { key: doomed.key })).status, 200);
-    await revokeApiKey(p.db, doomed.keyId);
+    assert.equal((await call(p.baseUrl, 'DELETE', `/v1/api-keys/${doomed.keyId}`, { key: doomed.key })).status, 200);
     const revoked = await call(p.baseUrl, 'GET', '/v1/whoami', { key: doomed.key });
+    assertErrorShape(revoked.body, 401, revoked);
+  });
+
+  test('a key revoked by another process stops working when its notification arrives', async () => {
+    const doomed = await createTenant(p.db);
+    assert.equal((await call(p.baseUrl, 'GET', '/v1/whoami', { key: doomed.key })).status, 200);
+    await revokeApiKey(p.db, doomed.keyId); // straight in the database, as another API process would
+    const revoked = await eventually(
+      () => call(p.baseUrl, 'GET', '/v1/whoami', { key: doomed.key }),
+      (r) => r.status !== 200,
+      3_000,
+    );
     assertErrorShape(revoked.body, 401, revoked);
   });
 

@@ -1,0 +1,257 @@
+/**
+ * Projects of the caller's organization and their members (spec:
+ * Authentication). Project roles are Admin and Editor; visibility is open
+ * (any organization member may join), closed (visible, joined by being
+ * added) or private (seen by its members only). Non-members cannot leave the
+ * default project, and the last project admin cannot leave.
+ */
+import { z } from 'zod';
+import {
+  createProjectWithAdmin,
+  findOrganizationMember,
+  findProjectForUser,
+  listProjectMembers,
+  listVisibleProjects,
+  MembershipRuleError,
+  removeProjectMember,
+  setProjectMemberRole,
+  slugTaken,
+  updateProject,
+} from '../../db/administration';
+import { addProjectMember } from '../../db/accounts';
+import type { ApiDeps } from '../deps';
+import { badRequest, conflict, forbidden, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+import {
+  listOf,
+  MemberSchema,
+  ProjectRoleSchema,
+  ProjectSchema,
+  slugField,
+  VisibilitySchema,
+} from '../schemas/administration';
+import { memberView, projectView, requireProjectAdmin, requireUser, visibleProject } from './administration-access';
+
+const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
+const MemberParams = ProjectParams.extend({ userId: z.string().min(1).max(128) });
+const Ok = z.object({
+  object: z.literal('project.membership'),
+  project_id: z.string(),
+  user_id: z.string(),
+  left: z.boolean(),
+});
+
+const asRuleConflict = (err: unknown) => {
+  if (err instanceof MembershipRuleError) return conflict(err.message, err.code);
+  return err;
+};
+
+export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
+  /** Roles resolve through the principal cache; a membership change must be seen by the next request. */
+  const principalsChanged = () => principals?.drop();
+
+  router.add({
+    method: 'get',
+    path: '/projects',
+    operationId: 'listProjects',
+    summary: "Projects of the caller's organization that the caller can see, with the caller's role in each",
+    tags: ['administration'],
+    strict: true,
+    errors: [403],
+    response: { status: 200, description: 'The projects', schema: listOf(ProjectSchema) },
+    handler: async ({ principal }) => {
+      const userId = requireUser(principal);
+      const rows = await listVisibleProjects(db, principal.organizationId, userId, principal.organizationRole);
+      return { object: 'list' as const, data: rows.map(projectView) };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/projects',
+    operationId: 'createProject',
+    summary: 'Create a project in the caller’s organization; the caller becomes its admin',
+    tags: ['administration'],
+    strict: true,
+    body: z.object({
+      name: z.string().trim().min(1).max(128),
+      slug: slugField,
+      visibility: VisibilitySchema.default('private'),
+    }),
+    errors: [403, 409],
+    response: { status: 201, description: 'The project', schema: ProjectSchema },
+    handler: async ({ principal, body }) => {
+      const userId = requireUser(principal);
+      if (!principal.organizationRole) {
+        throw forbidden('Only members of the organization can create its projects.', 'organization_member_required');
+      }
+      // Slugs are global: they name endpoints (`<project_slug>/<endpoint>`) across the installation.
+      if (await slugTaken(db, body.slug)) throw conflict(`The slug '${body.slug}' is taken.`, 'project_slug_taken');
+      const id = await createProjectWithAdmin(db, {
+        organizationId: principal.organizationId,
+        creatorId: userId,
+        ...body,
+      });
+      principalsChanged();
+      return projectView((await findProjectForUser(db, principal.organizationId, id, userId))!);
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId',
+    operationId: 'getProject',
+    summary: 'One project',
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    errors: [403, 404],
+    response: { status: 200, description: 'The project', schema: ProjectSchema },
+    handler: async ({ principal, params }) => projectView(await visibleProject(db, principal, params.projectId)),
+  });
+
+  router.add({
+    method: 'patch',
+    path: '/projects/:projectId',
+    operationId: 'updateProject',
+    summary: "Rename a project or change its visibility (its admins and the organization's)",
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    body: z.object({ name: z.string().trim().min(1).max(128).optional(), visibility: VisibilitySchema.optional() }),
+    errors: [403, 404],
+    response: { status: 200, description: 'The project', schema: ProjectSchema },
+    handler: async ({ principal, params, body }) => {
+      const project = await visibleProject(db, principal, params.projectId);
+      requireProjectAdmin(principal, project);
+      if (project.is_default && body.visibility && body.visibility !== project.visibility) {
+        throw badRequest(
+          'The default project’s visibility cannot change: every organization member is in it.',
+          'visibility',
+        );
+      }
+      await updateProject(db, project.id, body);
+      principalsChanged();
+      return projectView(await visibleProject(db, principal, project.id));
+    },
+  });
+
+  router.add({
+    method: 'get',
+    path: '/projects/:projectId/members',
+    operationId: 'listProjectMembers',
+    summary: 'Members of a project and their roles',
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    errors: [403, 404],
+    response: { status: 200, description: 'The members', schema: listOf(MemberSchema) },
+    handler: async ({ principal, params }) => {
+      const project = await visibleProject(db, principal, params.projectId);
+      return { object: 'list' as const, data: (await listProjectMembers(db, project.id)).map(memberView) };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/members',
+    operationId: 'addProjectMember',
+    summary: 'Add an organization member to a project, or change their role (project or organization admins)',
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    body: z
+      .object({ user_id: z.string().min(1).optional(), email: z.email().optional(), role: ProjectRoleSchema })
+      .refine((b) => (b.user_id === undefined) !== (b.email === undefined), {
+        message: 'Give exactly one of user_id and email.',
+        path: ['user_id'],
+      }),
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'The membership', schema: MemberSchema },
+    handler: async ({ principal, params, body }) => {
+      const project = await visibleProject(db, principal, params.projectId);
+      requireProjectAdmin(principal, project);
+      const member = await findOrganizationMember(db, principal.organizationId, {
+        userId: body.user_id,
+        email: body.email,
+      });
+      if (!member) {
+        throw notFound(
+          `No member '${body.user_id ?? body.email}' in this organization; add them to it first.`,
+          'user_not_found',
+        );
+      }
+      await setProjectMemberRole(db, project.id, member.user_id, body.role).catch((err) => {
+        throw asRuleConflict(err);
+      });
+      principalsChanged();
+      const added = (await listProjectMembers(db, project.id)).find((m) => m.user_id === member.user_id)!;
+      return memberView(added);
+    },
+  });
+
+  router.add({
+    method: 'delete',
+    path: '/projects/:projectId/members/:userId',
+    operationId: 'removeProjectMember',
+    summary: 'Remove a member from a project (project or organization admins); the last admin cannot be removed',
+    tags: ['administration'],
+    strict: true,
+    params: MemberParams,
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'Removed', schema: Ok },
+    handler: async ({ principal, params }) => {
+      const project = await visibleProject(db, principal, params.projectId);
+      requireProjectAdmin(principal, project);
+      await removeProjectMember(db, project.id, params.userId).catch((err) => {
+        throw asRuleConflict(err);
+      });
+      principalsChanged();
+      return { object: 'project.membership' as const, project_id: project.id, user_id: params.userId, left: true };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/join',
+    operationId: 'joinProject',
+    summary: 'Join an open project as Editor',
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'The membership', schema: MemberSchema },
+    handler: async ({ principal, params }) => {
+      const userId = requireUser(principal);
+      const project = await visibleProject(db, principal, params.projectId);
+      if (project.role) throw conflict('You are already a member of this project.', 'already_a_member');
+      if (project.visibility !== 'open') {
+        throw forbidden(`This project is ${project.visibility}: an admin of it has to add you.`, 'project_not_open');
+      }
+      await addProjectMember(db, project.id, userId, 'Editor');
+      principalsChanged();
+      return memberView((await listProjectMembers(db, project.id)).find((m) => m.user_id === userId)!);
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/projects/:projectId/leave',
+    operationId: 'leaveProject',
+    summary: 'Leave a project; non-members cannot leave the default project and the last admin cannot leave',
+    tags: ['administration'],
+    strict: true,
+    params: ProjectParams,
+    errors: [403, 404, 409],
+    response: { status: 200, description: 'Left', schema: Ok },
+    handler: async ({ principal, params }) => {
+      const userId = requireUser(principal);
+      const project = await visibleProject(db, principal, params.projectId);
+      await removeProjectMember(db, project.id, userId).catch((err) => {
+        throw asRuleConflict(err);
+      });
+      principalsChanged();
+      return { object: 'project.membership' as const, project_id: project.id, user_id: userId, left: true };
+    },
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * Shapes of project, membership and API-key administration. The spec names
+ * the roles, visibilities and leave rules but not the routes ("key format,
+ * creation, expiry and per-key permissions: not shown"), and the official SDK
+ * has no such resource, so these follow the API's own list conventions.
+ */
+import { z } from 'zod';
+
+export const ProjectRoleSchema = z.enum(['Admin', 'Editor']);
+export const OrganizationRoleSchema = z.enum(['Admin', 'Developer']);
+export const VisibilitySchema = z.enum(['open', 'closed', 'private']);
+
+export const ProjectSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('project'),
+    organization_id: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    visibility: VisibilitySchema,
+    is_default: z.boolean(),
+    created_at: z.string(),
+    /** The caller's role; null when they are not a member (an open or closed project, or as organization admin). */
+    role: ProjectRoleSchema.nullable(),
+  })
+  .meta({ id: 'Project' });
+
+export const MemberSchema = z
+  .object({
+    object: z.literal('member'),
+    user_id: z.string(),
+    email: z.string(),
+    name: z.string(),
+    role: z.string(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'Member' });
+
+export const ApiKeySchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('api_key'),
+    project_id: z.string(),
+    user_id: z.string().nullable(),
+    name: z.string(),
+    /** The secret's last four characters, to tell keys apart. */
+    key_hint: z.string(),
+    legacy: z.boolean(),
+    created_at: z.string(),
+    last_used_at: z.string().nullable(),
+    revoked_at: z.string().nullable(),
+  })
+  .meta({ id: 'ApiKey' });
+
+export const NewApiKeySchema = ApiKeySchema.extend({
+  /** The secret: shown in this response only, never stored. */
+  key: z.string(),
+}).meta({ id: 'NewApiKey' });
+
+export const listOf = <T extends z.ZodType>(item: T) => z.object({ object: z.literal('list'), data: z.array(item) });
+
+export const slugField = z
+  .string()
+  .regex(
+    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    'lowercase letters, digits and hyphens, 1 to 63, not starting or ending with a hyphen',
+  );
