@@ -5,13 +5,10 @@
  */
 import { Readable } from 'node:stream';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { FilePurpose, ProcessingStatus, ValidationReport } from '../common/files';
-import { validateCsv } from '../datasets/csv';
-import { validateJsonl } from '../datasets/jsonl';
-import { validateParquet } from '../datasets/parquet';
-import type { ValidationOutcome, ValidationProgress } from '../datasets/progress';
-import { initialRecordsState } from '../datasets/records';
+import type { ProcessingStatus, ValidationReport } from '../common/files';
+import type { ValidationProgress } from '../datasets/progress';
 import { buildReport } from '../datasets/report';
+import { UnknownFileTypeError, validateDataset } from '../datasets/validate';
 import { deleteFileRow, getFileById, listPartBlobKeysOfFile, recordFileEvent, recordFileStatus } from '../db/files';
 import type { Db } from '../db/pool';
 import type { BlobStore } from '../providers/storage/blob-store';
@@ -67,7 +64,7 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
       };
       const ticker = setInterval(() => ctx.heartbeat(latest), 1000);
       try {
-        const outcome = await runDriver(file.file_type, file.purpose, {
+        const outcome = await validateDataset(file.file_type, file.purpose, {
           read: (start) =>
             start >= size
               ? Readable.from([])
@@ -77,6 +74,10 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
           resume,
           onProgress,
           signal: ctx.cancellationSignal,
+        }).catch((err) => {
+          if (err instanceof UnknownFileTypeError)
+            throw ApplicationFailure.nonRetryable(err.message, 'UnknownFileType');
+          throw err;
         });
         return buildReport(fileId, file.file_type, outcome);
       } finally {
@@ -84,40 +85,6 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
       }
     },
   };
-}
-
-async function runDriver(
-  fileType: string,
-  purpose: FilePurpose,
-  io: {
-    read: (start: number) => Readable;
-    path: () => string;
-    size: number;
-    resume?: ValidationProgress;
-    onProgress: (p: ValidationProgress) => void;
-    signal: AbortSignal;
-  },
-): Promise<ValidationOutcome> {
-  const datasetPurpose = purpose === 'eval' ? 'eval' : 'fine-tune';
-  const opts = { resume: io.resume, onProgress: io.onProgress, signal: io.signal };
-  switch (fileType) {
-    case 'jsonl':
-      return validateJsonl(io.read(io.resume?.offset ?? 0), datasetPurpose, opts);
-    case 'csv':
-      if (datasetPurpose === 'fine-tune') {
-        return {
-          ok: false,
-          line: 1,
-          reason: 'CSV files are not supported for fine-tuning; upload JSONL or Parquet',
-          progress: { offset: 0, line: 0, state: initialRecordsState() },
-        };
-      }
-      return validateCsv(io.read(io.resume?.offset ?? 0), opts);
-    case 'parquet':
-      return validateParquet(io.path(), datasetPurpose, { ...opts, fileBytes: io.size });
-    default:
-      throw ApplicationFailure.nonRetryable(`unknown file type ${fileType}`, 'UnknownFileType');
-  }
 }
 
 export type FileActivities = ReturnType<typeof createFileActivities>;
