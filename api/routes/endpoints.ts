@@ -137,6 +137,28 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
 }
 
 const Any = z.record(z.string(), z.unknown());
+const LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
+const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
+/**
+ * The fields of an update body that `updateMask` selects (comma-separated field paths; a sub-path such as
+ * `autoscaling.maxReplicas` selects its top field); without a mask, every field sent. `etag` always stays.
+ */
+function masked<B extends Record<string, unknown>>(body: B, updateMask: string | undefined, updatable: string[]): B {
+  if (updateMask === undefined) return body;
+  const selected = new Set<string>();
+  for (const path of updateMask
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean)) {
+    const field = path.split('.')[0];
+    if (!updatable.includes(field))
+      throw badRequest(`updateMask names '${path}', which is not one of ${updatable.join(', ')}.`, 'updateMask');
+    selected.add(field);
+  }
+  return Object.fromEntries(Object.entries(body).filter(([k]) => k === 'etag' || selected.has(k))) as B;
+}
+/** Events read from the database at a time while filling a page of the events listing. */
+const EVENT_BATCH = 500;
 const List = z.object({ object: z.literal('list'), data: z.array(Any), next_cursor: z.string().nullable() });
 
 export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -278,7 +300,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     }),
     errors: [404, 409],
     response: { status: 200, description: 'The endpoint', schema: Any },
-    handler: async ({ params, body, principal }) => {
+    handler: async ({ params, query, body: sent, principal }) => {
+      const body = masked(sent, query.updateMask, ['name', 'visibility', 'trafficSplit']);
       const e = await requireEndpoint(principal, params.projectId, params.id);
       checkEtag(e.etag, body.etag, 'endpoint');
       if (body.trafficSplit && e.active_rollout_id)
@@ -343,6 +366,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointOnlyParams,
+    // The SDK sends validateOnly in the query string; a body field is accepted too.
+    query: z.object({ validateOnly: z.enum(['true', 'false']).optional() }),
     body: z.object({
       name: Name,
       autoscaling: Autoscaling,
@@ -357,7 +382,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     }),
     errors: [404, 409],
     response: { status: 200, description: 'The deployment', schema: Any },
-    handler: async ({ params, body, principal }) => {
+    handler: async ({ params, query, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       // `model` is the resource name projects/{project}/models/{id}; modelId the bare id.
       const fromName = body.model?.match(/^projects\/([^/]+)\/models\/(.+)$/);
@@ -381,20 +406,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const min = body.autoscaling.minReplicas ?? 1;
       if ((body.autoscaling.maxReplicas ?? Math.max(min, 1)) < min)
         throw badRequest('maxReplicas must be at least minReplicas.', 'autoscaling.maxReplicas');
-      if (body.validateOnly) {
-        return {
-          id: '',
-          endpointId: e.id,
-          name: body.name,
-          model: plan.model,
-          modelId: plan.modelId,
-          status: {
-            state: plan.servable ? 'DEPLOYMENT_STATE_PROVISIONING' : 'DEPLOYMENT_STATE_FAILED',
-            message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
-          },
-        };
-      }
-      const id = newId('dp');
+      const validateOnly = body.validateOnly ?? query.validateOnly === 'true';
+      const id = validateOnly ? '' : newId('dp');
       const base = {
         id,
         endpointId: e.id,
@@ -408,6 +421,26 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         hardware: 'cpu-reference (process runtime)',
         configId: profile?.id,
       };
+      if (validateOnly) {
+        // The deployment as it would be created (no id, etag or replicas: nothing was created).
+        const now = new Date().toISOString();
+        return {
+          ...base,
+          modelRevisionId: plan.revisionId ?? '',
+          config: profile ? `projects/${principal.projectId}/configs/${profile.id}` : '',
+          configId: profile?.id ?? '',
+          status: {
+            state: plan.servable ? 'DEPLOYMENT_STATE_PROVISIONING' : 'DEPLOYMENT_STATE_FAILED',
+            message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
+          },
+          desiredReplicas: 0,
+          trafficMode: 'TRAFFIC_MODE_LIVE' as const,
+          estimatedEffectiveTrafficShare: 0,
+          etag: '',
+          createdAt: now,
+          updatedAt: now,
+        };
+      }
       const event = { endpointId: e.id, deploymentId: id, sourceKind: 'SOURCE_KIND_DEPLOYMENT' as const };
       if (!plan.servable) {
         await insertEndpointDeployment(db, { ...base, failure: plan.reason });
@@ -491,7 +524,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     body: z.object({ etag: z.string().optional(), name: Name.optional(), autoscaling: Autoscaling.optional() }),
     errors: [404, 409],
     response: { status: 200, description: 'The deployment', schema: Any },
-    handler: async ({ params, body, principal }) => {
+    handler: async ({ params, query, body: sent, principal }) => {
+      const body = masked(sent, query.updateMask, ['name', 'autoscaling']);
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, body.etag, 'deployment');
@@ -583,25 +617,49 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       limit: z.coerce.number().int().min(1).max(500).default(100),
       deploymentIds: z.union([z.string(), z.array(z.string())]).optional(),
       types: z.union([z.string(), z.array(z.string())]).optional(),
-      minLevel: z.enum(['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR']).optional(),
+      minLevel: z.enum(LEVELS).optional(),
       sourceKinds: z.union([z.string(), z.array(z.string())]).optional(),
-      since: z.string().optional(),
-      until: z.string().optional(),
+      since: Timestamp.optional(),
+      until: Timestamp.optional(),
       subjectId: z.string().optional(),
     }),
     errors: [404],
     response: { status: 200, description: 'Events', schema: List },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.id);
+      // The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays.
       const arr = (v: string | string[] | undefined) =>
-        v === undefined ? undefined : Array.isArray(v) ? v : v.split(',');
-      const rows = await listEndpointEvents(db, e.id, {
-        afterId: Number(query.after ?? 0),
-        limit: query.limit + 1,
-        deploymentIds: arr(query.deploymentIds),
-        types: arr(query.types),
-        subjectId: query.subjectId,
-      });
+        v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((x) => x.split(','));
+      const sourceKinds = arr(query.sourceKinds);
+      const minLevel = LEVELS.indexOf(query.minLevel ?? 'LEVEL_DEBUG');
+      const since = query.since ? Date.parse(query.since) : -Infinity;
+      const until = query.until ? Date.parse(query.until) : Infinity;
+      const wanted = (r: { level: string; source_kind: string; created_at: Date }) => {
+        const at = new Date(r.created_at).getTime();
+        return (
+          LEVELS.indexOf(r.level as (typeof LEVELS)[number]) >= minLevel &&
+          (!sourceKinds || sourceKinds.includes(r.source_kind)) &&
+          at >= since &&
+          at <= until
+        );
+      };
+      // Read in batches until a page (and one more, to know whether more remain) has passed the filters.
+      const filtered = Boolean(sourceKinds || query.minLevel || query.since || query.until);
+      const batchSize = filtered ? EVENT_BATCH : query.limit + 1;
+      const rows: Awaited<ReturnType<typeof listEndpointEvents>> = [];
+      let afterId = Number(query.after ?? 0);
+      for (;;) {
+        const batch = await listEndpointEvents(db, e.id, {
+          afterId,
+          limit: batchSize,
+          deploymentIds: arr(query.deploymentIds),
+          types: arr(query.types),
+          subjectId: query.subjectId,
+        });
+        rows.push(...batch.filter(wanted));
+        if (rows.length > query.limit || batch.length < batchSize) break;
+        afterId = Number(batch[batch.length - 1].id);
+      }
       const page = rows.slice(0, query.limit);
       return {
         object: 'list' as const,

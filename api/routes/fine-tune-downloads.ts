@@ -25,7 +25,8 @@ const DownloadQuery = z.object({
   // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
   ft_id: z.string().min(1).max(160),
   checkpoint: z.enum(['merged', 'adapter', 'model_output_path']).optional(),
-  checkpoint_step: z.coerce.number().int().positive().optional(),
+  // The SDK: a final checkpoint's step downloads the final model; 0 or omitted, the final model too.
+  checkpoint_step: z.coerce.number().int().min(0).optional(),
 });
 
 const DOWNLOAD_TTL_SECONDS = 3600;
@@ -38,6 +39,10 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
   async function selectFiles(job: FineTuneRow, q: z.output<typeof DownloadQuery>, step: number | undefined) {
     const lora = job.plan.training_type === 'lora';
     const checkpoints = await listCheckpoints(db, job.id);
+    const final = checkpoints.find((x) => x.checkpoint_type === 'final');
+    if (q.checkpoint_step !== undefined && (q.checkpoint_step === 0 || q.checkpoint_step === final?.step)) {
+      step = undefined;
+    }
     if (step !== undefined) {
       const c = checkpoints.find((x) => x.checkpoint_type === 'intermediate' && x.step === step);
       if (!c) {
@@ -52,7 +57,6 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
         suffix: `-checkpoint-${step}`,
       };
     }
-    const final = checkpoints.find((x) => x.checkpoint_type === 'final');
     if (job.status !== 'completed' || !final) {
       throw notFound(`Job '${job.id}' has no final model yet (status ${job.status}).`);
     }

@@ -43,6 +43,23 @@ import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 
+const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an ISO-8601 timestamp');
+/** The SDK's listMetrics filters: a step range, a time range, and how many rows to sample. */
+const MetricsQuery = z.object({
+  global_step_from: z.coerce.number().int().min(0).optional(),
+  global_step_to: z.coerce.number().int().min(0).optional(),
+  logged_at_from: Timestamp.optional(),
+  logged_at_to: Timestamp.optional(),
+  resolution: z.coerce.number().int().min(1).optional(),
+});
+
+/** `n` rows spread evenly over `rows`, the first and the last included (all of them when there are no more than n). */
+function sampleUniformly<T>(rows: T[], n: number | undefined): T[] {
+  if (n === undefined || rows.length <= n) return rows;
+  if (n === 1) return [rows[rows.length - 1]];
+  return Array.from({ length: n }, (_, i) => rows[Math.round((i * (rows.length - 1)) / (n - 1))]);
+}
+
 function toEvent(e: FineTuneEventRow) {
   return {
     object: 'fine-tune-event' as const,
@@ -354,17 +371,28 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Training metrics by step (loss, learning rate, gradient norm, eval loss)',
     tags: ['fine-tuning'],
     params: FineTuneIdParams,
+    query: MetricsQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Metrics',
       schema: z.object({ metrics: z.array(z.record(z.string(), z.unknown())) }),
     },
-    handler: async ({ params, principal }) => {
+    handler: async ({ params, query, principal }) => {
       const row = await findJob(principal.projectId, params.id);
-      const metrics = await listMetrics(db, row.id);
+      const from = query.logged_at_from ? Date.parse(query.logged_at_from) : -Infinity;
+      const to = query.logged_at_to ? Date.parse(query.logged_at_to) : Infinity;
+      const metrics = (await listMetrics(db, row.id)).filter((m) => {
+        const at = new Date(m.logged_at).getTime();
+        return (
+          m.step >= (query.global_step_from ?? -Infinity) &&
+          m.step <= (query.global_step_to ?? Infinity) &&
+          at >= from &&
+          at <= to
+        );
+      });
       return {
-        metrics: metrics.map((m) => {
+        metrics: sampleUniformly(metrics, query.resolution).map((m) => {
           const out: Record<string, unknown> = { global_step: m.step, logged_at: new Date(m.logged_at).toISOString() };
           for (const k of [
             'epoch',
