@@ -25,12 +25,14 @@ import {
   deleteVolumeRow,
 } from '../db/clusters';
 import type { Db } from '../db/pool';
+import { meterCluster } from './usage-meters';
 import type { ComputeProvider, DescribedNode, NodeRequest } from '../providers/compute/compute';
 
 export function createClusterActivities({ db, fleet }: { db: Db; fleet: ComputeProvider }) {
   return {
     async projectClusterState({ clusterId, state }: { clusterId: string; state: ClusterState }): Promise<void> {
       await projectCluster(db, clusterId, state, STATUS_OF_PHASE[state.phase]);
+      await meterCluster(db, clusterId, state); // GPU-hours follow the nodes the state holds
     },
 
     async recordRemediation(r: Remediation): Promise<void> {

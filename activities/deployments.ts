@@ -23,10 +23,17 @@ import {
 import { queueMetrics } from '../db/queue';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
 import type { Db } from '../db/pool';
+import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/registry';
+
+/** A replica's status, recorded; a running replica is metered by the hour. */
+async function recordReplicaStatus(db: Db, r: ReplicaRecord): Promise<void> {
+  await upsertReplica(db, r);
+  await meterReplica(db, r);
+}
 
 export function createDeploymentControlActivities({ db }: { db: Db }) {
   return {
@@ -61,10 +68,11 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
     /** The deployment is gone: its row, replicas and queue go with it. */
     async removeDeployment({ deploymentId }: { deploymentId: string }) {
       await noteContainerRemoved(db, deploymentId);
+      await stopDeploymentMeters(db, deploymentId);
       await deleteDeploymentRow(db, deploymentId);
     },
     async recordReplica(r: ReplicaRecord) {
-      await upsertReplica(db, r);
+      await recordReplicaStatus(db, r);
     },
   };
 }
@@ -108,7 +116,7 @@ export function createReplicaActivities(deps: {
   return {
     async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
       const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
-      await upsertReplica(db, { ...base, status: 'Starting', host: deps.hostQueue });
+      await recordReplicaStatus(db, { ...base, status: 'Starting', host: deps.hostQueue });
       const env: Record<string, string> = { GANTRY_DEPLOYMENT: l.spec.name, GANTRY_REPLICA_ID: l.replicaId };
       const wanted = l.spec.environment_variables.filter((e) => e.value_from_secret).map((e) => e.value_from_secret!);
       const sealed = wanted.length ? await sealedSecrets(db, l.projectId, wanted) : new Map<string, Buffer>();
@@ -116,7 +124,7 @@ export function createReplicaActivities(deps: {
         if (e.value_from_secret) {
           const box = sealed.get(e.value_from_secret);
           if (!box || !deps.signingSecret) {
-            await upsertReplica(db, {
+            await recordReplicaStatus(db, {
               ...base,
               status: 'Failed',
               reason: 'SecretNotFound',
@@ -143,11 +151,11 @@ export function createReplicaActivities(deps: {
           },
           () => heartbeat(),
         );
-        await upsertReplica(db, { ...base, status: 'Running', port, host: deps.hostQueue, ready: true });
+        await recordReplicaStatus(db, { ...base, status: 'Running', port, host: deps.hostQueue, ready: true });
         return { replicaId: l.replicaId, hostQueue: deps.hostQueue, port };
       } catch (err) {
         if (!(err instanceof ReplicaFailed)) throw err;
-        await upsertReplica(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
+        await recordReplicaStatus(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
         throw ApplicationFailure.nonRetryable(err.message, 'ReplicaFailed');
       }
     },
@@ -190,7 +198,7 @@ export function createReplicaActivities(deps: {
       try {
         const exit = await runtime.waitForExit(s.replicaId, ctx.cancellationSignal);
         if (!exit) {
-          await upsertReplica(db, {
+          await recordReplicaStatus(db, {
             ...base,
             status: 'Lost',
             reason: 'HostLost',
@@ -202,7 +210,7 @@ export function createReplicaActivities(deps: {
           );
         }
         const message = `exited with code ${exit.code}${exit.signal ? `, signal ${exit.signal}` : ''}`;
-        await upsertReplica(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
+        await recordReplicaStatus(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
         throw ApplicationFailure.nonRetryable(`Replica ${s.replicaId} ${message}.`, 'ReplicaExited');
       } catch (err) {
         // The run that watched this replica has closed (it continued as new): leave the process
@@ -210,7 +218,7 @@ export function createReplicaActivities(deps: {
         if (ctx.cancellationSignal.aborted && ctx.cancellationDetails?.notFound) throw err;
         if (ctx.cancellationSignal.aborted) {
           await runtime.stop(s.replicaId, s.graceSeconds);
-          await upsertReplica(db, {
+          await recordReplicaStatus(db, {
             ...base,
             status: 'Terminated',
             reason: 'Stopped',

@@ -30,6 +30,7 @@ import {
   type FineTuneUpdate,
 } from '../db/fine-tunes';
 import type { Db } from '../db/pool';
+import { chargeFineTune, refundFineTune } from './fine-tune-billing';
 import { findFineTuneModel } from '../finetune/models';
 import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';
@@ -84,7 +85,12 @@ async function* recordChunks(blobs: BlobStore, key: string): AsyncGenerator<Reco
 export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
   return {
     async recordFineTune(r: JobRecord): Promise<void> {
+      // Billing follows the job's status: charged when training starts, unused tokens refunded before the
+      // end is recorded (whoever sees the final status sees the refund too).
+      const status = r.update?.status;
+      if (status === 'completed' || status === 'cancelled' || status === 'error') await refundFineTune(db, r.jobId);
       await recordJob(db, r);
+      if (status === 'running') await chargeFineTune(db, blobs, r.jobId);
     },
 
     async releaseFineTuneFiles({ jobId }: { jobId: string }): Promise<void> {

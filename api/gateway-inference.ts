@@ -27,6 +27,7 @@ import { deploymentState, trafficShares } from './endpoint-state';
 import { ApiError, badRequest, notFound, serviceUnavailable } from './errors';
 import { forwardToReplica } from './gateway-proxy';
 import type { RequestCounter } from './request-counter';
+import { TokenUsage, UsageTap } from './token-usage';
 import type { RouterStats } from './router-stats';
 import { ttlCache } from './ttl-cache';
 
@@ -40,7 +41,7 @@ const ROUTE_TTL_MS = 500;
 
 export function inferenceRoutes(
   db: Db,
-  opts: { wakeTimeoutSeconds: number; counter: RequestCounter; stats: RouterStats },
+  opts: { wakeTimeoutSeconds: number; counter: RequestCounter; stats: RouterStats; tokens: TokenUsage },
 ): express.Router {
   const router = express.Router();
   // The body is kept as bytes and forwarded as it came (parsed only to read `model`).
@@ -137,13 +138,17 @@ export function inferenceRoutes(
     if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
     else delete req.headers['x-gantry-adapter'];
     // The body is in hand, so a replica that turned out to be gone is replaced by another.
-    if ((await forwardToReplica(req, res, ports[i], `/v1${path}`, body, true)) === 'refused') {
+    const tap = new UsageTap(parsed?.stream === true);
+    const write = (chunk: Buffer) => tap.write(chunk);
+    if ((await forwardToReplica(req, res, ports[i], `/v1${path}`, body, true, write)) === 'refused') {
       replicas.invalidate(containerId);
       const fresh = (await runningReplicaPorts(db, containerId)).filter((p) => p !== ports[i]);
       if (!fresh.length)
         throw serviceUnavailable(`Endpoint '${model}' has no ready replica right now; retry shortly.`, 2);
-      await forwardToReplica(req, res, fresh[0], `/v1${path}`, body);
+      await forwardToReplica(req, res, fresh[0], `/v1${path}`, body, false, write);
     }
+    const counts = res.statusCode < 400 ? tap.usage() : null;
+    if (counts) opts.tokens.record({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }, counts);
   };
 
   router.post('/chat/completions', raw, handle('/chat/completions'));

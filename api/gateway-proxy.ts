@@ -76,6 +76,8 @@ export function forwardToReplica(
   body?: Buffer,
   /** Answer 'refused' (and write nothing) when the replica refuses the connection: the caller tries another. */
   retryable = false,
+  /** Sees each chunk of the answer as it passes (the token-usage tap). */
+  tap?: (chunk: Buffer) => void,
 ): Promise<'sent' | 'refused'> {
   const headers = { ...req.headers };
   delete headers.authorization; // the customer's Gantry key never reaches their container
@@ -90,6 +92,7 @@ export function forwardToReplica(
         const out = { ...up.headers };
         for (const h of HOP_BY_HOP) delete out[h];
         res.writeHead(up.statusCode ?? 502, out);
+        if (tap) up.on('data', tap);
         up.pipe(res);
         up.on('end', () => resolve('sent'));
         up.on('error', () => resolve('sent'));

@@ -14,6 +14,7 @@ import { deploymentProxy } from './gateway-proxy';
 import { inferenceRoutes } from './gateway-inference';
 import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
+import { TokenUsage } from './token-usage';
 import { createHttpMetrics } from './metrics';
 
 export function createGatewayApp(
@@ -29,9 +30,10 @@ export function createGatewayApp(
   app.use(authenticate(principalLookup(deps)));
   const counter = new RequestCounter(deps.db);
   const stats = new RouterStats(deps.db);
+  const tokens = new TokenUsage(deps.db);
   app.use(
     '/v1',
-    inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter, stats }),
+    inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter, stats, tokens }),
   );
   app.use('/v1', deploymentProxy(deps.db, counter));
   app.use(routeNotFound);

@@ -11,6 +11,7 @@ import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { listen } from './listen';
 import { createApp } from './app';
 import { createHttpMetrics, serveMetrics } from './metrics';
+import { ensureUsageMeteringSchedule } from './usage-schedule';
 
 async function main() {
   const config = loadConfig();
@@ -26,6 +27,7 @@ async function main() {
   );
   await ensureSearchAttributes(connection, config.temporal.namespace);
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
+  await ensureUsageMeteringSchedule(temporal, config.usageMeterSeconds, logger);
 
   if (!config.signingSecret) {
     logger.warn('GANTRY_SIGNING_SECRET is not set: pre-signed upload URLs (POST /v1/files) are refused');

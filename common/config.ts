@@ -102,6 +102,8 @@ const EnvSchema = z.object({
   GANTRY_AUDIO_CHUNK_SECONDS: z.coerce.number().min(10).max(3600).default(120),
   /** Audio: a speech host silent this long (it died) has its chunk retried on another. */
   GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().min(2).max(600).default(20),
+  /** Billing: how often the usage-metering schedule turns open GPU-hour and replica-hour intervals into records. */
+  GANTRY_USAGE_METER_SECONDS: z.coerce.number().int().min(10).max(86_400).default(300),
   /** Python with the PyTorch trainer's packages (trainers/torch); set on GPU hosts that train real models. */
   GANTRY_TORCH_TRAINER_PYTHON: z.string().optional(),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
@@ -210,6 +212,7 @@ export interface GantryConfig {
   trainerPython: string;
   speechPython: string;
   audioChunkSeconds: number;
+  usageMeterSeconds: number;
   audioHeartbeatTimeoutSeconds: number;
   torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
@@ -279,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
     audioChunkSeconds: e.GANTRY_AUDIO_CHUNK_SECONDS,
+    usageMeterSeconds: e.GANTRY_USAGE_METER_SECONDS,
     audioHeartbeatTimeoutSeconds: e.GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS,
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,

@@ -34,6 +34,7 @@ export type FineTuneEventType =
   | 'job_error'
   | 'cancel_requested'
   | 'tokenized_dataset_upload_complete'
+  | 'refund'
   | 'warning';
 
 export const FINE_TUNE_RESOURCE_TYPE = 'fine-tune';

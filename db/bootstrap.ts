@@ -30,6 +30,8 @@ export async function bootstrapDefaultAccount(db: Db): Promise<BootstrapResult |
     const { rowCount } = await tx.query('SELECT 1 FROM organizations LIMIT 1');
     if (rowCount) return null;
     const organizationId = await createOrganization(tx, 'Default organization');
+    // The installation's own organization sees its usage report (a beta, off for other organizations).
+    await tx.query('UPDATE organizations SET billing_usage_enabled = true WHERE id = $1', [organizationId]);
     const projectId = await createProject(tx, {
       organizationId,
       name: 'Default project',

@@ -71,3 +71,45 @@ export async function countBilledTokens(
 export function priceOfTokens(tokens: number, pricePerMillion: string): Decimal {
   return new Decimal(tokens).mul(pricePerMillion).div(1_000_000).toDecimalPlaces(6, Decimal.ROUND_HALF_UP);
 }
+
+/** A dataset file as the price counts it. */
+export interface PricedFile {
+  read: () => Readable;
+  bytes: number;
+  format: DatasetFormat;
+}
+
+/** Files above this are counted over their first bytes and extrapolated. */
+export const ESTIMATE_SCAN_BYTES = 256 * 1024 * 1024;
+
+export interface JobPrice {
+  trainTokens: number;
+  evalTokens: number;
+  /** Dollars per token, exact. */
+  unitPrice: Decimal;
+  /** The whole job, rounded to the micro-dollar: what the estimate quotes and the job is charged. */
+  total: Decimal;
+}
+
+/**
+ * The price of a job: training tokens over n_epochs, evaluation tokens over
+ * n_evals, at the model's price for the training type. The estimate route
+ * quotes it and the job is charged it when training starts, so the two agree.
+ */
+export async function priceFineTuneJob(
+  train: PricedFile,
+  evalFile: PricedFile | null,
+  plan: TrainingPlan,
+  model: FineTuneModel,
+): Promise<JobPrice> {
+  const count = (f: PricedFile) => countBilledTokens(f.read(), f.bytes, f.format, plan, model, ESTIMATE_SCAN_BYTES);
+  const trainTokens = (await count(train)).tokens * plan.n_epochs;
+  const evalTokens = evalFile && plan.n_evals > 0 ? (await count(evalFile)).tokens * plan.n_evals : 0;
+  const perMillion = model.pricePerMillionTokens[plan.training_type];
+  return {
+    trainTokens,
+    evalTokens,
+    unitPrice: new Decimal(perMillion).div(1_000_000),
+    total: priceOfTokens(trainTokens + evalTokens, perMillion),
+  };
+}

@@ -27,6 +27,7 @@ import { createModelRegistryActivities } from '../activities/model-registry';
 import { createModelUploadActivities } from '../activities/model-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
 import { createRolloutActivities } from '../activities/rollouts';
+import { createUsageActivities } from '../activities/usage';
 import { createSpeechActivities, type SpeechDeps } from '../activities/audio';
 import type { RemoteFetchPolicy } from '../common/config';
 import { createSystemActivities } from '../activities/system';
@@ -125,6 +126,7 @@ export function createControlWorker(
       ...createDeploymentControlActivities({ db: deps.db }),
       ...createAdapterControlActivities({ db: deps.db }),
       ...createRolloutActivities({ db: deps.db }),
+      ...createUsageActivities({ db: deps.db }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.

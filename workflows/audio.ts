@@ -7,8 +7,9 @@
  * worker lost mid-chunk is retried on another by Temporal (heartbeat timeout);
  * the client sees only latency. What the request stored is removed at the end.
  */
-import { ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { SpeechActivities } from '../activities/audio';
+import type { UsageActivities } from '../activities/usage';
 import {
   assembleResult,
   AUDIO_FAILURES,
@@ -16,7 +17,13 @@ import {
   type AudioRequestInput,
   type AudioResult,
 } from '../common/audio';
-import { SPEECH_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE } from '../workers/task-queues';
+
+const usage = proxyActivities<UsageActivities>({
+  taskQueue: CONTROL_TASK_QUEUE,
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
 
 export async function audioRequest(input: AudioRequestInput): Promise<AudioResult> {
   const speech = proxyActivities<SpeechActivities>({
@@ -66,6 +73,16 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
           })
         : Promise.resolve(undefined),
     ]);
+    // Added after the first requests ran: histories recorded before it replay without the step.
+    if (patched('audio-usage')) {
+      await usage.recordAudioUsage({
+        requestId: input.requestId,
+        projectId: input.projectId,
+        model: input.model,
+        task: input.task,
+        durationSeconds: prepared.duration,
+      });
+    }
     return assembleResult(chunks, { duration: prepared.duration, task: input.task, turns });
   } finally {
     await speech.discardAudio({ requestId: input.requestId, keys: stored });

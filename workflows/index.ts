@@ -11,3 +11,4 @@ export * from './model-uploads';
 export * from './adapters';
 export * from './rollouts';
 export * from './audio';
+export * from './usage';

@@ -8,15 +8,12 @@ import { z } from 'zod';
 import type { DatasetFormat } from '../../datasets/records';
 import { remainingCredit } from '../../db/credit';
 import { getFile, type FileRow } from '../../db/files';
-import { countBilledTokens, priceOfTokens } from '../../finetune/estimate';
+import { priceFineTuneJob } from '../../finetune/estimate';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { CreateFineTuneBody } from '../schemas/fine-tunes';
 import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
 import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
-
-/** Files above this are counted over their first bytes and extrapolated. */
-const SCAN_BYTES = 256 * 1024 * 1024;
 
 const EstimateResponse = z
   .union([
@@ -76,18 +73,13 @@ export function addFineTuneEstimateRoute(router: ApiRouter, deps: ApiDeps) {
       const evalFile = body.validation_file ? checkFile(validation, body.validation_file, 'validation_file') : null;
       const plan = resolvePlan(body, model, train, evalFile, source);
 
-      const count = (f: FileRow) =>
-        countBilledTokens(
-          blobs.read(f.blob_key),
-          Number(f.bytes),
-          f.validation_report!.dataset_format as DatasetFormat,
-          plan,
-          model,
-          SCAN_BYTES,
-        );
-      const trainTokens = (await count(train)).tokens * plan.n_epochs;
-      const evalTokens = evalFile && plan.n_evals > 0 ? (await count(evalFile)).tokens * plan.n_evals : 0;
-      const price = priceOfTokens(trainTokens + evalTokens, model.pricePerMillionTokens[plan.training_type]);
+      const priced = (f: FileRow) => ({
+        read: () => blobs.read(f.blob_key),
+        bytes: Number(f.bytes),
+        format: f.validation_report!.dataset_format as DatasetFormat,
+      });
+      const job = await priceFineTuneJob(priced(train), evalFile ? priced(evalFile) : null, plan, model);
+      const { trainTokens, evalTokens, total: price } = job;
       const credit = await remainingCredit(db, principal.projectId);
       return {
         estimation_available: true as const,

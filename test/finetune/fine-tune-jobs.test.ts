@@ -168,7 +168,9 @@ describe('fine-tuning jobs', () => {
     const original = readFileSync(p.blobs.localPath(`fine-tunes/${completedId}/final/model.safetensors`));
     assert.equal(Number(rev.rows[0].size_bytes), original.length);
     assert.equal(rev.rows[0].sha256, createHash('sha256').update(original).digest('hex'));
-    const tensors = Object.values(readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/model.safetensors`)));
+    const tensors = Object.values(
+      readSafetensorsHeader(p.blobs.localPath(`fine-tunes/${completedId}/final/model.safetensors`)),
+    );
     assert.equal(
       Number(rev.rows[0].parameters_total),
       tensors.reduce((n, t) => n + t.shape.reduce((x, y) => x * y, 1), 0),
@@ -237,7 +239,14 @@ describe('fine-tuning jobs', () => {
     assert.equal(packed.body.estimated_eval_token_count, (Buffer.byteLength('held out') + 2) * 2);
     const tokens = perEpoch * 3 + (Buffer.byteLength('held out') + 2) * 2;
     assert.equal(packed.body.estimated_total_price, Number(((tokens * 0.48) / 1e6).toFixed(6)));
-    assert.equal(packed.body.user_limit, 100);
+    // The organization's credit (100) less what its jobs were charged so far.
+    const { rows: charged } = await p.db.query<{ sum: string | null }>(
+      'SELECT sum(amount) FROM usage_records WHERE organization_id = $1',
+      [a.organizationId],
+    );
+    const spent = Number(charged[0].sum ?? 0);
+    assert.ok(spent > 0, 'the completed job was charged');
+    assert.equal(packed.body.user_limit, 100 - spent);
     assert.equal(packed.body.allowed_to_proceed, true);
 
     const unpacked = await estimate({ model: MODEL, training_file: textFile, packing: false, max_seq_length: 128 });
@@ -250,7 +259,7 @@ describe('fine-tuning jobs', () => {
     await p.db.query('UPDATE organizations SET credit_limit = 0 WHERE id = $1', [a.organizationId]);
     const broke = await estimate({ model: MODEL, training_file: textFile });
     assert.equal(broke.body.allowed_to_proceed, false);
-    assert.equal(broke.body.user_limit, 0);
+    assert.equal(broke.body.user_limit, -spent);
     await p.db.query('UPDATE organizations SET credit_limit = 100 WHERE id = $1', [a.organizationId]);
 
     assert.equal((await estimate({ model: MODEL, training_file: textFile, n_epochs: 0 })).body.error.param, 'n_epochs');
@@ -346,7 +355,10 @@ describe('fine-tuning jobs', () => {
     const list = await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: a.key });
     assert.ok(list.body.data.length >= 3);
     const created = list.body.data.map((j: any) => Date.parse(j.created_at));
-    assert.deepEqual(created, [...created].sort((x, y) => y - x));
+    assert.deepEqual(
+      created,
+      [...created].sort((x, y) => y - x),
+    );
     assert.equal(list.body.data.at(-1).id, completedId, "the project's first job comes last");
     assert.equal(list.body.data[0].events, undefined, 'the list does not carry events');
     assert.equal((await job(completedId, b.key)).status, 404);

@@ -1,0 +1,126 @@
+/**
+ * GET /billing/usage (spec: Account helpers; the official SDK's
+ * BillingUsageReport is the shape): the organization's usage and cost line
+ * items of one month, by day or by hour, in cursor pages of windows. A beta,
+ * enabled per organization; operators switch it with
+ * PATCH /v1/admin/organizations/{id}.
+ */
+import { z } from 'zod';
+import { billingUsageEnabled, setBillingUsageEnabled, usageWindows } from '../../db/usage-report';
+import type { ApiDeps } from '../deps';
+import { badRequest, forbidden, notFound } from '../errors';
+import type { ApiRouter } from '../route';
+
+const LineItem = z.object({
+  product_name: z.string(),
+  quantity: z.string(),
+  unit_price: z.string(),
+  cost: z.string(),
+  pricing_dimensions: z.record(z.string(), z.string()),
+  attributes: z.record(z.string(), z.string()),
+});
+const Window = z.object({
+  date: z.string(),
+  start_time: z.string(),
+  end_time: z.string(),
+  line_items: z.array(LineItem),
+});
+const Report = z
+  .object({
+    object: z.literal('list'),
+    organization_id: z.string(),
+    billing_period: z.string(),
+    currency: z.literal('USD'),
+    data: z.array(Window),
+    earliest_window_start: z.string().nullable(),
+    latest_window_end: z.string().nullable(),
+    next_cursor: z.string().nullable(),
+  })
+  .meta({ id: 'BillingUsageReport' });
+
+const currentMonth = () => new Date().toISOString().slice(0, 7);
+
+const Query = z.object({
+  month: z
+    .string()
+    .regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'a month as YYYY-MM')
+    .optional(),
+  granularity: z.enum(['daily', 'hourly']).default('daily'),
+  limit: z.coerce.number().int().min(1).max(744).default(31),
+  /** The start_time of the last window of the previous page. */
+  cursor: z.string().max(64).optional(),
+});
+
+export function addBillingRoutes(routers: ApiRouter[], admin: ApiRouter, { db }: ApiDeps) {
+  routers.forEach((router, i) =>
+    router.add({
+      method: 'get',
+      path: '/billing/usage',
+      operationId: i === 0 ? 'getBillingUsage' : `getBillingUsage${i}`,
+      summary: "The organization's usage and cost line items for a month, by day or hour (beta, per organization)",
+      tags: ['account'],
+      strict: true,
+      query: Query,
+      errors: [403],
+      response: { status: 200, description: 'The usage report', schema: Report },
+      handler: async ({ principal: p, query }) => {
+        if (!p.organizationRole) {
+          throw forbidden(
+            'Usage reports are for members of the organization (a user key).',
+            'organization_member_required',
+          );
+        }
+        if (!(await billingUsageEnabled(db, p.organizationId))) {
+          throw forbidden(
+            `Usage reports are a beta that is not enabled for organization ${p.organizationId}; ask the operators of this installation to enable it.`,
+            'billing_usage_not_enabled',
+          );
+        }
+        const month = query.month ?? currentMonth();
+        const windows = await usageWindows(db, p.organizationId, month, query.granularity);
+        let from = 0;
+        if (query.cursor) {
+          if (Number.isNaN(Date.parse(query.cursor))) throw badRequest('cursor is not one this API issued.', 'cursor');
+          from = windows.findIndex((w) => w.start_time > query.cursor!);
+          if (from < 0) from = windows.length;
+        }
+        const page = windows.slice(from, from + query.limit);
+        const more = from + query.limit < windows.length;
+        return {
+          object: 'list' as const,
+          organization_id: p.organizationId,
+          billing_period: month,
+          currency: 'USD' as const,
+          data: page,
+          earliest_window_start: windows[0]?.start_time ?? null,
+          latest_window_end: windows[windows.length - 1]?.end_time ?? null,
+          next_cursor: more ? page[page.length - 1].start_time : null,
+        };
+      },
+    }),
+  );
+
+  admin.add({
+    method: 'patch',
+    path: '/admin/organizations/:organizationId',
+    operationId: 'updateOrganizationFeatures',
+    summary: 'Operators: switch beta features of an organization (the usage report)',
+    tags: ['operators'],
+    access: 'platform-admin',
+    strict: true,
+    params: z.object({ organizationId: z.string().min(1).max(128) }),
+    body: z.object({ billing_usage_enabled: z.boolean() }),
+    errors: [403, 404],
+    response: {
+      status: 200,
+      description: 'The features now in force',
+      schema: z.object({ organization_id: z.string(), billing_usage_enabled: z.boolean() }),
+    },
+    handler: async ({ params, body }) => {
+      if (!(await setBillingUsageEnabled(db, params.organizationId, body.billing_usage_enabled))) {
+        throw notFound(`No organization '${params.organizationId}'.`);
+      }
+      return { organization_id: params.organizationId, billing_usage_enabled: body.billing_usage_enabled };
+    },
+  });
+}
