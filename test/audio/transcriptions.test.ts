@@ -15,6 +15,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { setBillingUsageEnabled } from '../../db/usage-report';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { ffmpeg, speak, wordErrorRate } from '../helpers/speech';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -107,7 +108,18 @@ describe('audio transcription', () => {
       r.words.some((w: { start: number }) => w.start > 10),
       'timings past the first chunk',
     );
-    assert.match(String(res.headers.get('x-gantry-audio-request')), /^audio/);
+    const requestId = String(res.headers.get('x-gantry-audio-request'));
+    assert.match(requestId, /^audio/);
+    // Billed as the minutes of audio it recognized, at the model's price.
+    await setBillingUsageEnabled(p.db, t.organizationId, true);
+    const report = await call(p.baseUrl, 'GET', '/v1/billing/usage?granularity=hourly', { key: t.key });
+    const billed = report.body.data
+      .flatMap((w: any) => w.line_items)
+      .filter((i: any) => i.attributes.resource_id === requestId);
+    assert.equal(billed.length, 1, JSON.stringify(report.body));
+    assert.equal(billed[0].product_name, 'Audio - Transcription Minutes');
+    assert.deepEqual(billed[0].pricing_dimensions, { model: 'openai/whisper-base' });
+    assert.ok(Math.abs(Number(billed[0].quantity) - r.duration / 60) < 0.0001, `${billed[0].quantity} min`);
     // Nothing the request stored is left behind.
     const left = await readdir(path.join(p.config.blobDir, 'audio', t.projectId), {
       recursive: true,

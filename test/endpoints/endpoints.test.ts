@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { setBillingUsageEnabled } from '../../db/usage-report';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;
@@ -119,6 +120,24 @@ describe('dedicated endpoints', () => {
     assert.equal(chunks[0].object, 'chat.completion.chunk');
     assert.equal(chunks.at(-1).usage.completion_tokens, 5);
     assert.equal(chunks.at(-2).choices[0].finish_reason, 'length');
+
+    // The gateway records every answer's tokens for the endpoint, streamed ones included.
+    const answered = [chat.body.usage, again.body.usage, text.body.usage, chunks.at(-1).usage];
+    const total = (field: string) => answered.reduce((n, u) => n + u[field], 0);
+    await setBillingUsageEnabled(p.db, t.organizationId, true);
+    const tokenLines = () =>
+      call(p.baseUrl, 'GET', '/v1/billing/usage', { key: t.key }).then((r) =>
+        r.body.data.flatMap((w: any) => w.line_items).filter((i: any) => i.attributes.resource_id === endpointId),
+      );
+    const lines = await eventually(
+      tokenLines,
+      (l) => l.length === 2 && Number(l[1].quantity) === total('completion_tokens'),
+      10_000,
+    );
+    const byProduct = Object.fromEntries(lines.map((l: any) => [l.product_name, l]));
+    assert.equal(Number(byProduct['Dedicated Inference - Input Tokens'].quantity), total('prompt_tokens'));
+    assert.equal(Number(byProduct['Dedicated Inference - Output Tokens'].quantity), total('completion_tokens'));
+    assert.equal(byProduct['Dedicated Inference - Input Tokens'].attributes.endpoint_name, 'chat');
   });
 
   test('bad calls: an object id, an unknown endpoint, another project, no model', async () => {
