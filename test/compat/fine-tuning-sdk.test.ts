@@ -16,6 +16,8 @@ import type {
   FineTuningCancelResponse,
   FineTuningCreateResponse,
 } from 'together-ai/resources/fine-tuning';
+import type { BillingUsageReport } from 'together-ai/resources/beta/organization/usage';
+import { setBillingUsageEnabled } from '../../db/usage-report';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
 import { chat, jsonl } from '../helpers/datasets';
 import { eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
@@ -440,6 +442,22 @@ describe('official SDK: fineTuning', () => {
     assert.equal(bytes.length, t.size);
     assert.ok(bytes.subarray(0, 4).equals(ZSTD_MAGIC));
     assert.deepEqual([...(await extractTarZst(bytes)).keys()], ['train.jsonl', 'validation.jsonl']);
+  });
+
+  test("organization usage: the SDK's BillingUsageReport, read with the SDK's own client.get", async () => {
+    await setBillingUsageEnabled(p.db, tenant.organizationId, true);
+    // The SDK declares beta.organization.usage's types but no method; its generic get is the SDK's own call.
+    const month = new Date().toISOString().slice(0, 7);
+    const report = await client.get<BillingUsageReport>('/billing/usage', { query: { month } });
+    assert.equal(report.object, 'list');
+    assert.equal(report.currency, 'USD');
+    assert.equal(report.billing_period, month);
+    assert.equal(report.organization_id, tenant.organizationId);
+    const items = report.data.flatMap((w) => w.line_items);
+    const training = items.find((i) => i.attributes.resource_id === jobId && i.product_name.includes('Training'));
+    assert.ok(training, JSON.stringify(items));
+    for (const field of ['quantity', 'unit_price', 'cost'] as const) assert.match(training[field], /^-?\d+(\.\d+)?$/);
+    assert.ok(report.data.every((w) => w.start_time < w.end_time && w.date === w.start_time.slice(0, 10)));
   });
 
   test('cancel stops the long job; delete removes it', async () => {
