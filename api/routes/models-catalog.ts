@@ -1,15 +1,19 @@
 /**
  * The model catalog (`GET /v1/models`, the official SDK's `models.list`):
  * what a key of this project can call. The fine-tunable bases (type `chat`),
- * the speech models (type `transcribe`), and the project's dedicated
- * endpoints (called by their endpoint string). `dedicated=true` keeps only
- * the dedicated endpoints. `GET /v1/models/{id}` reads one; an unknown id is
- * a 404. Pricing is given where Gantry has a price: fine-tuning, per million
- * trained tokens.
+ * the speech models (type `transcribe`), the project's dedicated
+ * endpoints (called by their endpoint string), and its registered and
+ * fine-tuned models (deployed by their qualified name `<project_slug>/<name>`).
+ * `dedicated=true` keeps only the dedicated endpoints. `GET /v1/models/{id}`
+ * reads one; an unknown id is a 404. Pricing is given where Gantry has a
+ * price (common/pricing.ts): fine-tuning per million trained tokens
+ * (`finetune`), speech per minute of audio (`base`).
  */
 import { z } from 'zod';
 import { SPEECH_MODELS } from '../../common/audio';
+import { AUDIO_MINUTE_PRICES } from '../../common/pricing';
 import { listEndpoints } from '../../db/endpoints';
+import { listRegistryModels, qualifiedModelName } from '../../db/registry';
 import { FINE_TUNE_MODELS } from '../../finetune/models';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
@@ -78,6 +82,7 @@ function builtIn(): ModelObject[] {
       license: 'MIT',
       link: 'https://github.com/openai/whisper',
       context_length: m.contextLength,
+      pricing: { base: Number(AUDIO_MINUTE_PRICES[m.id]), finetune: 0, hourly: 0, input: 0, output: 0 },
     })),
   ];
 }
@@ -95,19 +100,38 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
     }));
   }
 
+  /** The project's registered models, fine-tuned outputs among them (and those shared with it). */
+  async function registered(projectId: string, organizationId: string): Promise<ModelObject[]> {
+    const models = await listRegistryModels(db, { projectId, organizationId, limit: 1000 });
+    return models.map((m) => ({
+      id: qualifiedModelName(m),
+      object: 'model',
+      created: Math.floor(m.created_at.getTime() / 1000),
+      type: 'chat',
+      display_name: m.name,
+      organization: m.project_slug ?? m.organization_id,
+      ...(m.context_length ? { context_length: m.context_length } : {}),
+    }));
+  }
+  const everything = async (p: { projectId: string; projectSlug: string; organizationId: string }) => [
+    ...builtIn(),
+    ...(await dedicated(p.projectId, p.projectSlug)),
+    ...(await registered(p.projectId, p.organizationId)),
+  ];
+
   router.add({
     method: 'get',
     path: '/models',
     operationId: 'listModels',
-    summary: 'Every model this key can call: catalog bases, speech models, the project’s dedicated endpoints',
+    summary:
+      'Every model this key can use: catalog bases, speech models, the project’s endpoints and registered models',
     tags: ['models'],
     query: z.object({
       dedicated: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).optional(),
     }),
     response: { status: 200, description: 'Model objects', schema: z.array(ModelObject) },
     handler: async ({ query, principal }) => {
-      const mine = await dedicated(principal.projectId, principal.projectSlug);
-      return query.dedicated ? mine : [...builtIn(), ...mine];
+      return query.dedicated ? dedicated(principal.projectId, principal.projectSlug) : everything(principal);
     },
   });
   // Ids are `org/name` (catalog models, endpoint strings) or a bare name.
@@ -123,9 +147,8 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
       response: { status: 200, description: 'The model', schema: ModelObject },
       handler: async ({ params, principal }) => {
         const id = params.org ? `${params.org}/${params.name}` : params.name;
-        const found = [...builtIn(), ...(await dedicated(principal.projectId, principal.projectSlug))].find(
-          (m) => m.id === id,
-        );
+        // An endpoint string comes before a registered model of the same name: it is what inference calls.
+        const found = (await everything(principal)).find((m) => m.id === id);
         if (!found) throw notFound(`No model '${id}' is available to this key.`, 'model_not_found');
         return found;
       },

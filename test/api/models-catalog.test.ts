@@ -1,6 +1,6 @@
 /**
  * The model catalog (`GET /v1/models`): the fine-tunable bases, the speech
- * models (type `transcribe`) and the project's own dedicated endpoints;
+ * models (type `transcribe`), the project's own dedicated endpoints and registered models;
  * `dedicated=true` keeps only those; one model by id; an unknown id is a 404.
  */
 import assert from 'node:assert/strict';
@@ -21,6 +21,11 @@ before(async () => {
     json: { name: 'mine' },
   });
   assert.equal(res.status, 200);
+  const model = await call(p.baseUrl, 'POST', `/v2/projects/${t.projectId}/models`, {
+    key: t.key,
+    json: { baseModelId: 'gantry/reference-byte-tiny', name: 'registered-one', type: 'model' },
+  });
+  assert.equal(model.status, 200, JSON.stringify(model.body));
 });
 after(() => p.stop());
 
@@ -37,6 +42,12 @@ describe('model catalog', () => {
     assert.equal(base.type, 'chat');
     assert.equal(base.pricing.finetune, 0.48);
     assert.ok(byId.has(`${t.projectSlug}/mine`));
+    assert.equal(whisper.pricing && (whisper.pricing as { base: number }).base, 0.0015, 'per minute of audio');
+    const registered = byId.get(`${t.projectSlug}/registered-one`) as { type: string; display_name: string };
+    assert.equal(registered.type, 'chat');
+    assert.equal(registered.display_name, 'registered-one');
+    const theirAll = await call(p.baseUrl, 'GET', '/v1/models', { key: other.key });
+    assert.ok(!theirAll.body.some((m: { id: string }) => m.id.startsWith(`${t.projectSlug}/`)));
 
     const dedicated = await call(p.baseUrl, 'GET', '/v1/models?dedicated=true', { key: t.key });
     assert.deepEqual(
