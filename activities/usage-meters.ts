@@ -69,7 +69,7 @@ async function prepayReservation(
   const reserved = Math.ceil(counts.num_reserved_gpus / GPUS_PER_NODE) * GPUS_PER_NODE;
   const { rows } = await db.query<{ prepaid: number | null }>(
     `SELECT max((dimensions->>'reserved_gpus')::int) AS prepaid FROM usage_records
-      WHERE idempotency_key LIKE $1 || '%'`,
+      WHERE starts_with(idempotency_key, $1)`,
     [`cluster/${clusterId}/prepaid/`],
   );
   const prepaid = rows[0].prepaid ?? 0;

@@ -15,7 +15,7 @@ import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
 import { addAccountRoutes } from './routes/account';
 import { addApiKeyRoutes } from './routes/api-keys';
-import { addBillingRoutes } from './routes/billing';
+import { addBillingAdminRoutes, addBillingUsageRoute } from './routes/billing';
 import { addOrganizationMemberRoutes } from './routes/organization-members';
 import { addProjectRoutes } from './routes/projects';
 import { addClusterRemediationRoutes } from './routes/cluster-remediations';
@@ -59,7 +59,9 @@ export function createApp(deps: ApiDeps): express.Express {
   addProjectRoutes(v1, deps);
   addOrganizationMemberRoutes(v1, deps);
   addApiKeyRoutes(v1, deps);
-  addBillingRoutes([v1, unversioned], v1, deps); // the spec names GET /billing/usage without a prefix
+  addBillingUsageRoute(v1, deps);
+  addBillingUsageRoute(unversioned, deps, 'Unversioned'); // the spec names GET /billing/usage without a prefix
+  addBillingAdminRoutes(v1, deps);
   addSystemRoutes(v1, deps);
   addMultipartRoutes(v1, deps); // before addFileRoutes: /files/multipart/... must not match /files/:id
   addFileRoutes(v1, deps);

@@ -30,7 +30,9 @@ export function createGatewayApp(
   app.use(authenticate(principalLookup(deps)));
   const counter = new RequestCounter(deps.db);
   const stats = new RouterStats(deps.db);
-  const tokens = new TokenUsage(deps.db);
+  const tokens = new TokenUsage(deps.db, (err) =>
+    deps.logger.warn({ err: err.message }, 'inference token usage not recorded yet; kept for the next flush'),
+  );
   app.use(
     '/v1',
     inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter, stats, tokens }),

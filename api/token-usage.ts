@@ -85,6 +85,8 @@ export class TokenUsage {
 
   constructor(
     private readonly db: Db,
+    /** Told when a flush fails; its counts are kept for the next one. */
+    private readonly onError: (err: Error) => void,
     flushMs = 1000,
   ) {
     this.timer = setInterval(() => void this.flush(), flushMs);
@@ -132,7 +134,8 @@ export class TokenUsage {
           }
         }
       });
-    } catch {
+    } catch (err) {
+      this.onError(err as Error);
       for (const [endpointId, t] of batch) {
         const p = this.pending.get(endpointId);
         if (p) {

@@ -69,7 +69,7 @@ export async function recordedUnder(
 ): Promise<{ quantity: Decimal; amount: Decimal; count: number }> {
   const { rows } = await db.query<{ quantity: string | null; amount: string | null; n: string }>(
     `SELECT sum(quantity) AS quantity, sum(amount) AS amount, count(*) AS n
-       FROM usage_records WHERE idempotency_key LIKE $1 || '%'`,
+       FROM usage_records WHERE starts_with(idempotency_key, $1)`,
     [keyPrefix],
   );
   return {
@@ -183,7 +183,7 @@ export async function setMeter(db: Db, meterKey: string, meter: Meter | null, no
 /** Closes every open interval whose key starts with a prefix (a resource that is gone). */
 export async function stopMeters(db: Db, meterKeyPrefix: string, now = new Date()): Promise<void> {
   const { rows } = await db.query<{ meter_key: string }>(
-    `SELECT meter_key FROM metered_intervals WHERE ended_at IS NULL AND meter_key LIKE $1 || '%'`,
+    `SELECT meter_key FROM metered_intervals WHERE ended_at IS NULL AND starts_with(meter_key, $1)`,
     [meterKeyPrefix],
   );
   for (const r of rows) await setMeter(db, r.meter_key, null, now);

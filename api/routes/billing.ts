@@ -51,55 +51,57 @@ const Query = z.object({
   cursor: z.string().max(64).optional(),
 });
 
-export function addBillingRoutes(routers: ApiRouter[], admin: ApiRouter, { db }: ApiDeps) {
-  routers.forEach((router, i) =>
-    router.add({
-      method: 'get',
-      path: '/billing/usage',
-      operationId: i === 0 ? 'getBillingUsage' : `getBillingUsage${i}`,
-      summary: "The organization's usage and cost line items for a month, by day or hour (beta, per organization)",
-      tags: ['account'],
-      strict: true,
-      query: Query,
-      errors: [403],
-      response: { status: 200, description: 'The usage report', schema: Report },
-      handler: async ({ principal: p, query }) => {
-        if (!p.organizationRole) {
-          throw forbidden(
-            'Usage reports are for members of the organization (a user key).',
-            'organization_member_required',
-          );
-        }
-        if (!(await billingUsageEnabled(db, p.organizationId))) {
-          throw forbidden(
-            `Usage reports are a beta that is not enabled for organization ${p.organizationId}; ask the operators of this installation to enable it.`,
-            'billing_usage_not_enabled',
-          );
-        }
-        const month = query.month ?? currentMonth();
-        const windows = await usageWindows(db, p.organizationId, month, query.granularity);
-        let from = 0;
-        if (query.cursor) {
-          if (Number.isNaN(Date.parse(query.cursor))) throw badRequest('cursor is not one this API issued.', 'cursor');
-          from = windows.findIndex((w) => w.start_time > query.cursor!);
-          if (from < 0) from = windows.length;
-        }
-        const page = windows.slice(from, from + query.limit);
-        const more = from + query.limit < windows.length;
-        return {
-          object: 'list' as const,
-          organization_id: p.organizationId,
-          billing_period: month,
-          currency: 'USD' as const,
-          data: page,
-          earliest_window_start: windows[0]?.start_time ?? null,
-          latest_window_end: windows[windows.length - 1]?.end_time ?? null,
-          next_cursor: more ? page[page.length - 1].start_time : null,
-        };
-      },
-    }),
-  );
+/** GET /billing/usage, on the router given (the spec names it without a prefix; `/v1` has it too). */
+export function addBillingUsageRoute(router: ApiRouter, { db }: ApiDeps, operationIdSuffix = '') {
+  router.add({
+    method: 'get',
+    path: '/billing/usage',
+    operationId: `getBillingUsage${operationIdSuffix}`,
+    summary: "The organization's usage and cost line items for a month, by day or hour (beta, per organization)",
+    tags: ['account'],
+    strict: true,
+    query: Query,
+    errors: [403],
+    response: { status: 200, description: 'The usage report', schema: Report },
+    handler: async ({ principal: p, query }) => {
+      if (!p.organizationRole) {
+        throw forbidden(
+          'Usage reports are for members of the organization (a user key).',
+          'organization_member_required',
+        );
+      }
+      if (!(await billingUsageEnabled(db, p.organizationId))) {
+        throw forbidden(
+          `Usage reports are a beta that is not enabled for organization ${p.organizationId}; ask the operators of this installation to enable it.`,
+          'billing_usage_not_enabled',
+        );
+      }
+      const month = query.month ?? currentMonth();
+      const windows = await usageWindows(db, p.organizationId, month, query.granularity);
+      let from = 0;
+      if (query.cursor) {
+        if (Number.isNaN(Date.parse(query.cursor))) throw badRequest('cursor is not one this API issued.', 'cursor');
+        from = windows.findIndex((w) => w.start_time > query.cursor!);
+        if (from < 0) from = windows.length;
+      }
+      const page = windows.slice(from, from + query.limit);
+      const more = from + query.limit < windows.length;
+      return {
+        object: 'list' as const,
+        organization_id: p.organizationId,
+        billing_period: month,
+        currency: 'USD' as const,
+        data: page,
+        earliest_window_start: windows[0]?.start_time ?? null,
+        latest_window_end: windows[windows.length - 1]?.end_time ?? null,
+        next_cursor: more ? page[page.length - 1].start_time : null,
+      };
+    },
+  });
+}
 
+/** Operators switch the usage report on or off per organization. */
+export function addBillingAdminRoutes(admin: ApiRouter, { db }: ApiDeps) {
   admin.add({
     method: 'patch',
     path: '/admin/organizations/:organizationId',
