@@ -34,7 +34,7 @@ export async function connectTemporalClient(t: TemporalConfig): Promise<Client> 
   return new Client({ connection, namespace: t.namespace });
 }
 
-const INDEXED_TYPE: Record<string, temporal.api.enums.v1.IndexedValueType> = {
+export const INDEXED_TYPE: Record<string, temporal.api.enums.v1.IndexedValueType> = {
   [SearchAttributeType.KEYWORD]: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
   [SearchAttributeType.TEXT]: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
   [SearchAttributeType.INT]: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT,

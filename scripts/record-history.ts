@@ -10,14 +10,12 @@
  * Uses TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (default: the local dev server).
  * The file is named <WorkflowType>-<label>.json; label defaults to the date.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { loadConfig } from '../common/config';
 import { temporalConnectionOptions } from '../common/temporal';
-
-export const HISTORIES_DIR = path.resolve(__dirname, '..', 'test', 'replay', 'histories');
+import { writeRecordedHistory } from './lib/recorded-histories';
 
 async function main() {
   const [workflowId, label = new Date().toISOString().slice(0, 10), runId] = process.argv.slice(2);
@@ -25,7 +23,6 @@ async function main() {
     process.stderr.write('usage: npm run record-history -- <workflowId> [label] [runId]\n');
     process.exit(2);
   }
-  if (!/^[a-z0-9-]+$/i.test(label)) throw new Error('label may hold only letters, digits and dashes');
   const config = loadConfig();
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
   try {
@@ -36,9 +33,11 @@ async function main() {
       throw new Error(`${workflowId} is still running; record finished runs so the history is complete.`);
     }
     const history = await handle.fetchHistory();
-    mkdirSync(HISTORIES_DIR, { recursive: true });
-    const file = path.join(HISTORIES_DIR, `${description.type}-${label}.json`);
-    writeFileSync(file, historyToJSON(history) + '\n');
+    const file = writeRecordedHistory(description.type, label, historyToJSON(history));
+    if (!file)
+      throw new Error(
+        `a history named ${description.type}-${label}.json exists; recorded histories are never replaced`,
+      );
     process.stdout.write(`wrote ${path.relative(process.cwd(), file)} (${history.events?.length} events)\n`);
   } finally {
     await connection.close();

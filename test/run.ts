@@ -13,6 +13,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
+import { CLASSPATH_ENV, ensureWorkflowTestServer } from '../scripts/lib/workflow-test-server';
 import { writeWorkflowBundle } from '../workers/runtime';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -38,6 +39,9 @@ async function main() {
     cleanups.push(services.stop);
     say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
 
+    // The workflow test tier's time-skipping server (test/workflows/).
+    const workflowTestServerClasspath = await ensureWorkflowTestServer(say);
+
     const bundlePath = path.join(work, 'workflow-bundle.js');
     await writeWorkflowBundle(bundlePath, say);
     say(`ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
@@ -59,6 +63,7 @@ async function main() {
             GANTRY_DATA_DIR: path.join(work, 'data'),
             GANTRY_SIGNING_SECRET: randomBytes(32).toString('hex'),
             GANTRY_WORKFLOW_BUNDLE: bundlePath,
+            [CLASSPATH_ENV]: workflowTestServerClasspath,
             LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
           },
         },

@@ -1,0 +1,133 @@
+/**
+ * The workflow test tier: Temporal's time-skipping test server (real, from
+ * Maven Central: scripts/lib/workflow-test-server.ts) running the real
+ * workflow bundle, with activities supplied by the test. Activities are typed
+ * from their real implementations (`Partial<ClusterActivities>` and so on), so
+ * a stub that drifts from the real signature fails the type-check.
+ *
+ * Time is under the test's control. This server, run as its own process,
+ * does not hold time still while an external worker runs a workflow or
+ * activity task, so free-running time skipping (what `handle.result()` turns
+ * on) can jump past a task's timeout while the task is in flight. The
+ * environment therefore starts with skipping locked (time passes as on a wall
+ * clock), and `advance()` moves it forward in steps shorter than any task
+ * timeout, letting the workers answer between steps: a 300 s drain passes in
+ * about a second.
+ */
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { msToTs } from '@temporalio/common/lib/time';
+import type { WorkflowHandle } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
+import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
+import { workflowSource } from '../../workers/runtime';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../../common/search-attributes';
+import { INDEXED_TYPE } from '../../common/temporal';
+import type { temporal } from '@temporalio/proto';
+
+let runtimeInstalled = false;
+
+export interface WorkflowTestEnv {
+  env: TestWorkflowEnvironment;
+  /** Moves the server's clock forward by `ms`, in steps of at most `stepMs` (default 5 s, half a workflow task timeout). */
+  advance(ms: number, stepMs?: number): Promise<void>;
+  /** Waits in real time until the run closes, then returns its result (never unlocking time skipping). */
+  finished<T>(handle: WorkflowHandle): Promise<T>;
+  /** A worker on `taskQueue` (and more queues when given) running the real workflows with these activities. */
+  worker(taskQueue: string, activities: object): Promise<Worker>;
+  teardown(): Promise<void>;
+}
+
+/** Gantry's search attributes, registered the way the test server takes them (it has no list call). */
+async function registerSearchAttributes(env: TestWorkflowEnvironment): Promise<void> {
+  const searchAttributes: Record<string, temporal.api.enums.v1.IndexedValueType> = {};
+  for (const key of GANTRY_SEARCH_ATTRIBUTES) searchAttributes[key.name] = INDEXED_TYPE[key.type];
+  await env.connection.operatorService.addSearchAttributes({ namespace: env.namespace ?? 'default', searchAttributes });
+}
+
+export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+    runtimeInstalled = true;
+  }
+  // test/run.ts resolves the server once for all files; a file run alone resolves it itself.
+  process.env[CLASSPATH_ENV] ??= await ensureWorkflowTestServer((line) => process.stderr.write(`${line}\n`));
+  const env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: WORKFLOW_TEST_SERVER } },
+  });
+  await registerSearchAttributes(env);
+  await env.connection.testService!.lockTimeSkipping({});
+  const workers: Worker[] = [];
+  return {
+    env,
+    async advance(ms, stepMs = 5_000) {
+      for (let left = ms; left > 0; left -= stepMs) {
+        await env.connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(Math.min(stepMs, left)) });
+        await new Promise((r) => setTimeout(r, 15)); // the workers answer what the step made due
+      }
+    },
+    async finished<T>(handle: WorkflowHandle): Promise<T> {
+      while ((await handle.describe()).status.name === 'RUNNING') await new Promise((r) => setTimeout(r, 25));
+      return (await handle.result()) as T;
+    },
+    async worker(taskQueue, activities) {
+      const w = await Worker.create({
+        connection: env.nativeConnection,
+        namespace: env.namespace ?? 'default',
+        taskQueue,
+        ...workflowSource(),
+        activities,
+        // Cancellation reaches a heartbeating activity at its next heartbeat sent to the server.
+        defaultHeartbeatThrottleInterval: '200 milliseconds',
+        maxHeartbeatThrottleInterval: '200 milliseconds',
+      });
+      workers.push(w);
+      return w;
+    },
+    async teardown() {
+      await env.teardown();
+    },
+  };
+}
+
+/**
+ * Runs `worker` until `fn` settles (what the SDK's runUntil does), for tests
+ * that start several workers.
+ */
+export async function runWorkers<T>(workers: Worker[], fn: () => Promise<T>): Promise<T> {
+  const running = workers.map((w) => w.run());
+  try {
+    return await fn();
+  } finally {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+    await Promise.all(running);
+  }
+}
+
+/**
+ * Writes a run's history to test/replay/histories/<type>-<label>.json when
+ * GANTRY_RECORD_HISTORIES=1 and the file does not exist yet (recorded
+ * histories are never overwritten). This is how a scenario that reaches a new
+ * `patched()` branch becomes a recorded history for the replay test.
+ */
+export async function recordHistoryIfAsked(handle: WorkflowHandle, type: string, label: string): Promise<void> {
+  if (process.env.GANTRY_RECORD_HISTORIES !== '1') return;
+  writeRecordedHistory(type, label, historyToJSON(await handle.fetchHistory()));
+}
+
+/** Polls `read` in real time until `ok` holds (the workflows run beside the test); `ok` must fail on undefined. */
+export async function until<T>(
+  read: () => T | Promise<T>,
+  ok: (v: T) => boolean,
+  what: string,
+  ms = 15_000,
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
