@@ -4,7 +4,7 @@
  * PostgreSQL; node tests (acceptance, NCCL, health) run on gpu.<type> queues,
  * on the accelerator host's worker (createClusterNodeTestActivities).
  */
-import { Context, heartbeat } from '@temporalio/activity';
+import { Context, heartbeat, log } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -106,8 +106,14 @@ export function createClusterActivities({ db, fleet }: { db: Db; fleet: ComputeP
       return fleet.workload(clusterId);
     },
 
-    /** Deletion: the subnet goes back, inline volumes go with the cluster unless independent, others are unbound. */
+    /**
+     * Deletion: every node still held for the cluster is released (also one a
+     * remediation provisioned and never handed back), the subnet goes back,
+     * inline volumes go with the cluster unless independent, others are unbound.
+     */
     async releaseClusterResources({ clusterId }: { clusterId: string }): Promise<void> {
+      const swept = await fleet.releaseAllOfCluster(clusterId);
+      if (swept.length) log.warn('released nodes the cluster workflow no longer tracked', { clusterId, nodes: swept });
       await fleet.releaseSubnet(clusterId);
       for (const v of await volumesOfCluster(db, clusterId)) {
         if (v.created_with_cluster === clusterId && !v.is_lifecycle_independent) await deleteVolumeRow(db, v.id);

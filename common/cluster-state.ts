@@ -7,6 +7,7 @@
 import {
   GPUS_PER_NODE,
   MAX_DELETED_NODES,
+  MAX_PHASE_TRANSITIONS,
   MAX_LIFECYCLE_EVENTS,
   type ClusterNode,
   type ClusterPhase,
@@ -24,6 +25,7 @@ export function setPhase(state: ClusterState, phase: ClusterPhase): boolean {
   if (state.phase === phase) return false;
   state.phase = phase;
   state.phase_transitions.push({ phase, transition_time: nowIso() });
+  if (state.phase_transitions.length > MAX_PHASE_TRANSITIONS) state.phase_transitions.splice(1, 1);
   return true;
 }
 

@@ -291,11 +291,19 @@ export interface ClusterState {
   autoscale_target_gpus: number;
   /** Nodes whose automated remediation was rejected: not proposed again until they pass a health check. */
   remediation_declined: string[];
+  /** Since when no worker has served the cluster's GPU queue (said once per outage, across runs). */
+  accelerator_queue_unserved_since?: string;
 }
 
 /** Keeps the lifecycle-event list to what the cluster object calls "recent". */
 export const MAX_LIFECYCLE_EVENTS = 200;
 export const MAX_DELETED_NODES = 100;
+/**
+ * Phase transitions kept on the cluster: the first (when it was created) and
+ * the most recent ones. A cluster that flaps between Ready and Degraded for a
+ * month would otherwise carry every transition through each continue-as-new.
+ */
+export const MAX_PHASE_TRANSITIONS = 100;
 
 /** Names of the cluster workflow's messages (the API sends them by name). */
 export const CLUSTER_MESSAGES = {

@@ -8,6 +8,7 @@
  * the client sees only latency. What the request stored is removed at the end.
  */
 import { ApplicationFailure, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { PATCHES } from './patches';
 import type { SpeechActivities } from '../activities/audio';
 import type { UsageActivities } from '../activities/usage';
 import {
@@ -74,7 +75,7 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
         : Promise.resolve(undefined),
     ]);
     // Added after the first requests ran: histories recorded before it replay without the step.
-    if (patched('audio-usage')) {
+    if (patched(PATCHES.audioUsage.id)) {
       await usage.recordAudioUsage({
         requestId: input.requestId,
         projectId: input.projectId,

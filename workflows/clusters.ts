@@ -10,6 +10,10 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
+  ChildWorkflowFailure,
+  ContinueAsNew,
+  isCancellation,
   TimeoutFailure,
   ParentClosePolicy,
   condition,
@@ -27,6 +31,8 @@ import {
   workflowInfo,
   allHandlersFinished,
 } from '@temporalio/workflow';
+import { PATCHES } from './patches';
+import type { AcceleratorActivities } from '../activities/accelerator';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
 import { clusterControl, clusterWaits, NODE_POLL_MS } from './cluster-activities';
 import {
@@ -51,7 +57,7 @@ import {
   type Remediation,
   type ReviewRemediationRequest,
 } from '../common/clusters';
-import { SA_STATUS } from '../common/search-attributes';
+import { SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
 import { TimeoutType } from '@temporalio/common';
 import { gpuTaskQueue } from '../workers/task-queues';
 import {
@@ -88,6 +94,42 @@ export const clusterStateQuery = defineQuery<ClusterState>('clusterState');
 const control = clusterControl;
 const waits = clusterWaits;
 
+/** The root cause's message of a failure (an activity's or a child's failure wraps what went wrong). */
+const failureMessage = (err: unknown): string => {
+  let e = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+};
+
+/**
+ * A node test whose activity gave up (its retries spent, or refused) is
+ * state, not the end of the cluster: undefined, for the caller to record.
+ * Deletion and cancellation still stop the caller. (Before this patch the
+ * failure failed the whole run.)
+ */
+function nodeTestUnavailable(err: unknown): undefined {
+  if (!(err instanceof ActivityFailure) || !patched(PATCHES.nodeTestFailureIsState.id)) throw err;
+  return undefined;
+}
+
+const remediationSearchAttributes = (r: Remediation) => ({
+  [SA_RESOURCE_TYPE.name]: ['remediation'],
+  [SA_RESOURCE_ID.name]: [r.id],
+  [SA_STATUS.name]: [r.state],
+});
+
+/** The shared probe of an unserved GPU queue waits this long first, then twice as long each time, up to the cap. */
+const PROBE_FIRST_WAIT_MS = 30_000;
+const PROBE_MAX_WAIT_MS = 15 * 60_000;
+/** A node test skipped because nobody serves the GPU queue (see onAccelerator). */
+const UNSERVED = Symbol('unserved');
+
+/** True when no worker took the activity in time: nobody serves its queue. */
+const isScheduleToStart = (err: unknown): boolean => {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  return cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+};
+
 const rejected = (type: string, message: string, param?: string) =>
   ApplicationFailure.create({ type, message, details: param ? [param] : [], nonRetryable: true });
 
@@ -95,7 +137,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const { clusterId, settings } = input;
   const state: ClusterState = input.carried ?? initialState(input);
   const queue = gpuTaskQueue(state.spec.gpu_type);
-  const gpu = proxyActivities<ClusterNodeTestActivities>({
+  const gpu = proxyActivities<ClusterNodeTestActivities & AcceleratorActivities>({
     taskQueue: queue,
     // The bound on "is any accelerator host serving this queue?" (see onAccelerator).
     // (runs started before the setting existed carry no value: a minute)
@@ -114,6 +156,10 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const notices: string[] = [];
   const tasks = new Set<Promise<void>>();
   const running = new Set<string>(); // remediation ids whose child is running
+  // While the GPU queue is unserved: the one probe every node test waits on (see onAccelerator).
+  let acceleratorProbe: Promise<void> | undefined;
+  // ... and the scopes that run them, with their ends
+  const remediationScopes = new Map<string, { scope: CancellationScope; done: Promise<unknown> }>();
 
   // ---- projection ----
   let lastStatus = '';
@@ -139,11 +185,26 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     abortIfDeleting();
     await phase(p, details);
   }
-  function spawn(work: () => Promise<void>) {
-    const p: Promise<void> = work().finally(() => {
-      tasks.delete(p);
-      wake = true;
-    });
+  /**
+   * Runs background work (a drain, a remediation) beside the main loop. Its
+   * failure becomes a lifecycle event: an unhandled rejection would fail every
+   * later workflow task, and the cluster would stop answering.
+   */
+  function spawn(nodeId: string, what: string, work: () => Promise<void>) {
+    const p: Promise<void> = work()
+      .catch((err) => {
+        if (isCancellation(err)) return;
+        lifecycleEvent(
+          state,
+          nodeId,
+          'BackgroundTaskFailed',
+          `The ${what} of ${nodeId} failed: ${failureMessage(err)}`,
+        );
+      })
+      .finally(() => {
+        tasks.delete(p);
+        wake = true;
+      });
     tasks.add(p);
   }
 
@@ -154,20 +215,44 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   };
 
   /**
-   * Runs node tests on the accelerator queue. With no worker there, the
+   * Runs a node test on the accelerator queue. With no worker there, the
    * schedule-to-start timeout fires: the cluster says so once (a lifecycle
-   * event and the current details) and keeps waiting, unless it is deleted.
+   * event and the current details) and waits for a worker, unless it is
+   * deleted. The wait is one shared probe for the whole cluster that backs off
+   * to a probe every 15 minutes, so an outage of days adds about a hundred
+   * probes a day to the history, not a retry per node every 30 s. With
+   * `skipWhenUnserved` (health checks of a running cluster) the test is
+   * skipped instead (undefined), so the main loop goes on and can continue as
+   * new however long the outage lasts.
    */
-  async function onAccelerator<T>(nodeId: string, what: string, run: () => Promise<T>): Promise<T> {
+  async function onAccelerator<T>(nodeId: string, what: string, run: () => Promise<T>): Promise<T>;
+  async function onAccelerator<T>(
+    nodeId: string,
+    what: string,
+    run: () => Promise<T>,
+    opts: { skipWhenUnserved: true },
+  ): Promise<T | typeof UNSERVED>;
+  async function onAccelerator<T>(
+    nodeId: string,
+    what: string,
+    run: () => Promise<T>,
+    opts: { skipWhenUnserved?: boolean } = {},
+  ): Promise<T | typeof UNSERVED> {
     for (let reported = false; ;) {
       try {
+        if (acceleratorProbe) {
+          if (opts.skipWhenUnserved) return UNSERVED;
+          await acceleratorProbe;
+        }
         return await run();
       } catch (err) {
-        const cause = err instanceof ActivityFailure ? err.cause : undefined;
-        if (!(cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START)) throw err;
+        if (!isScheduleToStart(err)) throw err;
         abortIfDeleting();
-        if (!reported) {
+        // (Before this patch each test retried on its own, at once.)
+        const shared = patched(PATCHES.sharedAcceleratorProbe.id);
+        if (!reported && !(shared && state.accelerator_queue_unserved_since)) {
           reported = true;
+          if (shared) state.accelerator_queue_unserved_since = nowIso();
           lifecycleEvent(
             state,
             nodeId,
@@ -176,8 +261,40 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
           );
           await project(`Waiting for a worker on ${queue} (${what}).`);
         }
+        if (!shared) continue;
+        acceleratorProbe ??= probeAccelerator(nodeId);
+        if (opts.skipWhenUnserved) return UNSERVED;
       }
     }
+  }
+
+  /** Probes the accelerator queue until a worker takes a probe, backing off; then every waiting test goes on. */
+  function probeAccelerator(nodeId: string): Promise<void> {
+    return (async () => {
+      for (let waitMs = PROBE_FIRST_WAIT_MS; ; waitMs = Math.min(waitMs * 2, PROBE_MAX_WAIT_MS)) {
+        await condition(() => deleteRequested !== undefined, waitMs);
+        abortIfDeleting();
+        try {
+          await gpu.describeAcceleratorHost.executeWithOptions({ summary: `probe ${queue}` }, [
+            { gpuType: state.spec.gpu_type },
+          ]);
+          break;
+        } catch (err) {
+          if (!isScheduleToStart(err)) break; // a worker took it: the queue is served again
+        }
+      }
+      const since = state.accelerator_queue_unserved_since;
+      state.accelerator_queue_unserved_since = undefined;
+      lifecycleEvent(
+        state,
+        nodeId,
+        'AcceleratorQueueServed',
+        `A worker serves ${queue} again${since ? ` after ${Math.round((Date.now() - Date.parse(since)) / 60_000)} min` : ''}; node tests go on.`,
+      );
+    })().finally(() => {
+      acceleratorProbe = undefined;
+      wake = true;
+    });
   }
 
   // ---- messages ----
@@ -328,7 +445,11 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   );
 
   setHandler(preemptionNoticeSignal, ({ nodeId }) => {
-    notices.push(nodeId);
+    // A running cluster starts the drain from the handler: the 300 s grace cannot wait behind a
+    // scale-up or a health round of the main loop. During bring-up the notice waits for the loop,
+    // which owns the nodes until then. (Before this patch every notice waited for the loop.)
+    if (state.provisioned && patched(PATCHES.drainOnNotice.id)) startDrain(nodeId);
+    else notices.push(nodeId);
     wake = true;
   });
 
@@ -403,7 +524,17 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}` }, [
         { clusterId, nodeId: node.node_id, params },
       ]),
-    );
+    ).catch((err) => nodeTestUnavailable(err));
+    if (!report) {
+      node.status = 'Failed';
+      lifecycleEvent(
+        state,
+        node.node_id,
+        'AcceptanceTestUnavailable',
+        'The acceptance test could not run; the node is not accepted.',
+      );
+      return false;
+    }
     if (!report.passed) {
       const failed = report.checks.filter((c) => !c.passed).map((c) => `${c.name}: ${c.detail}`);
       node.status = 'Failed';
@@ -417,25 +548,62 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     const node = findWorker(state, r.instance_id);
     running.add(r.id);
     const replaces = r.mode === 'REMEDIATION_MODE_VM_ONLY' || r.mode === 'REMEDIATION_MODE_HOST_AWARE';
-    const child = await startChild(nodeRemediation, {
-      workflowId: remediationWorkflowId(clusterId, r.id),
-      parentClosePolicy: ParentClosePolicy.TERMINATE,
-      staticSummary: `${r.mode} of ${node?.node_id ?? r.instance_id} (${r.trigger})`,
-      args: [
-        {
-          clusterId,
-          parentWorkflowId: workflowInfo().workflowId,
-          remediation: r,
-          node: node!,
-          region: state.spec.region,
-          gpuType: state.spec.gpu_type,
-          replacementSeq: replaces ? ++state.node_seq : undefined,
-          driver,
-          acceptance: state.spec.acceptance_tests_params ?? {},
+    // Its own scope, so that deleting the cluster can cancel it (the child then releases what it provisioned).
+    const scope = new CancellationScope();
+    let outcome: RemediationOutcome;
+    try {
+      const done = scope.run(async () => {
+        const child = await startChild(nodeRemediation, {
+          workflowId: remediationWorkflowId(clusterId, r.id),
+          parentClosePolicy: ParentClosePolicy.TERMINATE,
+          staticSummary: `${r.mode} of ${node?.node_id ?? r.instance_id} (${r.trigger})`,
+          searchAttributes: remediationSearchAttributes(r),
+          args: [
+            {
+              clusterId,
+              parentWorkflowId: workflowInfo().workflowId,
+              remediation: r,
+              node: node!,
+              region: state.spec.region,
+              gpuType: state.spec.gpu_type,
+              replacementSeq: replaces ? ++state.node_seq : undefined,
+              driver,
+              acceptance: state.spec.acceptance_tests_params ?? {},
+            },
+          ],
+        });
+        return child.result();
+      });
+      remediationScopes.set(r.id, { scope, done });
+      outcome = await done;
+    } catch (err) {
+      // The child failed, was terminated or cancelled, or its id is taken: the remediation ends, the cluster goes on.
+      // (Before this patch such a failure went unhandled.)
+      if (!patched(PATCHES.remediationChildFailureIsState.id)) throw err;
+      const now = nowIso();
+      const cancelled = isCancellation(err) || scope.consideredCancelled;
+      const message = cancelled
+        ? `cancelled: ${deleteRequested ? `cluster deleted: ${deleteRequested}` : 'the cluster stopped it'}`
+        : failureMessage(err);
+      outcome = {
+        remediation: {
+          ...r,
+          state: cancelled ? 'CANCELLED' : 'FAILED',
+          update_time: now,
+          end_time: now,
+          error_message: message,
         },
-      ],
-    });
-    const outcome = await child.result();
+      };
+      await CancellationScope.nonCancellable(() => control.recordRemediation(outcome.remediation));
+      lifecycleEvent(
+        state,
+        node?.node_id ?? r.instance_id,
+        cancelled ? 'RemediationCancelled' : 'RemediationFailed',
+        `${r.mode} of ${node?.node_id ?? r.instance_id} ${cancelled ? 'was cancelled' : 'failed'}: ${message}`,
+      );
+    } finally {
+      remediationScopes.delete(r.id);
+    }
     running.delete(r.id);
     const i = state.remediations.findIndex((x) => x.id === r.id);
     if (i >= 0) state.remediations.splice(i, 1);
@@ -490,7 +658,16 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)` }, [
           { clusterId, nodeIds: ready.map((n) => n.node_id) },
         ]),
-      );
+      ).catch((err) => nodeTestUnavailable(err));
+      if (!report) {
+        lifecycleEvent(
+          state,
+          ready[0].node_id,
+          'NcclTestUnavailable',
+          'The NCCL test could not run; the cluster comes up without it.',
+        );
+        return;
+      }
       if (report.passed) return;
       const failing = ready.filter((n) => report.failing_node_ids.includes(n.node_id));
       for (const n of failing) {
@@ -694,7 +871,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       `Node ${nodeId} is being reclaimed: cordoned; pods receive SIGTERM and ${grace}s of grace.`,
     );
     refreshPreemptibleCount(state);
-    spawn(async () => {
+    spawn(nodeId, 'drain', async () => {
       await control.cordonNode({ nodeId });
       await project(`Draining ${nodeId} until ${state.draining[nodeId]}.`);
       await sleep(grace * 1000);
@@ -711,20 +888,43 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   }
 
   async function healthChecks(): Promise<void> {
+    // While nobody serves the GPU queue the round is skipped: the shared probe says when a worker is back.
+    if (acceleratorProbe) return;
     const busy = new Set(state.remediations.map((r) => r.instance_id));
     const nodes = state.gpu_worker_nodes.filter((n) => !state.draining[n.node_id] && !busy.has(n.instance_id));
     const reports = await Promise.all(
       nodes.map((n) =>
-        onAccelerator(n.node_id, 'health check', () =>
-          gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [{ clusterId, nodeId: n.node_id }]),
-        ),
+        onAccelerator(
+          n.node_id,
+          'health check',
+          () =>
+            gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [
+              { clusterId, nodeId: n.node_id },
+            ]),
+          { skipWhenUnserved: true },
+        ).catch((err) => nodeTestUnavailable(err)),
       ),
     );
     let changed = false;
     for (const [i, node] of nodes.entries()) {
       const report = reports[i];
+      if (report === UNSERVED) continue; // nobody serves the GPU queue: the node's health is not news
+      if (!report) {
+        // The check could not run (its retries were spent): the node's health is unknown until the next round.
+        if (node.status !== 'Unknown') {
+          node.status = 'Unknown';
+          lifecycleEvent(
+            state,
+            node.node_id,
+            'HealthCheckUnavailable',
+            `The health check of ${node.node_id} could not run; it is tried again in the next round.`,
+          );
+          changed = true;
+        }
+        continue;
+      }
       if (report.healthy) {
-        if (node.status === 'Unhealthy') {
+        if (node.status === 'Unhealthy' || node.status === 'Unknown') {
           node.status = 'Ready';
           state.remediation_declined = state.remediation_declined.filter((id) => id !== node.node_id);
           lifecycleEvent(state, node.node_id, 'HealthCheckRecovered', report.detail);
@@ -760,7 +960,8 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     }
     // While a resize is pending, the shortfall is the resize's business, not a degradation.
     // (added after the first recorded runs: those replay without it)
-    const resizing = regularWorkers(state).length !== targetRegularNodes(state) && patched('resize-is-not-degradation');
+    const resizing =
+      regularWorkers(state).length !== targetRegularNodes(state) && patched(PATCHES.resizeIsNotDegradation.id);
     if (changed || (!resizing && state.phase !== settledPhase(state))) await phase(settledPhase(state));
   }
 
@@ -787,7 +988,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     for (const r of state.remediations) {
       if (r.state === 'PENDING' && !running.has(r.id)) {
         running.add(r.id);
-        spawn(async () => {
+        spawn(r.instance_name ?? r.instance_id, `remediation ${r.id}`, async () => {
           await remediate(r);
           await phase(settledPhase(state));
         });
@@ -802,6 +1003,13 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
 
   async function tearDown(reason: string): Promise<void> {
     await phase('CLUSTER_PHASE_DELETING', reason);
+    // Running remediations are cancelled and waited for: a replacement they provisioned is released by them.
+    // (Before this patch they were terminated with the cluster, and a replacement node could stay behind.)
+    if (remediationScopes.size > 0 && patched(PATCHES.cancelRemediationsOnDelete.id)) {
+      const inFlight = [...remediationScopes.values()];
+      for (const { scope } of inFlight) scope.cancel();
+      await Promise.all(inFlight.map(({ done }) => done.catch(() => undefined)));
+    }
     const now = nowIso();
     for (const r of state.remediations) {
       Object.assign(r, {
@@ -815,7 +1023,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     state.remediations = [];
     const nodeIds = [...state.gpu_worker_nodes, ...state.control_plane_nodes].map((n) => n.node_id);
     // Workers are cordoned first so nothing new lands on them while they go (added after the first recorded runs).
-    const drained = state.gpu_worker_nodes.length > 0 && patched('drain-workers-on-delete');
+    const drained = state.gpu_worker_nodes.length > 0 && patched(PATCHES.drainWorkersOnDelete.id);
     if (drained) {
       await Promise.all(
         state.gpu_worker_nodes.map((n) =>
@@ -879,7 +1087,16 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       wake = false;
     }
   } catch (err) {
-    if (!(err instanceof DeletionRequested)) throw err;
+    if (err instanceof ContinueAsNew) throw err; // the hand-over to the next run, not a failure
+    if (!(err instanceof DeletionRequested)) {
+      // Anything unexpected (a bug, a cancellation from the Temporal UI): nothing is left running unowned.
+      // The nodes are released and the meters closed whatever happens to this run, then the run fails.
+      // (Before this patch the run failed with its nodes still held.)
+      if (!patched(PATCHES.compensateOnFailure.id)) throw err;
+      deleteRequested ??= `the cluster workflow failed: ${failureMessage(err)}`;
+      await CancellationScope.nonCancellable(() => tearDown(deleteRequested!));
+      throw err;
+    }
   }
   await tearDown(deleteRequested!);
   await condition(allHandlersFinished);

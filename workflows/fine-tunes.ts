@@ -15,6 +15,7 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { PATCHES } from './patches';
 import { TimeoutType } from '@temporalio/common';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
@@ -61,7 +62,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
     setCurrentDetails('Tokenizing the training data.');
     const prepared = await control.prepareTrainingData.executeWithOptions({ summary: 'tokenize' }, [{ jobId }]);
     // Added after the first jobs ran: histories recorded before it replay without the step.
-    if (patched('tokenized-dataset-archive')) {
+    if (patched(PATCHES.tokenizedDatasetArchive.id)) {
       await control.archiveTokenizedDataset.executeWithOptions({ summary: 'archive tokenized dataset' }, [
         { jobId, prepared },
       ]);
@@ -137,7 +138,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
       },
     });
     // Added after the first jobs ran: histories recorded before it replay without the step.
-    if (patched('model-registry')) {
+    if (patched(PATCHES.modelRegistry.id)) {
       try {
         await registry.registerFineTuneOutputs.executeWithOptions({ summary: 'register in the model registry' }, [
           { jobId },

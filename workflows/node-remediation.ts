@@ -7,7 +7,15 @@
  * remediation and reported to the parent, which shows it in the node's
  * lifecycle events and applies the outcome to its nodes.
  */
-import { ActivityFailure, getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  CancellationScope,
+  getExternalWorkflowHandle,
+  isCancellation,
+  patched,
+  proxyActivities,
+} from '@temporalio/workflow';
+import { PATCHES } from './patches';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
 import { clusterControl, clusterWaits, NODE_POLL_MS } from './cluster-activities';
 import type {
@@ -69,6 +77,8 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
   }
 
   const outcome: RemediationOutcome = { remediation: r };
+  // A replacement provisioned and not yet handed over: released if the remediation is cancelled.
+  let pendingReplacement: string | undefined;
   try {
     await step('QUARANTINING', 'RemediationStarted', `${r.mode} of ${node.node_id} started (${r.trigger}).`, {
       start_time: new Date().toISOString(),
@@ -100,6 +110,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
           seqs: [input.replacementSeq!],
           avoidHosts: r.mode === 'REMEDIATION_MODE_HOST_AWARE' ? [node.host_name] : undefined,
         });
+        pendingReplacement = fresh.node_id;
         const [seen] = await waits.awaitNodes({ nodeIds: [fresh.node_id], pollMs: NODE_POLL_MS });
         if (seen.phase !== 'NODE_PHASE_RUNNING') {
           await control.releaseNodes({ nodeIds: [fresh.node_id] });
@@ -119,6 +130,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
           }
         }
         await control.releaseNodes({ nodeIds: [node.node_id] });
+        pendingReplacement = undefined;
         outcome.replacement = { ...seen, phase_transitions: seen.phase_transitions };
         await step('RUNNING', 'RemediationReplaced', `Node ${node.node_id} replaced by ${fresh.node_id}.`);
         break;
@@ -132,6 +144,22 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
       end_time: new Date().toISOString(),
     });
   } catch (err) {
+    // Cancelled (its cluster is being deleted): give back the replacement it holds, say so, end as cancelled.
+    // (Before this patch a cancellation was recorded as a failure and the replacement stayed provisioned.)
+    if (isCancellation(err) && patched(PATCHES.remediationReleasesOnCancel.id)) {
+      await CancellationScope.nonCancellable(async () => {
+        if (pendingReplacement) await control.releaseNodes({ nodeIds: [pendingReplacement] });
+        const now = new Date().toISOString();
+        Object.assign(r, {
+          state: 'CANCELLED',
+          update_time: now,
+          end_time: now,
+          error_message: 'cancelled: the cluster is being deleted',
+        });
+        await control.recordRemediation({ ...r });
+      });
+      throw err;
+    }
     const cause = err instanceof ActivityFailure ? (err.cause ?? err) : err;
     const message = (cause as Error).message ?? String(cause);
     await step('FAILED', 'RemediationFailed', `${r.mode} of ${node.node_id} failed: ${message}`, {

@@ -73,6 +73,8 @@ export interface ComputeProvider {
   /** Restarts the node in place (reboot, host power cycle): it goes through its boot phases again. */
   restart(nodeId: string): Promise<void>;
   release(nodeIds: string[]): Promise<void>;
+  /** Releases every node still held for the cluster, whoever provisioned it; returns their ids. */
+  releaseAllOfCluster(clusterId: string): Promise<string[]>;
   releaseSubnet(clusterId: string): Promise<void>;
   /** Preemptible nodes the fleet can still hand out for this region and type (null: no limit). */
   preemptibleNodesAvailable(region: string, gpuType: GpuType): Promise<number | null>;

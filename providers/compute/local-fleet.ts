@@ -254,16 +254,23 @@ export class LocalFleet implements ComputeProvider {
       [nodeId],
     );
     // An injected health fault models a transient condition (a wedged GPU): a restart clears it.
-    await this.db.query(
-      `UPDATE fleet_faults SET remaining = 0 WHERE node_id = $1 AND kind = 'health_check_failure'`,
-      [nodeId],
-    );
+    await this.db.query(`UPDATE fleet_faults SET remaining = 0 WHERE node_id = $1 AND kind = 'health_check_failure'`, [
+      nodeId,
+    ]);
   }
 
   async release(nodeIds: string[]): Promise<void> {
     await this.db.query('UPDATE fleet_nodes SET released_at = coalesce(released_at, now()) WHERE node_id = ANY($1)', [
       nodeIds,
     ]);
+  }
+
+  async releaseAllOfCluster(clusterId: string): Promise<string[]> {
+    const { rows } = await this.db.query<{ node_id: string }>(
+      'UPDATE fleet_nodes SET released_at = now() WHERE cluster_id = $1 AND released_at IS NULL RETURNING node_id',
+      [clusterId],
+    );
+    return rows.map((r) => r.node_id).sort();
   }
 
   async preemptibleNodesAvailable(region: string, gpuType: GpuType): Promise<number | null> {

@@ -1,7 +1,10 @@
 /**
  * Determinism guard: every recorded history in test/replay/histories replays
  * against the current workflow code, and every workflow type has one.
- * Record new ones with `npm run record-history -- <workflowId> <label>`.
+ * Record new ones with `npm run record-history -- <workflowId> <label>` (a run
+ * on a server), or with GANTRY_RECORD_HISTORIES=1 from the workflow test tier
+ * (test/workflows/, see recordHistoryIfAsked). Both add the file to
+ * SHA256SUMS; test/replay/patches.test.ts checks the patches and the files.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,0 +1,36 @@
+/**
+ * Every `patched()` id of the workflow code, in one place, with the workflow
+ * type it changes. A patch marks a change to a workflow's commands: runs that
+ * started before it replay the old branch, new runs take the new one.
+ *
+ * test/replay/patches.test.ts holds each entry to its promise: a recorded
+ * history of that workflow type that took the new branch (it carries the
+ * marker) and one recorded before the change (it does not), and no
+ * `patched('...')` call in workflows/ outside this table. Ids are never reused
+ * or removed while a run that started before the patch may still be open.
+ */
+export const PATCHES = {
+  audioUsage: { id: 'audio-usage', workflow: 'audioRequest' },
+  tokenizedDatasetArchive: { id: 'tokenized-dataset-archive', workflow: 'fineTune' },
+  modelRegistry: { id: 'model-registry', workflow: 'fineTune' },
+  resizeIsNotDegradation: { id: 'resize-is-not-degradation', workflow: 'cluster' },
+  drainWorkersOnDelete: { id: 'drain-workers-on-delete', workflow: 'cluster' },
+  /** A preemption notice to a running cluster starts its drain at once, not after the main loop's round. */
+  drainOnNotice: { id: 'drain-on-notice', workflow: 'cluster' },
+  /** A remediation child that fails, is terminated or cannot start ends the remediation, not the cluster. */
+  remediationChildFailureIsState: { id: 'remediation-child-failure-is-state', workflow: 'cluster' },
+  /** Deleting a cluster cancels its running remediations and waits for them to release what they hold. */
+  cancelRemediationsOnDelete: { id: 'cancel-remediations-on-delete', workflow: 'cluster' },
+  /** A node test whose retries are spent marks the node (Unknown, not accepted), not the whole cluster failed. */
+  nodeTestFailureIsState: { id: 'node-test-failure-is-state', workflow: 'cluster' },
+  /** An unexpected failure of a cluster run releases its nodes before the run fails. */
+  compensateOnFailure: { id: 'compensate-on-failure', workflow: 'cluster' },
+  /** A cancelled remediation releases the replacement node it provisioned and ends as CANCELLED. */
+  remediationReleasesOnCancel: { id: 'remediation-releases-on-cancel', workflow: 'nodeRemediation' },
+  /** An autoscaling metric that cannot be read skips the observation instead of failing the deployment. */
+  skipFailedObservation: { id: 'skip-failed-observation', workflow: 'deployment' },
+  /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
+  sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
+} as const;
+
+export type PatchName = keyof typeof PATCHES;
