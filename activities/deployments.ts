@@ -41,13 +41,17 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
       deploymentId,
       state,
       version,
+      generation,
     }: {
       deploymentId: string;
       state: DeploymentState;
+      /** Counts the projections of one run. */
       version: number;
+      /** Counts the runs (continue-as-new); absent from runs started before it existed. */
+      generation?: number;
     }) {
       const before = await containerSnapshot(db, deploymentId);
-      await projectDeployment(db, deploymentId, state, version);
+      await projectDeployment(db, deploymentId, state, version, generation);
       await noteContainerChange(db, deploymentId, before, state);
     },
     /** Jobs waiting or running in the deployment's queue (the QueueBacklogPerWorker signal). */

@@ -59,6 +59,8 @@ export interface DeploymentWorkflowInput {
 
 export interface CarriedDeployment {
   state: DeploymentState;
+  /** Which run carried this (0: the first); absent when carried by code that did not count runs. */
+  generation?: number;
   seq: number;
   failures: number;
   autoscaled?: number;

@@ -23,6 +23,7 @@ import {
   upsertSearchAttributes,
   allHandlersFinished,
   continueAsNew,
+  patched,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
@@ -30,6 +31,7 @@ import {
   CONTAINERS_TASK_QUEUE,
   activeAutoscaling,
   changesReplicaTemplate,
+  type ActiveAutoscaling,
   type CarriedDeployment,
   type DeploymentSpec,
   type DeploymentState,
@@ -37,6 +39,7 @@ import {
   type DeploymentWorkflowInput,
 } from '../common/deployments';
 import { SA_STATUS } from '../common/search-attributes';
+import { PATCHES } from './patches';
 import { TimeoutType } from '@temporalio/common';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
@@ -58,6 +61,13 @@ const control = proxyActivities<DeploymentControlActivities>({
 /** A replica that dies is replaced after 1, 2, 4 ... seconds, up to the configured maximum. */
 const backoffSeconds = (failures: number, max: number) => Math.min(max, 2 ** Math.max(0, failures - 1));
 const FAILED_AFTER = 3;
+
+/** The root cause's message of a failure (an activity failure wraps what went wrong). */
+const failureMessage = (err: unknown): string => {
+  let e = err;
+  while (e instanceof ActivityFailure && e.cause) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+};
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const { deploymentId, projectId } = input;
@@ -81,6 +91,9 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     { revision: number; hostQueue: string; image: string; scope: CancellationScope; done: Promise<void> }
   >();
   let version = 0;
+  // Projections are ordered by (generation, version): each run counts its own versions from 0.
+  // A run carried by code that did not count generations is at least the second one.
+  const generation = input.carried ? (input.carried.generation ?? 0) + 1 : 0;
   let seq = input.carried?.seq ?? 0;
   let failures = input.carried?.failures ?? 0;
   let retryAt = 0;
@@ -91,6 +104,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   let lastScaleAt = input.carried?.lastScaleAt ?? 0;
   let nextObservation = 0;
   const samples: Array<{ at: number; demand: number }> = [];
+  let skippedObservations = 0;
 
   const clamp = (n: number) => Math.min(state.spec.max_replicas, Math.max(state.spec.min_replicas, n));
   const desired = () =>
@@ -103,18 +117,37 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
    * when idle) only when the whole time_interval_minutes window agrees and the
    * cool-down has passed.
    */
+  /** The autoscaling metric's current total over the replicas, or the queue's backlog. */
+  async function measureDemand(a: ActiveAutoscaling): Promise<number> {
+    if (a.metric === 'CustomMetric') {
+      const scraped = await launcher.scrapeReplicaMetric.executeWithOptions(
+        { summary: `scrape ${a.custom_metric_name}` },
+        [{ deploymentId, metricName: a.custom_metric_name }],
+      );
+      return scraped.total;
+    }
+    if (a.metric === 'HTTPTotalRequests') {
+      return control.httpRequests({ deploymentId, windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60 });
+    }
+    return control.queueBacklog({ deploymentId });
+  }
+
   async function observe(): Promise<void> {
     const a = activeAutoscaling(state.spec)!;
-    const demand =
-      a.metric === 'CustomMetric'
-        ? (
-            await launcher.scrapeReplicaMetric.executeWithOptions({ summary: `scrape ${a.custom_metric_name}` }, [
-              { deploymentId, metricName: a.custom_metric_name },
-            ])
-          ).total
-        : a.metric === 'HTTPTotalRequests'
-          ? await control.httpRequests({ deploymentId, windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60 })
-          : await control.queueBacklog({ deploymentId });
+    let demand: number;
+    try {
+      demand = await measureDemand(a);
+    } catch (err) {
+      // A metric that cannot be read skips this observation; the replicas stay as they are.
+      // (Before this patch a failed scrape failed the whole deployment.)
+      if (isCancellation(err) || !patched(PATCHES.skipFailedObservation.id)) throw err;
+      skippedObservations++;
+      setCurrentDetails(
+        `**${state.status}**: autoscaler observation skipped (${skippedObservations} in a row): ${failureMessage(err)}`,
+      );
+      return;
+    }
+    skippedObservations = 0;
     const now = Date.now();
     samples.push({ at: now, demand });
     const windowMs = (a.time_interval_minutes ?? 1) * 60_000;
@@ -146,7 +179,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     setCurrentDetails(
       `**${state.status}**: ${live.size}/${desired()} replicas, revision ${state.revision}. ${details}`,
     );
-    await control.recordDeployment({ deploymentId, state, version: ++version });
+    await control.recordDeployment({ deploymentId, state, version: ++version, generation });
   }
 
   setHandler(
@@ -286,6 +319,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       if (!deleting && allHandlersFinished()) {
         const carried: CarriedDeployment = {
           state,
+          generation,
           seq,
           failures,
           autoscaled,

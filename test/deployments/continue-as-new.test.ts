@@ -78,4 +78,48 @@ describe('deployment continue-as-new', () => {
     );
     await assert.rejects(fetch(`http://127.0.0.1:${second.port}/health`));
   });
+
+  test('a change made after continue-as-new shows in the deployment (the read model does not freeze)', async () => {
+    await api('POST', '/deployments', {
+      name: 'changes-after-handover',
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      max_replicas: 2,
+      termination_grace_period_seconds: 1,
+    });
+    const ready = await eventually(
+      () => api('GET', '/deployments/changes-after-handover').then((r) => r.body),
+      (d) => d.status === 'Ready',
+      30_000,
+    );
+    const handle = p.temporal.workflow.getHandle(`deployment/${ready.id}`);
+    const firstRun = (await handle.describe()).runId;
+    for (let i = 0; i < 8; i++) {
+      const r = await api('PATCH', '/deployments/changes-after-handover', { description: `change ${i}` });
+      assert.equal(r.status, 200);
+    }
+    await eventually(
+      () => handle.describe(),
+      (d) => d.runId !== firstRun,
+      20_000,
+    );
+    const changed = await api('PATCH', '/deployments/changes-after-handover', { min_replicas: 2, max_replicas: 3 });
+    assert.equal(changed.status, 200);
+    const shown = await eventually(
+      () => api('GET', '/deployments/changes-after-handover').then((r) => r.body),
+      (d) => d.min_replicas === 2 && d.max_replicas === 3 && d.ready_replicas === 2 && d.desired_replicas === 2,
+      30_000,
+    );
+    assert.equal(shown.description, 'change 7');
+    assert.equal(shown.status, 'Ready');
+    await api('DELETE', '/deployments/changes-after-handover');
+    await eventually(
+      () => api('GET', '/deployments/changes-after-handover'),
+      (r) => r.status === 404,
+      30_000,
+    );
+  });
 });

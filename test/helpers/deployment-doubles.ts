@@ -1,0 +1,91 @@
+/**
+ * Activity doubles for the deployment workflow in the workflow test tier,
+ * behind the real signatures (DeploymentControlActivities and
+ * ReplicaActivities): replicas are entries in a set, supervised until the
+ * workflow cancels them; projections and metric reads are recorded; faults are
+ * programmed per activity.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { Context, heartbeat } from '@temporalio/activity';
+import type { DeploymentControlActivities, ReplicaActivities } from '../../activities/deployments';
+import { CONTAINERS_TASK_QUEUE, type DeploymentState, type DeploymentWorkflowInput } from '../../common/deployments';
+
+type Activities = DeploymentControlActivities & ReplicaActivities;
+
+export class DeploymentActivityDoubles {
+  /** Replicas launched and not stopped. */
+  readonly running = new Set<string>();
+  readonly projections: Array<{ state: DeploymentState; version: number; generation?: number }> = [];
+  /** What scrapeReplicaMetric reports; an Error makes it fail (non-retryably, as a dead endpoint would). */
+  metric: number | Error = 0;
+  scrapes = 0;
+
+  get latest(): DeploymentState | undefined {
+    return this.projections.at(-1)?.state;
+  }
+
+  activities(): Activities {
+    const self = this;
+    return {
+      async recordDeployment(a) {
+        self.projections.push({ state: structuredClone(a.state), version: a.version, generation: a.generation });
+      },
+      async queueBacklog() {
+        return 0;
+      },
+      async httpRequests() {
+        return 0;
+      },
+      async removeDeployment() {},
+      async recordReplica() {},
+      async launchReplica(l) {
+        self.running.add(l.replicaId);
+        return { replicaId: l.replicaId, hostQueue: CONTAINERS_TASK_QUEUE, port: 0 };
+      },
+      async scrapeReplicaMetric() {
+        self.scrapes++;
+        if (self.metric instanceof Error) {
+          throw ApplicationFailure.nonRetryable(self.metric.message, 'InjectedFault');
+        }
+        return { total: self.metric, scraped: self.running.size, replicas: self.running.size };
+      },
+      async superviseReplica(s) {
+        const ctx = Context.current();
+        const beat = setInterval(() => heartbeat(), 1000);
+        try {
+          return await new Promise<never>((_, reject) =>
+            ctx.cancellationSignal.addEventListener('abort', () => reject(ctx.cancellationSignal.reason)),
+          );
+        } finally {
+          clearInterval(beat);
+          self.running.delete(s.replicaId);
+        }
+      },
+    };
+  }
+}
+
+/** A deployment's workflow input: one replica of a container, up to `max` with the given autoscaling. */
+export function deploymentInput(
+  deploymentId: string,
+  opts: { min?: number; max?: number; autoscaling?: Record<string, unknown> } = {},
+): DeploymentWorkflowInput {
+  return {
+    deploymentId,
+    projectId: 'proj-workflow-tier',
+    spec: {
+      name: deploymentId,
+      image: 'example/replica:1',
+      port: 8000,
+      min_replicas: opts.min ?? 1,
+      max_replicas: opts.max ?? 3,
+      termination_grace_period_seconds: 1,
+      environment_variables: [],
+      autoscaling: opts.autoscaling,
+    },
+    maxRestartBackoffSeconds: 60,
+    autoscaleIntervalSeconds: 15,
+    autoscaleCooldownSeconds: 60,
+    containerWaitSeconds: 60,
+  };
+}

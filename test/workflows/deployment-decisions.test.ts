@@ -1,0 +1,80 @@
+/**
+ * The deployment workflow's decisions in Temporal's time-skipping test server
+ * with the activity doubles of test/helpers/deployment-doubles.ts.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId } from '../../common/deployments';
+import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
+import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
+import {
+  createWorkflowTestEnv,
+  recordHistoryIfAsked,
+  runWorkers,
+  until,
+  type WorkflowTestEnv,
+} from '../helpers/workflow-env';
+
+describe('deployment workflow decisions (time-skipping)', () => {
+  let t: WorkflowTestEnv;
+  afterEach(() => t?.teardown());
+
+  test(
+    'an autoscaling metric that cannot be read skips the observation; the deployment keeps serving',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const doubles = new DeploymentActivityDoubles();
+      const activities = doubles.activities();
+      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
+      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
+      await runWorkers([control, host], async () => {
+        doubles.metric = new Error('GET /metrics: connection refused');
+        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId: deploymentWorkflowId('ts-scrape-fails'),
+          args: [
+            {
+              ...deploymentInput('ts-scrape-fails', {
+                min: 1,
+                max: 3,
+                autoscaling: { metric: 'CustomMetric', custom_metric_name: 'inflight', target: 10 },
+              }),
+              autoscaleIntervalSeconds: 1,
+            },
+          ],
+        });
+        await until(
+          () => doubles.scrapes,
+          (n) => n >= 1,
+          'the first observation',
+        );
+        // (A supervised replica is an activity in flight, and the test server does not skip time past it:
+        // observations come every second here instead, in real time.)
+        await until(
+          () => doubles.scrapes,
+          (n) => n >= 3,
+          'more observations',
+        );
+        assert.equal((await handle.describe()).status.name, 'RUNNING');
+        assert.equal(doubles.running.size, 1, 'the replica stays as it was');
+        assert.equal(doubles.latest?.status, 'Ready');
+
+        // The metric comes back: 25 in flight against a target of 10 per replica asks for 3.
+        doubles.metric = 25;
+        await until(
+          () => doubles.latest,
+          (s) => s?.status === 'Ready' && s.desired_replicas === 3,
+          'the scale-up the readable metric asks for',
+        );
+        assert.equal(doubles.running.size, 3);
+
+        await handle.executeUpdate('deleteDeployment', { args: [] });
+        assert.equal(await t.finished(handle), 'deleted');
+        assert.equal(doubles.running.size, 0, 'every replica stopped');
+        await recordHistoryIfAsked(handle, 'deployment', 'metric-unreadable-observations-skipped-then-scaled');
+      });
+    },
+  );
+});
