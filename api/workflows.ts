@@ -6,7 +6,13 @@
  */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
-import { SA_GPU_TYPE, SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
+import {
+  SA_GPU_TYPE,
+  SA_PROJECT_ID,
+  SA_RESOURCE_ID,
+  SA_RESOURCE_TYPE,
+  statusSearchAttributes,
+} from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const TEMPORAL_CALL_DEADLINE_MS = 5_000;
@@ -36,7 +42,7 @@ export async function startResourceWorkflow<W extends Workflow>(
         { key: SA_PROJECT_ID, value: w.projectId },
         { key: SA_RESOURCE_TYPE, value: w.resourceType },
         { key: SA_RESOURCE_ID, value: w.resourceId },
-        { key: SA_STATUS, value: w.status },
+        ...statusSearchAttributes(w.status),
         ...(w.gpuType ? [{ key: SA_GPU_TYPE, value: w.gpuType }] : []),
       ],
       staticSummary: w.summary,

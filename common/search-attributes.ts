@@ -1,6 +1,6 @@
 /**
  * Search attributes Gantry sets on every workflow so operators can find runs in
- * the Temporal UI (e.g. `GantryProjectId = "proj-..." AND GantryStatus = "running"`).
+ * the Temporal UI (e.g. `GantryProjectId = "proj-..." AND GantryPhase = "failed"`).
  * Registered on the namespace at start by ensureSearchAttributes(); the names
  * and types here are the single source of truth.
  */
@@ -11,6 +11,49 @@ export const SA_RESOURCE_TYPE = defineSearchAttributeKey('GantryResourceType', S
 export const SA_RESOURCE_ID = defineSearchAttributeKey('GantryResourceId', SearchAttributeType.KEYWORD);
 export const SA_STATUS = defineSearchAttributeKey('GantryStatus', SearchAttributeType.KEYWORD);
 
+/** One vocabulary across every resource (see gantryPhaseOf), beside the resource's own GantryStatus. */
+export const SA_PHASE = defineSearchAttributeKey('GantryPhase', SearchAttributeType.KEYWORD);
+
 export const SA_GPU_TYPE = defineSearchAttributeKey('GantryGpuType', SearchAttributeType.KEYWORD);
 
-export const GANTRY_SEARCH_ATTRIBUTES = [SA_PROJECT_ID, SA_RESOURCE_TYPE, SA_RESOURCE_ID, SA_STATUS, SA_GPU_TYPE];
+export const GANTRY_SEARCH_ATTRIBUTES = [
+  SA_PROJECT_ID,
+  SA_RESOURCE_TYPE,
+  SA_RESOURCE_ID,
+  SA_STATUS,
+  SA_PHASE,
+  SA_GPU_TYPE,
+];
+
+export const GANTRY_PHASES = ['waiting', 'active', 'failed', 'done'] as const;
+export type GantryPhase = (typeof GANTRY_PHASES)[number];
+
+// The statuses of each vocabulary that are not `active` (working or serving), lower-cased:
+// files (QUEUED, COMPLETED, INVALID_FORMAT, FAILED, DISCARDED), fine-tunes, clusters (WaitingFor…,
+// Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
+// (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed).
+const WAITING = new Set(['queued', 'pending', 'pending_approval', 'paused', 'ondemandcomputepaused', 'scaledtozero']);
+const FAILED = new Set(['failed', 'error', 'invalid_format']);
+// A cluster that is Deleting has nothing more run on it: its last status before the run ends.
+const DONE = new Set(['completed', 'succeeded', 'auto_resolved', 'cancelled', 'discarded', 'passed', 'deleting']);
+
+/**
+ * The normalized phase of any Gantry status (files, fine-tunes, clusters,
+ * deployments, remediations, self-checks each have their own vocabulary), so
+ * one search finds what is waiting, working, failed or finished everywhere:
+ * waiting (queued, scheduled, paused, scaled to zero or waiting for something),
+ * active (working or serving, Degraded included), failed, done.
+ */
+export function gantryPhaseOf(status: string): GantryPhase {
+  const s = status.toLowerCase();
+  if (FAILED.has(s)) return 'failed';
+  if (DONE.has(s)) return 'done';
+  if (WAITING.has(s) || s.startsWith('waiting')) return 'waiting';
+  return 'active';
+}
+
+/** The status and its phase, as one search-attribute update (every status change sets both). */
+export const statusSearchAttributes = (status: string) => [
+  { key: SA_STATUS, value: status },
+  { key: SA_PHASE, value: gantryPhaseOf(status) },
+];

@@ -57,7 +57,15 @@ import {
   type Remediation,
   type ReviewRemediationRequest,
 } from '../common/clusters';
-import { SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../common/search-attributes';
+import {
+  SA_PHASE,
+  SA_PROJECT_ID,
+  SA_RESOURCE_ID,
+  SA_RESOURCE_TYPE,
+  SA_STATUS,
+  gantryPhaseOf,
+  statusSearchAttributes,
+} from '../common/search-attributes';
 import { TimeoutType } from '@temporalio/common';
 import { gpuTaskQueue } from '../workers/task-queues';
 import {
@@ -112,10 +120,12 @@ function nodeTestUnavailable(err: unknown): undefined {
   return undefined;
 }
 
-const remediationSearchAttributes = (r: Remediation) => ({
+const remediationSearchAttributes = (r: Remediation, projectId: string) => ({
+  [SA_PROJECT_ID.name]: [projectId],
   [SA_RESOURCE_TYPE.name]: ['remediation'],
   [SA_RESOURCE_ID.name]: [r.id],
   [SA_STATUS.name]: [r.state],
+  [SA_PHASE.name]: [gantryPhaseOf(r.state)],
 });
 
 /** The shared probe of an unserved GPU queue waits this long first, then twice as long each time, up to the cap. */
@@ -167,7 +177,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     state.version++;
     const status = STATUS_OF_PHASE[state.phase];
     if (status !== lastStatus) {
-      upsertSearchAttributes([{ key: SA_STATUS, value: status }]);
+      upsertSearchAttributes(statusSearchAttributes(status));
       lastStatus = status;
     }
     setCurrentDetails(
@@ -557,7 +567,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
           workflowId: remediationWorkflowId(clusterId, r.id),
           parentClosePolicy: ParentClosePolicy.TERMINATE,
           staticSummary: `${r.mode} of ${node?.node_id ?? r.instance_id} (${r.trigger})`,
-          searchAttributes: remediationSearchAttributes(r),
+          searchAttributes: remediationSearchAttributes(r, input.projectId),
           args: [
             {
               clusterId,

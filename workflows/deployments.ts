@@ -38,7 +38,7 @@ import {
   type DeploymentStatus,
   type DeploymentWorkflowInput,
 } from '../common/deployments';
-import { SA_STATUS } from '../common/search-attributes';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { PATCHES } from './patches';
 import { TimeoutType } from '@temporalio/common';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
@@ -173,7 +173,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     state.desired_replicas = desired();
     state.status = statusNow();
     if (state.status !== lastStatus) {
-      upsertSearchAttributes([{ key: SA_STATUS, value: state.status }]);
+      upsertSearchAttributes(statusSearchAttributes(state.status));
       lastStatus = state.status;
     }
     setCurrentDetails(

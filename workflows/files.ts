@@ -28,7 +28,7 @@ import {
   type FileValidationInput,
   type ValidationReport,
 } from '../common/files';
-import { SA_STATUS } from '../common/search-attributes';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const uploadStartedSignal = defineSignal('uploadStarted');
@@ -67,7 +67,7 @@ export async function fileValidation(input: FileWorkflowInput): Promise<Validati
       const why = finished ? `the upload failed: ${finished.error ?? 'unknown error'}` : 'no upload arrived in time';
       setCurrentDetails(`Discarded: ${why}.`);
       await records.discardUnfinishedUpload.executeWithOptions({ summary: 'discard unfinished upload' }, [{ fileId }]);
-      upsertSearchAttributes([{ key: SA_STATUS, value: 'DISCARDED' }]);
+      upsertSearchAttributes(statusSearchAttributes('DISCARDED'));
       return null;
     }
   }
@@ -79,12 +79,12 @@ export async function fileValidation(input: FileWorkflowInput): Promise<Validati
       message: `Validation skipped: files for purpose '${input.purpose}' are not validated.`,
       note: `Validation skipped: files for purpose '${input.purpose}' are not validated.`,
     });
-    upsertSearchAttributes([{ key: SA_STATUS, value: 'COMPLETED' }]);
+    upsertSearchAttributes(statusSearchAttributes('COMPLETED'));
     return null;
   }
 
   await records.recordFileStatus({ fileId, status: 'QUEUED', message: 'Waiting for a validation worker.' });
-  upsertSearchAttributes([{ key: SA_STATUS, value: 'QUEUED' }]);
+  upsertSearchAttributes(statusSearchAttributes('QUEUED'));
   setCurrentDetails('Validating.');
   const validator = proxyActivities<FileActivities>({
     taskQueue: CONTROL_TASK_QUEUE,
@@ -106,7 +106,7 @@ export async function fileValidation(input: FileWorkflowInput): Promise<Validati
       report,
       message: report.valid ? `Valid: ${report.nlines} records.` : report.error,
     });
-    upsertSearchAttributes([{ key: SA_STATUS, value: status }]);
+    upsertSearchAttributes(statusSearchAttributes(status));
     setCurrentDetails(report.valid ? `Valid: ${report.nlines} records.` : `Invalid. ${report.error}`);
     return report;
   } catch (err) {
@@ -119,7 +119,7 @@ export async function fileValidation(input: FileWorkflowInput): Promise<Validati
       message: `Validation could not finish: ${reason}`,
       note: `Validation could not finish: ${reason}`,
     });
-    upsertSearchAttributes([{ key: SA_STATUS, value: 'FAILED' }]);
+    upsertSearchAttributes(statusSearchAttributes('FAILED'));
     setCurrentDetails(`Failed: ${reason}`);
     return null;
   }

@@ -22,7 +22,7 @@ import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activ
 import type { ModelRegistryActivities } from '../activities/model-registry';
 import { finalOutputPrefix, type FineTuneStatus, type FineTuneWorkflowInput } from '../common/fine-tunes';
 import type { GpuType } from '../common/gpu-types';
-import { SA_STATUS } from '../common/search-attributes';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
 
 const control = proxyActivities<FineTuneActivities>({
@@ -55,7 +55,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
   const record = (r: Omit<JobRecord, 'jobId'>) => control.recordFineTune({ jobId, ...r });
   const setStatus = async (status: FineTuneStatus, r: Omit<JobRecord, 'jobId'> = {}) => {
     await record({ ...r, update: { ...r.update, status } });
-    upsertSearchAttributes([{ key: SA_STATUS, value: status }]);
+    upsertSearchAttributes(statusSearchAttributes(status));
   };
 
   try {

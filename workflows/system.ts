@@ -17,7 +17,7 @@ import type { SystemActivities } from '../activities/system';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { GpuType } from '../common/gpu-types';
 import type { SelfCheckInput, SelfCheckOutcome } from '../common/self-check';
-import { SA_STATUS } from '../common/search-attributes';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
 
 const control = proxyActivities<SystemActivities>({
@@ -76,7 +76,7 @@ export async function systemSelfCheck(input: SelfCheckInput): Promise<SelfCheckO
   await Promise.all(input.gpuTypes.map((t) => probeGpuQueue(input, t)));
 
   const outcome = await control.completeSelfCheck({ checkId: input.checkId });
-  upsertSearchAttributes([{ key: SA_STATUS, value: outcome.status }]);
+  upsertSearchAttributes(statusSearchAttributes(outcome.status));
   setCurrentDetails(
     `${outcome.status.toUpperCase()}: ${outcome.probes.map((p) => `${p.task_queue}=${p.status}`).join(', ')}`,
   );
