@@ -8,6 +8,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context, heartbeat } from '@temporalio/activity';
 import type { DeploymentControlActivities, ReplicaActivities } from '../../activities/deployments';
+import type { ReplicaRecord } from '../../db/deployments';
 import { CONTAINERS_TASK_QUEUE, type DeploymentState, type DeploymentWorkflowInput } from '../../common/deployments';
 
 type Activities = DeploymentControlActivities & ReplicaActivities;
@@ -18,6 +19,8 @@ export class DeploymentActivityDoubles {
   readonly projections: Array<{ state: DeploymentState; version: number; generation?: number }> = [];
   /** What scrapeReplicaMetric reports; an Error makes it fail (non-retryably, as a dead endpoint would). */
   metric: number | Error = 0;
+  /** What the workflow recorded about replicas itself (launches no container host took). */
+  readonly replicaRecords: ReplicaRecord[] = [];
   scrapes = 0;
 
   get latest(): DeploymentState | undefined {
@@ -37,7 +40,9 @@ export class DeploymentActivityDoubles {
         return 0;
       },
       async removeDeployment() {},
-      async recordReplica() {},
+      async recordReplica(r) {
+        self.replicaRecords.push(r);
+      },
       async launchReplica(l) {
         self.running.add(l.replicaId);
         return { replicaId: l.replicaId, hostQueue: CONTAINERS_TASK_QUEUE, port: 0 };

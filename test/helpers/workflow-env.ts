@@ -18,7 +18,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
 import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
 import { workflowSource } from '../../workers/runtime';
@@ -48,7 +48,11 @@ async function registerSearchAttributes(env: TestWorkflowEnvironment): Promise<v
 
 export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   if (!runtimeInstalled) {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    // Core warns on every worker that this server predates heartbeat-detail preservation; only errors matter here.
+    Runtime.install({
+      logger: new DefaultLogger('WARN'),
+      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
+    });
     runtimeInstalled = true;
   }
   // test/run.ts resolves the server once for all files; a file run alone resolves it itself.

@@ -77,4 +77,33 @@ describe('deployment workflow decisions (time-skipping)', () => {
       });
     },
   );
+
+  test(
+    'with no container host a launch fails NoContainerHost and is retried after a backoff; delete still ends it',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const doubles = new DeploymentActivityDoubles();
+      const control = await t.worker(CONTROL_TASK_QUEUE, doubles.activities());
+      await runWorkers([control], async () => {
+        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId: deploymentWorkflowId('ts-no-host'),
+          args: [{ ...deploymentInput('ts-no-host', { min: 1, max: 1 }), containerWaitSeconds: 1 }],
+        });
+        const failed = await until(
+          () => doubles.replicaRecords.filter((r) => r.reason === 'NoContainerHost'),
+          (rs) => rs.length >= 2,
+          'two launches to fail for want of a container host',
+        );
+        assert.equal(failed[0].status, 'Failed');
+        assert.match(failed[0].message ?? '', /No container host took the replica/);
+        assert.notEqual(failed[0].replicaId, failed[1].replicaId, 'each attempt is a new replica');
+        assert.equal((await handle.describe()).status.name, 'RUNNING');
+        await handle.executeUpdate('deleteDeployment', { args: [] });
+        assert.equal(await t.finished(handle), 'deleted');
+        await recordHistoryIfAsked(handle, 'deployment', 'no-container-host-launches-failed-deleted');
+      });
+    },
+  );
 });
