@@ -260,6 +260,12 @@ export interface ClusterWorkflowInput {
   settings: ClusterSettings;
   /** Set when the run continues as new: everything the previous run knew. */
   carried?: ClusterState;
+  /**
+   * Set when the API deletes a cluster whose workflow is gone (it failed or was
+   * terminated): the new run starts from the last projected state and goes
+   * straight to tear-down, releasing everything held for the cluster.
+   */
+  deleteOnStart?: string;
 }
 
 /** The cluster as its workflow knows it; projected into PostgreSQL on every change. */

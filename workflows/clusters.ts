@@ -158,7 +158,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const driver = { cuda: state.spec.cuda_version, driver: state.spec.nvidia_driver_version, os: state.spec.os_image };
   const createdAt = new Date(input.carried?.phase_transitions[0]?.transition_time ?? nowIso());
 
-  let deleteRequested: string | undefined;
+  let deleteRequested: string | undefined = input.deleteOnStart;
   let wake = false;
   let nextHealthCheck = 0;
   // A scale attempt that fell short is not retried before the next health round.

@@ -4,6 +4,7 @@
  * checks every rule of the spec, writes the row and starts `cluster/<id>`;
  * changes are Updates to that workflow; reads come from PostgreSQL.
  */
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { randomBytes } from 'node:crypto';
 import { ClusterRuleError, resolveClusterCreate } from '../../common/cluster-rules';
 import { REGIONS } from '../../common/cluster-catalog';
@@ -55,6 +56,42 @@ export async function requireCluster(db: Db, projectId: string, clusterId: strin
   const row = await getCluster(db, projectId, clusterId);
   if (!row) throw notFound(`Cluster '${clusterId}' not found.`);
   return row;
+}
+
+/** Starts a cluster run that goes straight to tear-down, for a cluster whose workflow ended without deleting it. */
+async function tearDownOrphanedCluster(
+  temporal: ApiDeps['temporal'],
+  config: ApiDeps['config'],
+  row: ClusterRow,
+  reason: string,
+): Promise<void> {
+  const state = row.state;
+  try {
+    await startResourceWorkflow<typeof cluster>(temporal, {
+      workflowType: 'cluster',
+      workflowId: row.workflow_id,
+      args: [
+        {
+          clusterId: row.id,
+          projectId: row.project_id,
+          spec: state.spec,
+          counts: state.counts,
+          settings: config.clusterSettings,
+          carried: state,
+          deleteOnStart: reason,
+        },
+      ],
+      projectId: row.project_id,
+      resourceType: CLUSTER_RESOURCE_TYPE,
+      resourceId: row.id,
+      status: 'Deleting',
+      gpuType: state.spec.gpu_type,
+      summary: `Tear-down of cluster ${state.spec.cluster_name} (${row.id}), whose workflow had ended`,
+      details: `Its last run ended without deleting it; this run releases what it holds: ${reason}.`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
+  }
 }
 
 export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -213,11 +250,17 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => {
       const row = await requireCluster(db, principal.projectId, params.cluster_id);
       if (!row.deleted_at) {
+        const reason = 'deleted through the API';
         try {
-          await updateCluster(temporal, row.id, CLUSTER_MESSAGES.delete, { reason: 'deleted through the API' });
+          await updateCluster(temporal, row.id, CLUSTER_MESSAGES.delete, { reason });
         } catch (err) {
-          // Already gone (a reservation that just ended): deleting it is done.
           if (!(err instanceof ApiError && err.status === 409)) throw err;
+          // A 409 from the workflow itself: it is being deleted already. Otherwise its workflow is gone
+          // without having deleted it (it failed, or was terminated): a new run from the last projected
+          // state tears it down, so nothing held for it is left behind.
+          if (err.code !== 'cluster_not_running') return { cluster_id: row.id };
+          const fresh = await getCluster(db, principal.projectId, row.id);
+          if (fresh && !fresh.deleted_at) await tearDownOrphanedCluster(temporal, config, fresh, reason);
         }
       }
       return { cluster_id: row.id };

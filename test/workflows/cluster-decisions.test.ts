@@ -358,6 +358,31 @@ describe('cluster workflow decisions (time-skipping)', () => {
     });
   });
 
+  test(
+    'a run started to delete a cluster whose workflow was gone tears it down from its last state',
+    { timeout: 60_000 },
+    async () => {
+      await withCluster('ts-orphan', { gpus: 16 }, async ({ doubles, handle }) => {
+        await ready(doubles);
+        await handle.terminate('operator');
+        assert.equal(doubles.live.size, 3, 'the terminated run released nothing');
+        const last = doubles.latest!;
+        const teardown = await t.env.client.workflow.start<typeof clusterWorkflow>('cluster', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId: clusterWorkflowId('ts-orphan'),
+          args: [
+            { ...clusterInput('ts-orphan', { gpus: 16 }), carried: last, deleteOnStart: 'deleted through the API' },
+          ],
+        });
+        assert.equal(await t.finished(teardown), 'deleted');
+        assert.deepEqual([...doubles.live], []);
+        assert.equal(doubles.count('provisionNodes'), 2, 'nothing new was provisioned');
+        assert.equal(doubles.latest?.deletion_reason, 'deleted through the API');
+        await recordHistoryIfAsked(teardown, 'cluster', 'torn-down-after-its-workflow-was-gone');
+      });
+    },
+  );
+
   /** Events in every run of the cluster's workflow so far, oldest first (each run continued as new from the one before). */
   async function historyLengths(handle: WorkflowHandle<typeof clusterWorkflow>): Promise<number[]> {
     const runs: number[] = [];

@@ -1,9 +1,11 @@
 /**
- * A remediation child terminated from outside (an operator in the Temporal UI)
- * while it replaces a node, on the real server: the remediation ends FAILED,
- * the cluster keeps answering, and deleting it releases the replacement the
- * terminated child had provisioned (the sweep by cluster id). The fleet boots
- * nodes slowly here so the child is surely mid-replacement when terminated.
+ * Workflows terminated from outside (an operator in the Temporal UI), on the
+ * real server. A remediation child terminated while it replaces a node: the
+ * remediation ends FAILED, the cluster keeps answering, and deleting it
+ * releases the replacement the terminated child had provisioned (the sweep by
+ * cluster id); the fleet boots nodes slowly here so the child is surely
+ * mid-replacement. A cluster whose own workflow was terminated: DELETE still
+ * releases every node held for it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -29,8 +31,8 @@ const heldNodes = async (clusterId: string) =>
     )
   ).rows.map((r) => r.node_id);
 
-describe('a terminated remediation child', () => {
-  test('ends its remediation FAILED; the cluster serves, and its delete leaves no node held', async () => {
+describe('terminated workflows', () => {
+  test('a terminated remediation child ends its remediation FAILED; the cluster serves, and its delete leaves no node held', async () => {
     const c = await createCluster(p, t.key, { num_gpus: 8 });
     const ready = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready', 60_000);
     const node = ready.gpu_worker_nodes[0];
@@ -80,5 +82,20 @@ describe('a terminated remediation child', () => {
       30_000,
     );
     assert.deepEqual(await heldNodes(c.cluster_id), [], 'the orphaned replacement was released too');
+  });
+
+  test('a cluster whose workflow is gone is still torn down by DELETE', async () => {
+    const c = await createCluster(p, t.key, { num_gpus: 8 });
+    await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready', 60_000);
+    assert.equal((await heldNodes(c.cluster_id)).length, 2, 'a control-plane node and a worker');
+    await p.temporal.workflow.getHandle(`cluster/${c.cluster_id}`).terminate('operator');
+
+    const deleted = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    const gone = await waitForCluster(p, t.key, c.cluster_id, (x) => !!x.deleted_at, 30_000);
+    assert.equal(gone.status, 'Deleting');
+    assert.deepEqual(await heldNodes(c.cluster_id), [], 'nothing held for it is left');
+    const again = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+    assert.equal(again.status, 200, 'deleting it again is done already');
   });
 });
