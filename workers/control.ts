@@ -4,7 +4,9 @@
  * in-flight activities get the shutdown grace time, then are handed back to
  * Temporal (cancelled and retried elsewhere).
  */
+import { Connection } from '@temporalio/client';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
+import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { migrate } from '../db/migrate';
@@ -23,6 +25,15 @@ async function main() {
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);
   const connection = await connectWorkerConnection(config, logger);
+  // The workflows here set Gantry's search attributes: an upgraded worker that starts before the
+  // API must not run them against a namespace that lacks a new attribute (the API registers too).
+  const operator = await Connection.connect(temporalConnectionOptions(config.temporal));
+  try {
+    const added = await ensureSearchAttributes(operator, config.temporal.namespace);
+    if (added.length) logger.info({ added }, 'search attributes registered');
+  } finally {
+    await operator.close();
+  }
   const blobs = new FilesystemBlobStore(config.blobDir);
   const worker = await createControlWorker({
     connection,
