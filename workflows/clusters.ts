@@ -11,10 +11,8 @@ import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  ChildWorkflowFailure,
   ContinueAsNew,
   isCancellation,
-  TimeoutFailure,
   ParentClosePolicy,
   condition,
   continueAsNew,
@@ -31,6 +29,7 @@ import {
   workflowInfo,
   allHandlersFinished,
 } from '@temporalio/workflow';
+import { failureMessage, isScheduleToStart } from './failures';
 import { PATCHES } from './patches';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
@@ -66,7 +65,6 @@ import {
   gantryPhaseOf,
   statusSearchAttributes,
 } from '../common/search-attributes';
-import { TimeoutType } from '@temporalio/common';
 import { gpuTaskQueue } from '../workers/task-queues';
 import {
   capacitiesForNewNodes,
@@ -102,13 +100,6 @@ export const clusterStateQuery = defineQuery<ClusterState>('clusterState');
 const control = clusterControl;
 const waits = clusterWaits;
 
-/** The root cause's message of a failure (an activity's or a child's failure wraps what went wrong). */
-const failureMessage = (err: unknown): string => {
-  let e = err;
-  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
-};
-
 /**
  * A node test whose activity gave up (its retries spent, or refused) is
  * state, not the end of the cluster: undefined, for the caller to record.
@@ -133,12 +124,6 @@ const PROBE_FIRST_WAIT_MS = 30_000;
 const PROBE_MAX_WAIT_MS = 15 * 60_000;
 /** A node test skipped because nobody serves the GPU queue (see onAccelerator). */
 const UNSERVED = Symbol('unserved');
-
-/** True when no worker took the activity in time: nobody serves its queue. */
-const isScheduleToStart = (err: unknown): boolean => {
-  const cause = err instanceof ActivityFailure ? err.cause : undefined;
-  return cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
-};
 
 const rejected = (type: string, message: string, param?: string) =>
   ApplicationFailure.create({ type, message, details: param ? [param] : [], nonRetryable: true });

@@ -10,8 +10,6 @@
  */
 import {
   ActivityCancellationType,
-  ActivityFailure,
-  TimeoutFailure,
   CancellationScope,
   condition,
   defineSignal,
@@ -26,6 +24,7 @@ import {
   patched,
   workflowInfo,
 } from '@temporalio/workflow';
+import { failureMessage, isScheduleToStart } from './failures';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
   CONTAINERS_TASK_QUEUE,
@@ -40,7 +39,6 @@ import {
 } from '../common/deployments';
 import { statusSearchAttributes } from '../common/search-attributes';
 import { PATCHES } from './patches';
-import { TimeoutType } from '@temporalio/common';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
@@ -61,13 +59,6 @@ const control = proxyActivities<DeploymentControlActivities>({
 /** A replica that dies is replaced after 1, 2, 4 ... seconds, up to the configured maximum. */
 const backoffSeconds = (failures: number, max: number) => Math.min(max, 2 ** Math.max(0, failures - 1));
 const FAILED_AFTER = 3;
-
-/** The root cause's message of a failure (an activity failure wraps what went wrong). */
-const failureMessage = (err: unknown): string => {
-  let e = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
-};
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const { deploymentId, projectId } = input;
@@ -222,8 +213,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       return true;
     } catch (err) {
       if (isCancellation(err)) throw err;
-      const cause = err instanceof ActivityFailure ? err.cause : undefined;
-      if (cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
+      if (isScheduleToStart(err)) {
         await control.recordReplica({
           deploymentId,
           replicaId,

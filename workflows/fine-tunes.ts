@@ -12,11 +12,10 @@ import {
   patched,
   proxyActivities,
   setCurrentDetails,
-  TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { isScheduleToStart } from './failures';
 import { PATCHES } from './patches';
-import { TimeoutType } from '@temporalio/common';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
 import type { ModelRegistryActivities } from '../activities/model-registry';
@@ -84,8 +83,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
         ]);
         break;
       } catch (err) {
-        const cause = err instanceof ActivityFailure ? err.cause : undefined;
-        if (!(cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START)) throw err;
+        if (!isScheduleToStart(err)) throw err;
         if (waited === 0) {
           await record({
             event: {

@@ -5,14 +5,8 @@
  * It is the pattern other workflows follow: readable id, search attributes,
  * current details for the UI, activities that own all I/O.
  */
-import {
-  ActivityFailure,
-  proxyActivities,
-  setCurrentDetails,
-  TimeoutFailure,
-  upsertSearchAttributes,
-} from '@temporalio/workflow';
-import { TimeoutType } from '@temporalio/common';
+import { proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { failureMessage, isScheduleToStart } from './failures';
 import type { SystemActivities } from '../activities/system';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { GpuType } from '../common/gpu-types';
@@ -46,15 +40,14 @@ async function probeGpuQueue(input: SelfCheckInput, gpuType: GpuType): Promise<v
       latencyMs: Date.now() - startedAt,
     });
   } catch (err) {
-    const cause = err instanceof ActivityFailure ? err.cause : undefined;
-    const noWorker = cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+    const noWorker = isScheduleToStart(err);
     await control.recordSelfCheckProbe({
       checkId: input.checkId,
       taskQueue,
       status: noWorker ? 'no_worker' : 'failed',
       detail: noWorker
         ? `No worker picked up work on ${taskQueue} within ${input.queueWaitSeconds}s. Start a GPU worker with GANTRY_GPU_TYPES=${gpuType} on a host that has it.`
-        : `Probe failed: ${cause?.message ?? (err as Error).message}`,
+        : `Probe failed: ${failureMessage(err)}`,
     });
   }
 }

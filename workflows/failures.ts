@@ -1,0 +1,20 @@
+/**
+ * Reading the failures workflows catch: the one place that says what an
+ * activity's or a child's failure means. Workflow code (no Node APIs); helpers,
+ * not workflows (arrow constants, so nothing here reads as a workflow type).
+ */
+import { ActivityFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
+
+/** True when no worker took the activity in time: nobody serves its task queue. */
+export const isScheduleToStart = (err: unknown): boolean => {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  return cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+};
+
+/** The root cause's message (an activity's or a child's failure wraps what went wrong). */
+export const failureMessage = (err: unknown): string => {
+  let e = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+};
