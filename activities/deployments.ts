@@ -26,6 +26,7 @@ import type { Db } from '../db/pool';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
+import { ReplicaLeases } from '../providers/containers/replica-leases';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/registry';
 
@@ -87,8 +88,11 @@ export function createReplicaActivities(deps: {
   volumes: VolumeStore;
   hostQueue: string;
   signingSecret?: string;
+  /** How long a replica whose supervisor detached keeps running for another to re-attach. */
+  adoptionSeconds: number;
 }) {
   const { db, runtime } = deps;
+  const leases = new ReplicaLeases(deps.adoptionSeconds * 1000);
 
   /** Each mount's directory on this host; the version was fixed in the spec when it was deployed. */
   async function resolveMounts(l: ReplicaLaunch): Promise<Array<{ mountPath: string; hostDir: string }>> {
@@ -188,7 +192,37 @@ export function createReplicaActivities(deps: {
       return { total, scraped, replicas: running.length };
     },
 
-    /** Lasts while the replica runs; cancellation stops it (SIGTERM, then SIGKILL after the grace period). */
+    /**
+     * Stops a replica a run left behind (its workflow ended without deleting it): no supervisor
+     * watches it any more, so the deleting run stops it here, on the host that holds it.
+     */
+    async stopReplica(s: {
+      deploymentId: string;
+      replicaId: string;
+      revision: number;
+      image: string;
+      graceSeconds: number;
+    }) {
+      leases.attach(s.replicaId); // calls off a pending expiry: this stop replaces it
+      leases.end(s.replicaId);
+      await runtime.stop(s.replicaId, s.graceSeconds);
+      await recordReplicaStatus(db, {
+        deploymentId: s.deploymentId,
+        replicaId: s.replicaId,
+        revision: s.revision,
+        image: s.image,
+        status: 'Terminated',
+        reason: 'Stopped',
+        message: `stopped with its deployment (grace ${s.graceSeconds}s)`,
+      });
+    },
+
+    /**
+     * Lasts while the replica runs. A cancellation the workflow asked for stops it (SIGTERM, then
+     * SIGKILL after the grace period), and so does a shutdown of this host. When the run that
+     * watched it is gone (it continued as new, or ended) or the server timed this attempt out, the
+     * replica is left running for the next supervisor, and stopped if none comes (ReplicaLeases).
+     */
     async superviseReplica(s: {
       deploymentId: string;
       replicaId: string;
@@ -199,8 +233,10 @@ export function createReplicaActivities(deps: {
       const base = { deploymentId: s.deploymentId, replicaId: s.replicaId, revision: s.revision, image: s.image };
       const ctx = Context.current();
       const beat = setInterval(() => heartbeat(), 1000);
+      leases.attach(s.replicaId);
       try {
         const exit = await runtime.waitForExit(s.replicaId, ctx.cancellationSignal);
+        leases.end(s.replicaId);
         if (!exit) {
           await recordReplicaStatus(db, {
             ...base,
@@ -217,18 +253,28 @@ export function createReplicaActivities(deps: {
         await recordReplicaStatus(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
         throw ApplicationFailure.nonRetryable(`Replica ${s.replicaId} ${message}.`, 'ReplicaExited');
       } catch (err) {
-        // The run that watched this replica has closed (it continued as new): leave the process
-        // running; the next run supervises it again. Only a requested cancellation stops it.
-        if (ctx.cancellationSignal.aborted && ctx.cancellationDetails?.notFound) throw err;
-        if (ctx.cancellationSignal.aborted) {
-          await runtime.stop(s.replicaId, s.graceSeconds);
-          await recordReplicaStatus(db, {
-            ...base,
-            status: 'Terminated',
-            reason: 'Stopped',
-            message: `stopped (grace ${s.graceSeconds}s)`,
+        if (!ctx.cancellationSignal.aborted) throw err;
+        const why = ctx.cancellationDetails;
+        if (why?.notFound || why?.timedOut) {
+          leases.detach(s.replicaId, async () => {
+            await runtime.stop(s.replicaId, s.graceSeconds);
+            await recordReplicaStatus(db, {
+              ...base,
+              status: 'Terminated',
+              reason: 'Unsupervised',
+              message: `stopped: no run of its deployment watched it for ${deps.adoptionSeconds}s`,
+            });
           });
+          throw err;
         }
+        leases.end(s.replicaId);
+        await runtime.stop(s.replicaId, s.graceSeconds);
+        await recordReplicaStatus(db, {
+          ...base,
+          status: 'Terminated',
+          reason: 'Stopped',
+          message: `stopped (grace ${s.graceSeconds}s)`,
+        });
         throw err;
       } finally {
         clearInterval(beat);

@@ -162,6 +162,12 @@ const EnvSchema = z.object({
   GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: z.coerce.number().nonnegative().default(60),
   /** Deployments: how long a replica launch waits for a container host before it fails and says so. */
   GANTRY_CONTAINER_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(60),
+  /**
+   * Deployments: how long a container host keeps a replica whose supervisor detached (its run
+   * continued as new or ended, or the host was too busy to heartbeat) for a run to re-attach,
+   * before it stops the replica.
+   */
+  GANTRY_REPLICA_ADOPTION_SECONDS: z.coerce.number().positive().default(120),
   /** Deployments: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
@@ -229,6 +235,7 @@ export interface GantryConfig {
   deploymentAutoscaleCooldownSeconds: number;
   deploymentRoundsPerRun: number;
   containerQueueWaitSeconds: number;
+  replicaAdoptionSeconds: number;
   clusterSettings: ClusterSettings;
 }
 
@@ -299,6 +306,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,
     deploymentRoundsPerRun: e.GANTRY_DEPLOYMENT_ROUNDS_PER_RUN,
     containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
+    replicaAdoptionSeconds: e.GANTRY_REPLICA_ADOPTION_SECONDS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

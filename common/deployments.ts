@@ -55,6 +55,11 @@ export interface DeploymentWorkflowInput {
   maxRoundsPerRun?: number;
   /** Set when the run continues as new: what the previous run knew, and the replicas it hands over. */
   carried?: CarriedDeployment;
+  /**
+   * Why this run starts deleting at once: the deployment's workflow had ended without deleting it
+   * (it failed, or was terminated), and DELETE started this run to stop what it left behind.
+   */
+  deleteOnStart?: string;
 }
 
 export interface CarriedDeployment {

@@ -8,6 +8,8 @@ export interface DeploymentRow {
   name: string;
   status: DeploymentStatus;
   state: DeploymentState;
+  /** The workflow run that projected `state` (0: the first); a later run projects above it. */
+  generation: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -21,6 +23,8 @@ export interface ReplicaRow {
   message: string | null;
   ready_since: Date | null;
   port: number | null;
+  /** The container host's own task queue, where the replica is supervised. */
+  host: string | null;
   updated_at: Date;
 }
 
@@ -52,7 +56,7 @@ export async function findDeploymentByName(
 /** By id or by name (the SDK's `id` path segment is what the user knows: usually the name). */
 export async function getDeployment(db: Queryable, projectId: string, idOrName: string): Promise<DeploymentRow | null> {
   const { rows } = await db.query<DeploymentRow>(
-    `SELECT id, project_id, name, status, state, created_at, updated_at FROM deployments
+    `SELECT id, project_id, name, status, state, generation, created_at, updated_at FROM deployments
       WHERE project_id = $1 AND (id = $2 OR name = $2) ORDER BY (id = $2) DESC LIMIT 1`,
     [projectId, idOrName],
   );
@@ -61,7 +65,7 @@ export async function getDeployment(db: Queryable, projectId: string, idOrName: 
 
 export async function listDeployments(db: Queryable, projectId: string): Promise<DeploymentRow[]> {
   const { rows } = await db.query<DeploymentRow>(
-    `SELECT id, project_id, name, status, state, created_at, updated_at FROM deployments
+    `SELECT id, project_id, name, status, state, generation, created_at, updated_at FROM deployments
       WHERE project_id = $1 ORDER BY created_at DESC`,
     [projectId],
   );
@@ -126,7 +130,7 @@ export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<vo
 
 export async function listReplicas(db: Queryable, deploymentId: string): Promise<ReplicaRow[]> {
   const { rows } = await db.query<ReplicaRow>(
-    `SELECT replica_id, revision, image, status, reason, message, ready_since, port, updated_at
+    `SELECT replica_id, revision, image, status, reason, message, ready_since, port, host, updated_at
        FROM deployment_replicas WHERE deployment_id = $1 ORDER BY replica_id`,
     [deploymentId],
   );

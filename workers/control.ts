@@ -56,6 +56,7 @@ async function main() {
         runtime,
         volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
         signingSecret: config.signingSecret,
+        replicaAdoptionSeconds: config.replicaAdoptionSeconds,
       })
     : [];
   logger.info(

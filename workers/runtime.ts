@@ -203,7 +203,13 @@ export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps): Promise
  * always watched by the process that holds it.
  */
 export async function createContainerWorkers(
-  deps: CommonWorkerDeps & { db: Db; runtime: ContainerRuntime; volumes: VolumeStore; signingSecret?: string },
+  deps: CommonWorkerDeps & {
+    db: Db;
+    runtime: ContainerRuntime;
+    volumes: VolumeStore;
+    signingSecret?: string;
+    replicaAdoptionSeconds: number;
+  },
 ): Promise<Worker[]> {
   const hostQueue = containerHostQueue(`${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
   const activities = {
@@ -213,6 +219,7 @@ export async function createContainerWorkers(
       volumes: deps.volumes,
       hostQueue,
       signingSecret: deps.signingSecret,
+      adoptionSeconds: deps.replicaAdoptionSeconds,
     }),
     ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes }),
   };

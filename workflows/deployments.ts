@@ -21,10 +21,11 @@ import {
   upsertSearchAttributes,
   allHandlersFinished,
   continueAsNew,
+  ContinueAsNew,
   patched,
   workflowInfo,
 } from '@temporalio/workflow';
-import { failureMessage, isScheduleToStart } from './failures';
+import { failureMessage, isHeartbeatTimeout, isScheduleToStart } from './failures';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
   CONTAINERS_TASK_QUEUE,
@@ -89,7 +90,10 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   let failures = input.carried?.failures ?? 0;
   let retryAt = 0;
   let wake = false;
-  let deleting = false;
+  // A run started to clean up after a workflow that ended without deleting the deployment starts deleting.
+  let deleting = input.deleteOnStart !== undefined;
+  // Set when the run failed unexpectedly: the status its compensation projects.
+  let failedBecause: string | undefined;
   // The autoscaler's current wish (replicas), its recent observations, and when it last acted.
   let autoscaled: number | undefined = input.carried?.autoscaled;
   let lastScaleAt = input.carried?.lastScaleAt ?? 0;
@@ -154,6 +158,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     } else autoscaled ??= current;
   }
   function statusNow(): DeploymentStatus {
+    if (failedBecause !== undefined) return 'Failed';
     if (desired() === 0 && live.size === 0) return 'ScaledToZero';
     if (failures >= FAILED_AFTER) return 'Failed';
     if ([...live.values()].some((r) => r.revision < state.revision)) return 'Updating';
@@ -252,6 +257,19 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
         () => undefined,
         (err) => {
           if (isCancellation(err) && !live.has(replicaId)) return; // stopped on purpose
+          if (
+            isHeartbeatTimeout(err) &&
+            live.has(replicaId) &&
+            patched(PATCHES.reattachSupervisorAfterHeartbeatTimeout.id)
+          ) {
+            // The supervisor went quiet (a blocked or restarting host), not necessarily the replica: the host
+            // keeps a replica whose supervisor detached for a while, so watch it again rather than start a
+            // second one beside it. If it is gone, the new supervisor says so and it is replaced then.
+            // (Before this patch it was replaced at once and the first one ran on, unowned.)
+            watch(replicaId, revision, hostQueue, image);
+            wake = true; // a round of the main loop, so a host that keeps timing out still continues as new
+            return;
+          }
           // It died: replace it after a backoff.
           live.delete(replicaId);
           failures++;
@@ -260,6 +278,36 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
         },
       );
     live.set(replicaId, { revision, hostQueue, image, scope, done });
+  }
+
+  async function stopLeftBehind(r: CarriedDeployment['replicas'][number]): Promise<void> {
+    const host = proxyActivities<ReplicaActivities>({
+      taskQueue: r.hostQueue,
+      scheduleToStartTimeout: '30 seconds',
+      startToCloseTimeout: '5 minutes',
+      retry: { maximumAttempts: 3 },
+    });
+    try {
+      await host.stopReplica({
+        deploymentId,
+        replicaId: r.replicaId,
+        revision: r.revision,
+        image: r.image,
+        graceSeconds: state.spec.termination_grace_period_seconds,
+      });
+    } catch (err) {
+      // A host that is gone took its replicas with it (or stops them when their lease ends).
+      if (!isScheduleToStart(err)) throw err;
+      await control.recordReplica({
+        deploymentId,
+        replicaId: r.replicaId,
+        revision: r.revision,
+        image: r.image,
+        status: 'Lost',
+        reason: 'HostLost',
+        message: `its host (${r.hostQueue}) did not answer within 30s`,
+      });
+    }
   }
 
   async function stop(replicaId: string): Promise<void> {
@@ -295,53 +343,30 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     }
   }
 
-  // A continued run takes over the replicas the previous one was watching.
-  for (const r of input.carried?.replicas ?? []) watch(r.replicaId, r.revision, r.hostQueue, r.image);
+  if (input.deleteOnStart === undefined) {
+    // A continued run takes over the replicas the previous one was watching.
+    for (const r of input.carried?.replicas ?? []) watch(r.replicaId, r.revision, r.hostQueue, r.image);
+  } else {
+    // The run that watched these has ended: stop each on its host, if the host is still there.
+    await project(`Deleting (${input.deleteOnStart}): stopping the replicas it left.`);
+    await Promise.all((input.carried?.replicas ?? []).map((r) => stopLeftBehind(r)));
+  }
 
-  let rounds = 0;
-  while (!deleting) {
-    if (++rounds > (input.maxRoundsPerRun ?? 1000) || workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
-      if (!deleting) {
-        await project('Continuing as new; the replicas are handed over.');
-      }
-      // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
-      if (!deleting && allHandlersFinished()) {
-        const carried: CarriedDeployment = {
-          state,
-          generation,
-          seq,
-          failures,
-          autoscaled,
-          lastScaleAt,
-          replicas: [...live.entries()].map(([replicaId, r]) => ({
-            replicaId,
-            revision: r.revision,
-            hostQueue: r.hostQueue,
-            image: r.image,
-          })),
-        };
-        await continueAsNew<typeof deployment>({ ...input, carried });
-      }
-    }
-    if (activeAutoscaling(state.spec) && Date.now() >= nextObservation) {
-      await observe();
-      nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;
-    }
-    await reconcile();
-    await project(
-      live.size === desired()
-        ? 'Steady.'
-        : `Next attempt in ${Math.max(0, Math.round((retryAt - Date.now()) / 1000))}s.`,
-    );
-    // Wake for a retry, or for the autoscaler's next observation, whichever comes first.
-    const until = Math.min(
-      retryAt > Date.now() ? retryAt : Infinity,
-      activeAutoscaling(state.spec) ? nextObservation : Infinity,
-    );
-    if (until !== Infinity) await condition(() => wake || deleting, Math.max(1, until - Date.now()));
-    else await condition(() => wake || deleting);
-    wake = false;
+  try {
+    await serve();
+  } catch (err) {
+    if (err instanceof ContinueAsNew) throw err; // the hand-over to the next run, not a failure
+    // Anything unexpected (an activity that gave up, a cancellation from the Temporal UI): nothing is
+    // left running unowned. The replicas are stopped and Failed projected whatever happens to this
+    // run, then it fails; DELETE of a Failed deployment starts a run that removes it.
+    // (Before this patch the run failed with its replicas running and metered.)
+    if (!patched(PATCHES.deploymentCompensateOnFailure.id)) throw err;
+    failedBecause = failureMessage(err);
+    await CancellationScope.nonCancellable(async () => {
+      await Promise.all([...live.keys()].map((id) => stop(id)));
+      await project(`Failed: ${failedBecause}. Every replica was stopped.`);
+    });
+    throw err;
   }
   await project('Deleting: stopping every replica.');
   await Promise.all([...live.keys()].map((id) => stop(id)));
@@ -350,4 +375,53 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   await control.removeDeployment({ deploymentId });
   await condition(allHandlersFinished);
   return 'deleted';
+
+  /** The main loop: observe, reconcile, project, sleep; until deleted (or continued as new). */
+  async function serve(): Promise<void> {
+    let rounds = 0;
+    while (!deleting) {
+      if (++rounds > (input.maxRoundsPerRun ?? 1000) || workflowInfo().continueAsNewSuggested) {
+        await condition(allHandlersFinished);
+        if (!deleting) {
+          await project('Continuing as new; the replicas are handed over.');
+        }
+        // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
+        if (!deleting && allHandlersFinished()) {
+          const carried: CarriedDeployment = {
+            state,
+            generation,
+            seq,
+            failures,
+            autoscaled,
+            lastScaleAt,
+            replicas: [...live.entries()].map(([replicaId, r]) => ({
+              replicaId,
+              revision: r.revision,
+              hostQueue: r.hostQueue,
+              image: r.image,
+            })),
+          };
+          await continueAsNew<typeof deployment>({ ...input, carried });
+        }
+      }
+      if (activeAutoscaling(state.spec) && Date.now() >= nextObservation) {
+        await observe();
+        nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;
+      }
+      await reconcile();
+      await project(
+        live.size === desired()
+          ? 'Steady.'
+          : `Next attempt in ${Math.max(0, Math.round((retryAt - Date.now()) / 1000))}s.`,
+      );
+      // Wake for a retry, or for the autoscaler's next observation, whichever comes first.
+      const until = Math.min(
+        retryAt > Date.now() ? retryAt : Infinity,
+        activeAutoscaling(state.spec) ? nextObservation : Infinity,
+      );
+      if (until !== Infinity) await condition(() => wake || deleting, Math.max(1, until - Date.now()));
+      else await condition(() => wake || deleting);
+      wake = false;
+    }
+  }
 }

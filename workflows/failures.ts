@@ -12,6 +12,12 @@ export const isScheduleToStart = (err: unknown): boolean => {
   return cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
 };
 
+/** True when a running activity stopped heartbeating: its worker may still be doing the work. */
+export const isHeartbeatTimeout = (err: unknown): boolean => {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  return cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.HEARTBEAT;
+};
+
 /** The root cause's message (an activity's or a child's failure wraps what went wrong). */
 export const failureMessage = (err: unknown): string => {
   let e = err;

@@ -29,6 +29,10 @@ export const PATCHES = {
   remediationReleasesOnCancel: { id: 'remediation-releases-on-cancel', workflow: 'nodeRemediation' },
   /** An autoscaling metric that cannot be read skips the observation instead of failing the deployment. */
   skipFailedObservation: { id: 'skip-failed-observation', workflow: 'deployment' },
+  /** An unexpected failure of a deployment run stops its replicas and projects Failed before the run fails. */
+  deploymentCompensateOnFailure: { id: 'deployment-compensate-on-failure', workflow: 'deployment' },
+  /** A replica supervisor that missed its heartbeats is re-attached to the replica, not replaced by a second one. */
+  reattachSupervisorAfterHeartbeatTimeout: { id: 'reattach-supervisor-after-heartbeat-timeout', workflow: 'deployment' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
 } as const;

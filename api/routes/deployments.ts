@@ -33,6 +33,7 @@ import { followLogs, tailLines } from '../replica-logs';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 
 const Name = z
   .string()
@@ -251,6 +252,44 @@ export async function startContainerDeployment(
   return id;
 }
 
+/**
+ * Starts a run of a deployment whose workflow ended without deleting it (it failed, or was
+ * terminated from the Temporal UI) that goes straight to deletion: it re-attaches to the replicas
+ * its row still lists as running, stops them, and removes the deployment. (Replicas nobody
+ * re-attaches to are stopped by their host after GANTRY_REPLICA_ADOPTION_SECONDS anyway.)
+ */
+async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentRow): Promise<void> {
+  const { db, temporal, config } = deps;
+  const replicas = (await listReplicas(db, row.id))
+    .filter((r) => (r.status === 'Running' || r.status === 'Starting') && r.host)
+    .map((r) => ({ replicaId: r.replica_id, revision: r.revision, hostQueue: r.host!, image: r.image }));
+  const input: DeploymentWorkflowInput = {
+    deploymentId: row.id,
+    projectId: row.project_id,
+    spec: row.state.spec,
+    maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
+    containerWaitSeconds: config.containerQueueWaitSeconds,
+    // Its projections come after every one of the run that ended.
+    carried: { state: row.state, generation: row.generation, seq: 0, failures: 0, lastScaleAt: 0, replicas },
+    deleteOnStart: 'deleted through the API after its workflow had ended',
+  };
+  try {
+    await startResourceWorkflow<typeof deployment>(temporal, {
+      workflowType: 'deployment',
+      workflowId: deploymentWorkflowId(row.id),
+      args: [input],
+      projectId: row.project_id,
+      resourceType: 'deployment',
+      resourceId: row.id,
+      status: 'Updating',
+      summary: `Deletion of deployment ${row.name} (${row.id}), whose workflow had ended`,
+      details: `Its last run ended without deleting it; this run stops the ${replicas.length} replica(s) it left and removes it.`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
+  }
+}
+
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
   const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
@@ -279,12 +318,16 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       }
     }
   }
-  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment' | 'deleteDeployment', args: unknown[]) {
+  /** The workflow's refusal of an Update (or its absence) as the 409 the caller sees. */
+  function refused(row: DeploymentRow, err: unknown): unknown {
+    if (err instanceof ApiError) return err;
+    return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
+  }
+  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment', args: unknown[]) {
     try {
       await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), name, args);
     } catch (err) {
-      if (err instanceof ApiError) throw err;
-      throw conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
+      throw refused(row, err);
     }
   }
 
@@ -502,7 +545,12 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
-      await sendUpdate(row, 'deleteDeployment', []);
+      try {
+        await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), 'deleteDeployment', []);
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw refused(row, err);
+        await tearDownOrphanedDeployment(deps, row);
+      }
       return { id: row.id, deleted: true as const };
     },
   });

@@ -22,6 +22,14 @@ export class DeploymentActivityDoubles {
   /** What the workflow recorded about replicas itself (launches no container host took). */
   readonly replicaRecords: ReplicaRecord[] = [];
   scrapes = 0;
+  /** Replicas launched, in order (a replacement shows as a second launch). */
+  readonly launches: string[] = [];
+  /** Supervisions started, by replica (a re-attached supervisor shows as a second one). */
+  readonly supervisions: string[] = [];
+  /** A replica whose next supervisor never heartbeats (a host too busy to answer). */
+  silent: string | undefined;
+  /** From this projection on, recordDeployment fails non-retryably (an activity that gave up). */
+  failProjectionsFrom = Infinity;
 
   get latest(): DeploymentState | undefined {
     return this.projections.at(-1)?.state;
@@ -31,6 +39,10 @@ export class DeploymentActivityDoubles {
     const self = this;
     return {
       async recordDeployment(a) {
+        if (self.projections.length >= self.failProjectionsFrom && a.state.status !== 'Failed') {
+          self.failProjectionsFrom = Infinity; // once
+          throw ApplicationFailure.nonRetryable('the read model refused the projection', 'InjectedFault');
+        }
         self.projections.push({ state: structuredClone(a.state), version: a.version, generation: a.generation });
       },
       async queueBacklog() {
@@ -44,6 +56,7 @@ export class DeploymentActivityDoubles {
         self.replicaRecords.push(r);
       },
       async launchReplica(l) {
+        self.launches.push(l.replicaId);
         self.running.add(l.replicaId);
         return { replicaId: l.replicaId, hostQueue: CONTAINERS_TASK_QUEUE, port: 0 };
       },
@@ -54,8 +67,20 @@ export class DeploymentActivityDoubles {
         }
         return { total: self.metric, scraped: self.running.size, replicas: self.running.size };
       },
+      async stopReplica(s) {
+        self.running.delete(s.replicaId);
+      },
       async superviseReplica(s) {
         const ctx = Context.current();
+        self.supervisions.push(s.replicaId);
+        if (self.silent === s.replicaId) {
+          self.silent = undefined;
+          // Never heartbeats, never ends on its own: the server times it out; the replica runs on.
+          // (Only this worker's shutdown ends it.)
+          return new Promise<never>((_, reject) =>
+            ctx.cancellationSignal.addEventListener('abort', () => reject(ctx.cancellationSignal.reason)),
+          );
+        }
         const beat = setInterval(() => heartbeat(), 1000);
         try {
           return await new Promise<never>((_, reject) =>

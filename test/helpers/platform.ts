@@ -125,6 +125,7 @@ export async function startTestPlatform(
         runtime: containerRuntime,
         volumes: new VolumeStore(path.join(base.dataDir, 'deployment-volumes'), blobs),
         signingSecret: base.signingSecret,
+        replicaAdoptionSeconds: base.replicaAdoptionSeconds,
       })),
     );
   }

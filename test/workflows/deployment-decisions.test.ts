@@ -106,4 +106,86 @@ describe('deployment workflow decisions (time-skipping)', () => {
       });
     },
   );
+
+  test(
+    'a supervisor that stops heartbeating is re-attached to its replica; no second replica starts beside it',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const doubles = new DeploymentActivityDoubles();
+      const activities = doubles.activities();
+      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
+      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
+      await runWorkers([control, host], async () => {
+        doubles.silent = 'ts-quiet-host-1';
+        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId: deploymentWorkflowId('ts-quiet-host'),
+          args: [deploymentInput('ts-quiet-host', { min: 1, max: 1 })],
+        });
+        await until(
+          () => doubles.latest,
+          (s) => s?.status === 'Ready',
+          'the first replica',
+        );
+        await t.advance(30_000); // past the 15 s heartbeat timeout
+        await until(
+          () => doubles.supervisions,
+          (s) => s.length >= 2,
+          'a second supervisor for the quiet replica',
+        );
+        assert.deepEqual(
+          doubles.supervisions,
+          ['ts-quiet-host-1', 'ts-quiet-host-1'],
+          'the same replica, watched again',
+        );
+        assert.deepEqual(doubles.launches, ['ts-quiet-host-1'], 'no replacement was launched');
+        assert.equal(doubles.latest?.status, 'Ready');
+        await handle.executeUpdate('deleteDeployment', { args: [] });
+        assert.equal(await t.finished(handle), 'deleted');
+        assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
+        await recordHistoryIfAsked(handle, 'deployment', 'supervisor-heartbeat-timeout-reattached');
+      });
+    },
+  );
+
+  test(
+    'an activity that gives up fails the run only after its replicas are stopped and Failed is projected',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const doubles = new DeploymentActivityDoubles();
+      const activities = doubles.activities();
+      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
+      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
+      await runWorkers([control, host], async () => {
+        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId: deploymentWorkflowId('ts-gives-up'),
+          args: [deploymentInput('ts-gives-up', { min: 2, max: 2 })],
+        });
+        await until(
+          () => doubles.latest,
+          (s) => s?.status === 'Ready',
+          'two replicas',
+        );
+        assert.equal(doubles.running.size, 2);
+        doubles.failProjectionsFrom = doubles.projections.length;
+        await handle
+          .executeUpdate('updateDeployment', { args: [{ description: 'a change whose projection fails' }] })
+          .catch(
+            () => undefined, // the update's own projection is what fails
+          );
+        await assert.rejects(t.finished(handle), (err: Error) => {
+          let root: unknown = err;
+          while (root instanceof Error && root.cause) root = root.cause;
+          assert.match((root as Error).message, /read model refused/, 'the run fails with what went wrong');
+          return true;
+        });
+        assert.equal(doubles.running.size, 0, 'no replica left running unowned');
+        assert.equal(doubles.latest?.status, 'Failed');
+        await recordHistoryIfAsked(handle, 'deployment', 'projection-gave-up-replicas-stopped-failed');
+      });
+    },
+  );
 });
