@@ -17,6 +17,7 @@ import {
   tokenizedDatasetArchiveKey,
   type FineTuneEventType,
   type PreparedData,
+  type TrainingProgress,
   type TrainingOutcome,
 } from '../common/fine-tunes';
 import type { DatasetFormat } from '../datasets/records';
@@ -115,7 +116,21 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
           throw ApplicationFailure.nonRetryable(`tokenized data ${blobKey} is missing`, 'TokenizedDataMissing');
         entries.push({ name, size, open: () => blobs.read(blobKey) });
       }
-      await blobs.put(key, tarZstStream(entries), { maxBytes: Number.MAX_SAFE_INTEGER });
+      // Heartbeats follow the bytes written: a large dataset archives for longer than the heartbeat
+      // timeout, and a stuck archive stops them.
+      const ctx = Context.current();
+      const packed = tarZstStream(entries);
+      const withProgress = Readable.from(
+        (async function* () {
+          let bytes = 0;
+          for await (const chunk of packed) {
+            bytes += (chunk as Buffer).length;
+            ctx.heartbeat({ bytes });
+            yield chunk as Buffer;
+          }
+        })(),
+      );
+      await blobs.put(key, withProgress, { maxBytes: Number.MAX_SAFE_INTEGER });
       await recordJob(db, {
         jobId,
         event: {
@@ -228,12 +243,6 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
   };
 }
 
-interface TrainingProgress {
-  step: number;
-  /** The newest checkpoint, as stored in the blob store (a retry on another host starts from it). */
-  checkpoint?: { step: number; blobPrefix: string; files: string[] };
-}
-
 async function download(blobs: BlobStore, key: string, file: string): Promise<void> {
   mkdirSync(path.dirname(file), { recursive: true });
   await pipeline(blobs.read(key), createWriteStream(file));
@@ -247,7 +256,14 @@ async function uploadDir(blobs: BlobStore, dir: string, prefix: string): Promise
   return files;
 }
 
-export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; trainers: Trainers; workDir: string }) {
+export function createTrainingActivities(deps: {
+  db: Db;
+  blobs: BlobStore;
+  trainers: Trainers;
+  workDir: string;
+  /** A trainer silent this long is hung: it is killed and the attempt fails (retried from the last checkpoint). */
+  stallSeconds: number;
+}) {
   const { db, blobs } = deps;
   return {
     /**
@@ -255,7 +271,16 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
      * worker was lost) resumes from it instead of step 0. Cancellation stops
      * the trainer after its current step.
      */
-    async trainModel({ jobId, prepared }: { jobId: string; prepared: PreparedData }): Promise<TrainingOutcome> {
+    async trainModel({
+      jobId,
+      prepared,
+      resume,
+    }: {
+      jobId: string;
+      prepared: PreparedData;
+      /** Where an earlier activity's attempts left off (the workflow starts a new one after progress). */
+      resume?: TrainingProgress;
+    }): Promise<TrainingOutcome> {
       const ctx = Context.current();
       const job = await getFineTuneById(db, jobId);
       if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
@@ -297,7 +322,8 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
         });
       }
 
-      let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ?? { step: 0 };
+      let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ??
+        resume ?? { step: 0 };
       let resumeFrom: string | undefined;
       if (progress.checkpoint) {
         resumeFrom = path.join(run, 'resume');
@@ -305,8 +331,8 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
           await download(blobs, `${progress.checkpoint.blobPrefix}/${f}`, path.join(resumeFrom, f));
         }
       }
-      if (ctx.info.attempt > 1) {
-        // A previous attempt was lost (its worker died or went silent).
+      if (ctx.info.attempt > 1 || resume) {
+        // A previous attempt was lost (its worker died or went silent, or its trainer hung or crashed).
         await addFineTuneEvent(db, {
           jobId,
           type: 'job_restarted',
@@ -314,7 +340,7 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
             ? `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`
             : `Training restarted from the beginning: no checkpoint had been recorded (attempt ${ctx.info.attempt}).`,
           step: progress.checkpoint?.step ?? 0,
-          dedupKey: `restart-${ctx.info.attempt}`,
+          dedupKey: `restart-${progress.checkpoint?.step ?? 0}-${ctx.info.attempt}`,
         });
       }
 
@@ -336,6 +362,7 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
             initFrom,
           }),
           signal: ctx.cancellationSignal,
+          stallSeconds: deps.stallSeconds,
           onEvent: (e) => {
             switch (e.event) {
               case 'start':
@@ -441,11 +468,26 @@ export function createTrainingActivities(deps: { db: Db; blobs: BlobStore; train
         const error = result.events.find((e) => e.event === 'error');
         const done = result.events.find((e) => e.event === 'done');
         if (error && error.event === 'error') throw ApplicationFailure.nonRetryable(error.message, 'TrainerError');
+        // The progress rides on the failure: after the last attempt the workflow decides from it
+        // whether a new round of attempts is worth it.
+        if (result.stalled) {
+          const message = `the trainer said nothing for ${deps.stallSeconds}s (hung) and was stopped; it resumes from ${progress.checkpoint ? `the checkpoint at step ${progress.checkpoint.step}` : 'the beginning'}`;
+          await addFineTuneEvent(db, {
+            jobId,
+            type: 'warning',
+            level: 'warning',
+            message: `Training on this worker stopped: ${message}.`,
+            step: progress.step,
+            dedupKey: `stalled-${progress.step}-${ctx.info.attempt}`,
+          });
+          throw ApplicationFailure.retryable(message, 'TrainerStalled', progress);
+        }
         if (!done || done.event !== 'done' || result.exitCode !== 0) {
           // The trainer died without a verdict (killed, out of memory): worth another attempt.
           throw ApplicationFailure.retryable(
             `trainer exited with ${result.exitCode}: ${result.stderr.slice(-500)}`,
             'TrainerCrashed',
+            progress,
           );
         }
         const finalPrefix = finalOutputPrefix(jobId);

@@ -94,6 +94,11 @@ const EnvSchema = z.object({
 
   /** How long a training activity may go silent before Temporal retries it (from its last checkpoint). */
   GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(60),
+  /**
+   * Fine-tuning: a trainer that emits no progress event (a step, an eval, a checkpoint) for this
+   * long is hung; it is killed and the job resumes from its last checkpoint, on this or another worker.
+   */
+  GANTRY_TRAINER_STALL_SECONDS: z.coerce.number().positive().default(1800),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
@@ -222,6 +227,7 @@ export interface GantryConfig {
   audioHeartbeatTimeoutSeconds: number;
   torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
+  trainerStallSeconds: number;
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
@@ -293,6 +299,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     audioHeartbeatTimeoutSeconds: e.GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS,
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
+    trainerStallSeconds: e.GANTRY_TRAINER_STALL_SECONDS,
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,

@@ -80,9 +80,22 @@ export interface FineTuneWorkflowInput {
   jobId: string;
   projectId: string;
   gpuType: string;
-  /** How long each wait for a GPU worker lasts before the job says it is still queued. */
+  /** How long the first wait for a GPU worker lasts before the job says it is still queued. */
   queueProbeSeconds: number;
+  /** Later waits double up to this (absent: 900 s). */
+  maxQueueProbeSeconds?: number;
+  /** Waits of one queued run before it continues as new (absent: 50). */
+  probesPerRun?: number;
   heartbeatTimeoutSeconds: number;
+  /** Set when the run continues as new while queued: the tokenized data, and how many waits it has had. */
+  queued?: { prepared: PreparedData; waits: number };
+}
+
+/** How far training got: what a retry, or a new attempt budget, resumes from. */
+export interface TrainingProgress {
+  step: number;
+  /** The newest checkpoint, as stored in the blob store (a retry on another host starts from it). */
+  checkpoint?: { step: number; blobPrefix: string; files: string[] };
 }
 
 /** Where the tokenization activity left the trainer's inputs. */

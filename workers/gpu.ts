@@ -36,6 +36,7 @@ async function main() {
       ...(config.torchTrainerPython ? { torch: config.torchTrainerPython } : {}),
     },
     workDir: path.join(config.dataDir, 'trainer-runs'),
+    trainerStallSeconds: config.trainerStallSeconds,
   });
   logger.info(
     { taskQueues: config.gpuTypes.map(gpuTaskQueue), accelerator: host.kind },

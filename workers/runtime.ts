@@ -148,6 +148,8 @@ export function createGpuWorkers(
     /** The trainers this host has: kind -> the Python that runs it. */
     trainers: Trainers;
     workDir: string;
+    /** A trainer silent this long is hung: killed, and its attempt retried from the last checkpoint. */
+    trainerStallSeconds: number;
     /** The fleet whose nodes this host's worker tests (acceptance, NCCL, health). */
     fleet: ComputeProvider;
   },
@@ -159,6 +161,7 @@ export function createGpuWorkers(
       blobs: deps.blobs,
       trainers: deps.trainers,
       workDir: deps.workDir,
+      stallSeconds: deps.trainerStallSeconds,
     }),
     ...createClusterNodeTestActivities({ fleet: deps.fleet }),
   };

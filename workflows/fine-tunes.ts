@@ -6,8 +6,13 @@
  */
 import {
   ActivityCancellationType,
+  type ActivityOptions,
   ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
+  TimeoutFailure,
+  continueAsNew,
+  ContinueAsNew,
   isCancellation,
   patched,
   proxyActivities,
@@ -19,22 +24,35 @@ import { PATCHES } from './patches';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
 import type { ModelRegistryActivities } from '../activities/model-registry';
-import { finalOutputPrefix, type FineTuneStatus, type FineTuneWorkflowInput } from '../common/fine-tunes';
+import {
+  finalOutputPrefix,
+  type FineTuneStatus,
+  type FineTuneWorkflowInput,
+  type PreparedData,
+  type TrainingOutcome,
+  type TrainingProgress,
+} from '../common/fine-tunes';
 import type { GpuType } from '../common/gpu-types';
 import { statusSearchAttributes } from '../common/search-attributes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
 
-const control = proxyActivities<FineTuneActivities>({
+const controlOptions: ActivityOptions = {
   taskQueue: CONTROL_TASK_QUEUE,
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '2 minutes',
   retry: {
     initialInterval: '1 second',
     maximumInterval: '1 minute',
     maximumAttempts: 20,
     nonRetryableErrorTypes: ['JobGone', 'UnknownModel', 'FileUnusable'],
   },
-});
+};
+/**
+ * Bookkeeping (records, the charge, releasing files). These do not heartbeat, so they carry no
+ * heartbeat timeout: pricing a large dataset takes longer than one would allow.
+ */
+const control = proxyActivities<FineTuneActivities>(controlOptions);
+/** Work over the dataset that heartbeats as it goes: a worker lost mid-way is noticed in 2 minutes. */
+const dataWork = proxyActivities<FineTuneActivities>({ ...controlOptions, heartbeatTimeout: '2 minutes' });
 
 // Registration copies weights; a failure leaves the job completed without registry ids (the spec's rule).
 const registry = proxyActivities<ModelRegistryActivities>({
@@ -48,6 +66,22 @@ function reason(err: unknown): string {
   return (cause as Error)?.message ?? String(err);
 }
 
+/**
+ * The n-th wait for a GPU worker (0: the first): the configured probe, doubling up to `max`. A probe
+ * is an activity waiting to be taken, so a worker that appears takes it at once, however long the
+ * wait; a long outage costs a few events an hour, not some every 30 s.
+ */
+const probeSeconds = (configured: number, waits: number, max: number) =>
+  Math.min(Math.max(configured, max), configured * 2 ** Math.min(waits, 16));
+
+/** How far a failed training activity got: its last heartbeat, or the progress its failure carries. */
+const progressOf = (err: unknown): TrainingProgress | undefined => {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  if (cause instanceof TimeoutFailure) return cause.lastHeartbeatDetails as TrainingProgress | undefined;
+  if (cause instanceof ApplicationFailure && !cause.nonRetryable) return cause.details?.[0] as TrainingProgress;
+  return undefined;
+};
+
 export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneStatus> {
   const { jobId } = input;
   const queue = gpuTaskQueue(input.gpuType as GpuType);
@@ -58,25 +92,38 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
   };
 
   try {
-    setCurrentDetails('Tokenizing the training data.');
-    const prepared = await control.prepareTrainingData.executeWithOptions({ summary: 'tokenize' }, [{ jobId }]);
-    // Added after the first jobs ran: histories recorded before it replay without the step.
-    if (patched(PATCHES.tokenizedDatasetArchive.id)) {
-      await control.archiveTokenizedDataset.executeWithOptions({ summary: 'archive tokenized dataset' }, [
-        { jobId, prepared },
-      ]);
+    let prepared: PreparedData;
+    if (input.queued) {
+      prepared = input.queued.prepared; // a continued run: tokenized already, still queued
+    } else {
+      setCurrentDetails('Tokenizing the training data.');
+      prepared = await dataWork.prepareTrainingData.executeWithOptions({ summary: 'tokenize' }, [{ jobId }]);
+      // Added after the first jobs ran: histories recorded before it replay without the step.
+      if (patched(PATCHES.tokenizedDatasetArchive.id)) {
+        await dataWork.archiveTokenizedDataset.executeWithOptions({ summary: 'archive tokenized dataset' }, [
+          { jobId, prepared },
+        ]);
+      }
+      // Queued until a worker on the GPU queue answers; a short probe, repeated, says so in the events.
+      await setStatus('queued');
     }
 
-    // Queued until a worker on the GPU queue answers; a short probe, repeated, says so in the events.
-    await setStatus('queued');
-    const probe = proxyActivities<AcceleratorActivities>({
-      taskQueue: queue,
-      scheduleToStartTimeout: `${input.queueProbeSeconds} seconds`,
-      startToCloseTimeout: '1 minute',
-      retry: { maximumAttempts: 3 },
-    });
-    for (let waited = 0; ; waited++) {
+    for (let waits = input.queued?.waits ?? 0, inThisRun = 0; ; waits++, inThisRun++) {
       setCurrentDetails(`Queued: waiting for a worker on ${queue}.`);
+      // (Before the backoff patch every probe waited queueProbeSeconds and the run never continued as new.)
+      const backoff = waits > 0 && patched(PATCHES.fineTuneQueueBackoff.id);
+      if (backoff && inThisRun >= (input.probesPerRun ?? 50)) {
+        await continueAsNew<typeof fineTune>({ ...input, queued: { prepared, waits } });
+      }
+      const seconds = backoff
+        ? probeSeconds(input.queueProbeSeconds, waits, input.maxQueueProbeSeconds ?? 900)
+        : input.queueProbeSeconds;
+      const probe = proxyActivities<AcceleratorActivities>({
+        taskQueue: queue,
+        scheduleToStartTimeout: `${seconds} seconds`,
+        startToCloseTimeout: '1 minute',
+        retry: { maximumAttempts: 3 },
+      });
       try {
         await probe.describeAcceleratorHost.executeWithOptions({ summary: `wait for ${queue}` }, [
           { gpuType: input.gpuType as GpuType },
@@ -84,7 +131,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
         break;
       } catch (err) {
         if (!isScheduleToStart(err)) throw err;
-        if (waited === 0) {
+        if (waits === 0) {
           await record({
             event: {
               type: 'warning',
@@ -115,7 +162,35 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
         nonRetryableErrorTypes: ['JobGone', 'TrainerError'],
       },
     });
-    const outcome = await gpu.trainModel.executeWithOptions({ summary: 'train' }, [{ jobId, prepared }]);
+    let outcome: TrainingOutcome;
+    let resume: TrainingProgress | undefined;
+    for (;;) {
+      try {
+        outcome = await gpu.trainModel.executeWithOptions(
+          { summary: resume?.checkpoint ? `train (from step ${resume.checkpoint.step})` : 'train' },
+          [{ jobId, prepared, ...(resume ? { resume } : {}) }],
+        );
+        break;
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        // Worker restarts and hung trainers spend attempts; only attempts that moved nothing end the
+        // job. (Before this patch five lost attempts failed a job of any length.)
+        const progress = progressOf(err);
+        const from = resume?.checkpoint?.step ?? 0;
+        if (!progress?.checkpoint || progress.checkpoint.step <= from) throw err;
+        if (!patched(PATCHES.trainingBudgetCountsProgress.id)) throw err;
+        resume = progress;
+        await record({
+          event: {
+            type: 'warning',
+            level: 'warning',
+            message: `Training attempts ended (${reason(err)}) after reaching the checkpoint at step ${progress.checkpoint.step}; it continues from there.`,
+            step: progress.checkpoint.step,
+            dedupKey: `continued-${progress.checkpoint.step}`,
+          },
+        });
+      }
+    }
     await record({
       event: {
         type: 'training_complete',
@@ -160,6 +235,7 @@ export async function fineTune(input: FineTuneWorkflowInput): Promise<FineTuneSt
     setCurrentDetails('Completed.');
     return 'completed';
   } catch (err) {
+    if (err instanceof ContinueAsNew) throw err; // the hand-over of a queued job to its next run
     if (isCancellation(err)) {
       // Recording the end must not itself be cancelled.
       await CancellationScope.nonCancellable(async () => {

@@ -33,6 +33,10 @@ export const PATCHES = {
   deploymentCompensateOnFailure: { id: 'deployment-compensate-on-failure', workflow: 'deployment' },
   /** A replica supervisor that missed its heartbeats is re-attached to the replica, not replaced by a second one. */
   reattachSupervisorAfterHeartbeatTimeout: { id: 'reattach-supervisor-after-heartbeat-timeout', workflow: 'deployment' },
+  /** A queued fine-tune waits for a GPU worker with backing-off probes and continues as new while it waits. */
+  fineTuneQueueBackoff: { id: 'fine-tune-queue-backoff', workflow: 'fineTune' },
+  /** Training whose attempts ran out but moved its checkpoint forward gets a new round of attempts from there. */
+  trainingBudgetCountsProgress: { id: 'training-budget-counts-progress', workflow: 'fineTune' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
 } as const;

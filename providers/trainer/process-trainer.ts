@@ -29,6 +29,8 @@ export interface TrainerRun {
   events: TrainerEvent[];
   exitCode: number | null;
   stderr: string;
+  /** True when the trainer was killed for saying nothing for `stallSeconds` (it hung). */
+  stalled: boolean;
 }
 
 export interface RunTrainerOptions {
@@ -41,6 +43,11 @@ export interface RunTrainerOptions {
   onEvent?: (e: TrainerEvent) => void;
   /** Aborting sends SIGTERM: the trainer finishes its current step and stops. */
   signal?: AbortSignal;
+  /**
+   * A trainer that emits no protocol event for this long is hung (a deadlocked collective, a
+   * stuck device): it is killed (SIGKILL: a hung process may never act on SIGTERM).
+   */
+  stallSeconds?: number;
 }
 
 export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
@@ -66,17 +73,32 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
   child.stderr!.on('data', (c: Buffer) => {
     stderr = (stderr + c.toString('utf8')).slice(-20_000);
   });
+  let lastEventAt = Date.now();
+  let stalled = false;
+  const watchdog =
+    opts.stallSeconds === undefined
+      ? undefined
+      : setInterval(() => {
+          if (Date.now() - lastEventAt < opts.stallSeconds! * 1000) return;
+          stalled = true;
+          child.kill('SIGKILL');
+        }, 1000);
   const lines = createInterface({ input: child.stdout! });
   lines.on('line', (line) => {
     const event = parseTrainerLine(line);
     if (!event) return;
+    lastEventAt = Date.now();
     events.push(event);
     opts.onEvent?.(event);
   });
-  const exitCode = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve(code));
-  });
-  opts.signal?.removeEventListener('abort', onAbort);
-  return { events, exitCode, stderr };
+  try {
+    const exitCode = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', (code) => resolve(code));
+    });
+    return { events, exitCode, stderr, stalled };
+  } finally {
+    clearInterval(watchdog);
+    opts.signal?.removeEventListener('abort', onAbort);
+  }
 }

@@ -4,6 +4,7 @@
  * Training runs in real GPU worker processes (simulated host, CPU trainer).
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { chat, jsonl } from '../helpers/datasets';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
@@ -16,11 +17,23 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
   let p: TestPlatform;
   let a: Tenant;
   const workers: StartedProcess[] = [];
-  const startGpuWorker = async () => {
-    const w = startProcess('workers/gpu.ts', { GANTRY_GPU_TYPES: 'H100_SXM', GANTRY_ACCELERATOR: 'simulated' });
+  const startGpuWorker = async (env: Record<string, string> = {}) => {
+    const w = startProcess('workers/gpu.ts', { GANTRY_GPU_TYPES: 'H100_SXM', GANTRY_ACCELERATOR: 'simulated', ...env });
     workers.push(w);
     await w.waitFor(/SIMULATED accelerator host/);
     return w;
+  };
+
+  /** The step of the checkpoint the server's copy of the training activity's heartbeat names (0: none yet). */
+  const heartbeatCheckpoint = async (id: string) => {
+    const pending = (await p.temporal.workflow.getHandle(`fine-tune/${id}`).describe()).raw.pendingActivities ?? [];
+    for (const a of pending) {
+      const payload = a.heartbeatDetails?.payloads?.[0]?.data;
+      if (!payload) continue;
+      const details = JSON.parse(Buffer.from(payload).toString('utf8'));
+      if (details.checkpoint) return details.checkpoint.step as number;
+    }
+    return 0;
   };
 
   const finished = (id: string) =>
@@ -62,18 +75,12 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const id = res.body.id;
     // Kill the worker once the server holds a heartbeat naming a stored checkpoint.
-    const handle = p.temporal.workflow.getHandle(`fine-tune/${id}`);
-    const heartbeatCheckpoint = async () => {
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      for (const a of pending) {
-        const payload = a.heartbeatDetails?.payloads?.[0]?.data;
-        if (!payload) continue;
-        const details = JSON.parse(Buffer.from(payload).toString('utf8'));
-        if (details.checkpoint) return details.checkpoint.step as number;
-      }
-      return 0;
-    };
-    const savedStep = await eventually(heartbeatCheckpoint, (step) => step > 0, 120_000).catch(async (err) => {
+    const savedStep = await eventually(
+      () => heartbeatCheckpoint(id),
+      (step) => step > 0,
+      120_000,
+    ).catch(async (err) => {
+      const handle = p.temporal.workflow.getHandle(`fine-tune/${id}`);
       // Say where the job was, not only that it did not get there.
       const d = await handle.describe();
       const events = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/events`, { key: a.key })).body.data;
@@ -166,5 +173,56 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       .metrics;
     assert.ok(Math.abs(metrics[0].reward_margin) < 0.05);
     assert.ok(metrics.at(-1).reward_margin > 0.5, `margin ${metrics.at(-1).reward_margin}`);
+  });
+
+  // Last: it replaces the GPU workers with one that declares a trainer hung after 15 s of silence.
+  test('a hung trainer is detected, killed, and the job resumes from its checkpoint and completes', async () => {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+    await startGpuWorker({ GANTRY_TRAINER_STALL_SECONDS: '15' });
+    const records = Array.from({ length: 48 }, (_, i) => chat(`Count ${i}`, `${i} comes after ${i - 1}.`));
+    const file = await uploadValidated(p, a.key, 'hang.jsonl', jsonl(...records));
+    const res = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
+      key: a.key,
+      json: {
+        model: MODEL,
+        training_file: file,
+        n_epochs: 10,
+        n_checkpoints: 10,
+        learning_rate: 0.003,
+        batch_size: 1,
+        max_seq_length: 64,
+      },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const id = res.body.id;
+    const savedStep = await eventually(
+      () => heartbeatCheckpoint(id),
+      (step) => step > 0,
+      120_000,
+    );
+    // The trainer (a Python process whose command line names the job's run directory) stops
+    // answering: SIGSTOP freezes it the way a deadlocked collective would, alive and silent.
+    const trainer = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .find((pid) => {
+        try {
+          const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+          return cmdline.includes('gantry_trainer') && cmdline.includes(id);
+        } catch {
+          return false; // it ended while we looked
+        }
+      });
+    assert.ok(trainer, 'the trainer process of the job');
+    process.kill(Number(trainer), 'SIGSTOP');
+
+    const done = await finished(id);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events.slice(-4)));
+    const hung = done.body.events.find((e: any) => e.type === 'warning' && /hung/.test(e.message));
+    assert.ok(hung, done.body.events.map((e: any) => `${e.type}: ${e.message}`).join(' | '));
+    assert.match(hung.message, /said nothing for 15s \(hung\)/);
+    const restart = done.body.events.find((e: any) => e.type === 'job_restarted');
+    assert.ok(restart && restart.step >= savedStep, `resumed from step ${restart?.step}, after ${savedStep}`);
+    assert.equal(done.body.epochs_completed, 10);
+    assert.throws(() => process.kill(Number(trainer), 0), 'the hung trainer was killed');
   });
 });

@@ -112,6 +112,7 @@ export async function startTestPlatform(
       blobs,
       trainers: { reference: base.trainerPython },
       workDir: path.join(base.dataDir, 'trainer-runs'),
+      trainerStallSeconds: base.trainerStallSeconds,
       fleet,
     })),
   ];
