@@ -4,7 +4,7 @@
  * status), a static summary and details for the Temporal UI, and a deadline
  * so a Temporal outage is a prompt 503 rather than a hanging request.
  */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import {
   SA_GPU_TYPE,
@@ -17,23 +17,66 @@ import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export const TEMPORAL_CALL_DEADLINE_MS = 5_000;
 
+export interface ResourceWorkflowStart<W extends Workflow> {
+  workflowType: string;
+  workflowId: string;
+  args: Parameters<W>;
+  projectId: string;
+  resourceType: string;
+  resourceId: string;
+  status: string;
+  summary: string;
+  details: string;
+  /** Accelerator type, for resources that have one (clusters). */
+  gpuType?: string;
+}
+
+/**
+ * Starts the run, or throws when it did not start: a start whose answer was lost after the server
+ * took it counts as started, so callers may undo their own writes on a throw.
+ */
 export async function startResourceWorkflow<W extends Workflow>(
   temporal: Client,
-  w: {
-    workflowType: string;
-    workflowId: string;
-    args: Parameters<W>;
-    projectId: string;
-    resourceType: string;
-    resourceId: string;
-    status: string;
-    summary: string;
-    details: string;
-    /** Accelerator type, for resources that have one (clusters). */
-    gpuType?: string;
-  },
+  w: ResourceWorkflowStart<W>,
+  /** How long the start call may take (a test shortens it to provoke a lost answer). */
+  deadlineMs = TEMPORAL_CALL_DEADLINE_MS,
 ): Promise<void> {
-  await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
+  const asked = Date.now();
+  try {
+    await startWithDeadline(temporal, w, deadlineMs);
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw err;
+    // The call can fail after the server started the run (the deadline cut the answer short, the
+    // connection dropped): a caller that then removed the resource's row would orphan a running
+    // workflow. Ask the server before reporting a failure.
+    if (await startedSince(temporal, w.workflowId, asked)) return;
+    throw err;
+  }
+}
+
+/** True when a run of `workflowId` started at or after `since` (server clocks may lag a little). */
+async function startedSince(temporal: Client, workflowId: string, since: number): Promise<boolean> {
+  // Brief: when the server is unreachable the caller's 503 should not wait long for this.
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    try {
+      const d = await temporal.connection.withDeadline(Date.now() + 1_000, () =>
+        temporal.workflow.getHandle(workflowId).describe(),
+      );
+      return d.status.name === 'RUNNING' || d.startTime.getTime() >= since - 1_000;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return false;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
+  return false; // the server cannot be asked: report the failure the start call saw
+}
+
+async function startWithDeadline<W extends Workflow>(
+  temporal: Client,
+  w: ResourceWorkflowStart<W>,
+  deadlineMs: number,
+): Promise<void> {
+  await temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
     temporal.workflow.start<W>(w.workflowType, {
       workflowId: w.workflowId,
       taskQueue: CONTROL_TASK_QUEUE,

@@ -31,11 +31,29 @@ export type GantryPhase = (typeof GANTRY_PHASES)[number];
 // The statuses of each vocabulary that are not `active` (working or serving), lower-cased:
 // files (QUEUED, COMPLETED, INVALID_FORMAT, FAILED, DISCARDED), fine-tunes, clusters (WaitingFor…,
 // Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
-// (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed).
-const WAITING = new Set(['queued', 'pending', 'pending_approval', 'paused', 'ondemandcomputepaused', 'scaledtozero']);
+// (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed), rollouts (ROLLOUT_STATE_PAUSED,
+// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED).
+const WAITING = new Set([
+  'queued',
+  'pending',
+  'pending_approval',
+  'paused',
+  'system_paused',
+  'ondemandcomputepaused',
+  'scaledtozero',
+]);
 const FAILED = new Set(['failed', 'error', 'invalid_format']);
 // A cluster that is Deleting has nothing more run on it: its last status before the run ends.
-const DONE = new Set(['completed', 'succeeded', 'auto_resolved', 'cancelled', 'discarded', 'passed', 'deleting']);
+const DONE = new Set([
+  'completed',
+  'succeeded',
+  'auto_resolved',
+  'cancelled',
+  'canceled',
+  'discarded',
+  'passed',
+  'deleting',
+]);
 
 /**
  * The normalized phase of any Gantry status (files, fine-tunes, clusters,
@@ -45,7 +63,8 @@ const DONE = new Set(['completed', 'succeeded', 'auto_resolved', 'cancelled', 'd
  * active (working or serving, Degraded included), failed, done.
  */
 export function gantryPhaseOf(status: string): GantryPhase {
-  const s = status.toLowerCase();
+  // Enum-style statuses (ROLLOUT_STATE_PAUSED, ADAPTER_LOAD_STATE_READY) are read by their last words.
+  const s = status.toLowerCase().replace(/^[a-z_]*_state_/, '');
   if (FAILED.has(s)) return 'failed';
   if (DONE.has(s)) return 'done';
   if (WAITING.has(s) || s.startsWith('waiting')) return 'waiting';

@@ -101,17 +101,38 @@ const UPDATABLE = [
   'error',
 ] as const;
 
+/** Statuses a job never leaves. */
+const FINISHED = `('completed', 'cancelled', 'error')`;
+
 export async function updateFineTune(db: Queryable, id: string, u: FineTuneUpdate): Promise<void> {
   const sets: string[] = ['updated_at = now()'];
   const values: unknown[] = [id];
   for (const column of UPDATABLE) {
     if (u[column] !== undefined) {
       values.push(u[column]);
-      sets.push(`${column} = $${values.length}`);
+      const value = `$${values.length}`;
+      // The workflow and the cancel route both write the status: a finished job stays finished, and
+      // a requested cancellation is replaced only by how the job ended, whatever order they land in.
+      sets.push(
+        column === 'status'
+          ? `status = CASE WHEN status IN ${FINISHED} THEN status
+                           WHEN status = 'cancel_requested' AND ${value} NOT IN ${FINISHED} THEN status
+                           ELSE ${value} END`
+          : `${column} = ${value}`,
+      );
     }
   }
   if (u.started) sets.push('started_at = coalesce(started_at, now())');
   await db.query(`UPDATE fine_tunes SET ${sets.join(', ')} WHERE id = $1`, values);
+}
+
+/** Marks a job cancel_requested unless it has finished; false when it had (nothing to cancel). */
+export async function requestFineTuneCancel(db: Queryable, id: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE fine_tunes SET status = 'cancel_requested', updated_at = now() WHERE id = $1 AND status NOT IN ${FINISHED}`,
+    [id],
+  );
+  return rowCount === 1;
 }
 
 /** Appends an event; with a dedup key, a retried activity's repeat is dropped. */

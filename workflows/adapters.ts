@@ -11,10 +11,14 @@ import {
   condition,
   continueAsNew,
   defineSignal,
+  patched,
   proxyActivities,
   setHandler,
   setCurrentDetails,
+  upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { statusSearchAttributes } from '../common/search-attributes';
+import { PATCHES } from './patches';
 import type { AdapterControlActivities, AdapterHostActivities } from '../activities/adapters';
 import { CONTAINERS_TASK_QUEUE } from '../common/deployments';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
@@ -39,10 +43,12 @@ const host = proxyActivities<AdapterHostActivities>({
   scheduleToStartTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
 });
+// Projections retry until PostgreSQL answers: a database outage of any length pauses the load's
+// bookkeeping, never ends the load (retries add no history events).
 const control = proxyActivities<AdapterControlActivities>({
   taskQueue: CONTROL_TASK_QUEUE,
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 50 },
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 
 export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> {
@@ -59,6 +65,8 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
   const ids = { deploymentId: input.deploymentId, adapterModelId: input.adapterModelId };
   const maxRounds = input.maxRounds ?? 500;
   let realized: string | undefined;
+  // The state operators search by (GantryStatus/GantryPhase); the API starts the run with PENDING.
+  let searched = 'ADAPTER_LOAD_STATE_PENDING';
   for (let round = 0; !detached; round++) {
     changed = false;
     const loading = desired;
@@ -101,6 +109,11 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
           : `${result.ready} of ${result.total} replica(s) have revision ${loading.revisionId}.`,
     });
     if (state === 'ADAPTER_LOAD_STATE_READY') realized = loading.revisionId;
+    // (Before this patch the search attributes kept the state the API started it with.)
+    if (state !== searched && patched(PATCHES.adapterLoadStatus.id)) {
+      upsertSearchAttributes(statusSearchAttributes(state));
+      searched = state;
+    }
     setCurrentDetails(`${input.adapterModelId}: ${state} (${result.ready}/${result.total})`);
     await condition(() => detached || changed, `${input.resyncSeconds} seconds`);
     if (round + 1 >= maxRounds && !detached && !changed) {

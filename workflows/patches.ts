@@ -37,6 +37,10 @@ export const PATCHES = {
   fineTuneQueueBackoff: { id: 'fine-tune-queue-backoff', workflow: 'fineTune' },
   /** Training whose attempts ran out but moved its checkpoint forward gets a new round of attempts from there. */
   trainingBudgetCountsProgress: { id: 'training-budget-counts-progress', workflow: 'fineTune' },
+  /** A rollout keeps GantryStatus/GantryPhase current and ends only after its running Update handlers finish. */
+  rolloutStatusAndHandlers: { id: 'rollout-status-and-handlers', workflow: 'endpointRollout' },
+  /** An adapter load keeps GantryStatus/GantryPhase current as its state changes. */
+  adapterLoadStatus: { id: 'adapter-load-status', workflow: 'adapterLoad' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
 } as const;

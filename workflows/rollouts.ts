@@ -12,14 +12,19 @@
  * cancelling freezes the split as it stands.
  */
 import {
+  allHandlersFinished,
   ApplicationFailure,
   condition,
   defineUpdate,
   getExternalWorkflowHandle,
   proxyActivities,
+  patched,
   setCurrentDetails,
   setHandler,
+  upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { statusSearchAttributes } from '../common/search-attributes';
+import { PATCHES } from './patches';
 import type { RolloutActivities } from '../activities/rollouts';
 import { UPDATE_REJECTIONS } from '../common/clusters';
 import { deploymentWorkflowId } from '../common/deployments';
@@ -51,6 +56,15 @@ type Command =
   { kind: 'pause'; reason?: string } | { kind: 'resume' } | { kind: 'promote' } | { kind: 'cancel'; reason: string };
 
 export async function endpointRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
+  const ended = await runRollout(input);
+  // An Update that arrived as the rollout ended (a cancel racing its last step) finishes first: its
+  // caller gets an answer, and what its handler records is not lost. (Before this patch the run
+  // could close under a running handler.)
+  if (patched(PATCHES.rolloutStatusAndHandlers.id)) await condition(allHandlersFinished);
+  return ended;
+}
+
+async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
   const { plan } = input;
   const pair = {
     rolloutId: input.rolloutId,
@@ -72,7 +86,14 @@ export async function endpointRollout(input: RolloutWorkflowInput): Promise<Roll
     })),
   };
   let version = 0;
+  // The state operators search by (GantryStatus/GantryPhase), as last set; the API sets RUNNING at start.
+  let searchedState: RolloutState = 'ROLLOUT_STATE_RUNNING';
   const record = async () => {
+    // (Before this patch the search attributes kept the state the rollout started in.)
+    if (snap.state !== searchedState && patched(PATCHES.rolloutStatusAndHandlers.id)) {
+      upsertSearchAttributes(statusSearchAttributes(snap.state));
+      searchedState = snap.state;
+    }
     setCurrentDetails(
       `**${snap.state}** step ${snap.currentStep}/${plan.steps.length}, ${snap.currentTrafficPercent}% to ${pair.targetDeploymentId}`,
     );

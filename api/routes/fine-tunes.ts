@@ -17,7 +17,7 @@ import {
   listFineTuneEvents,
   listFineTunes,
   listMetrics,
-  updateFineTune,
+  requestFineTuneCancel,
   resolveFineTuneObjectNames,
   type FineTuneEventRow,
   type FineTuneRow,
@@ -422,8 +422,10 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The job, status cancel_requested', schema: FineTuneSchema },
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
-      if (TERMINAL.has(row.status)) throw conflict(`Job '${row.id}' is already ${row.status}.`, 'job_finished');
-      await updateFineTune(db, row.id, { status: 'cancel_requested' });
+      if (TERMINAL.has(row.status) || !(await requestFineTuneCancel(db, row.id))) {
+        const now = (await getFineTune(db, principal.projectId, row.id))!;
+        throw conflict(`Job '${row.id}' is already ${now.status}.`, 'job_finished');
+      }
       await addFineTuneEvent(db, {
         jobId: row.id,
         type: 'cancel_requested',

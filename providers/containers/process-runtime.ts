@@ -130,7 +130,13 @@ export class ProcessRuntime implements ContainerRuntime {
     const r = this.running.get(replicaId);
     if (!r) return;
     r.child.kill('SIGTERM');
-    const killed = await Promise.race([r.exited.then(() => true), sleep(graceSeconds * 1000).then(() => false)]);
+    // The grace timer goes as soon as the replica exits: a pending timer would hold this process open.
+    const grace = new AbortController();
+    const killed = await Promise.race([
+      r.exited.then(() => true),
+      sleep(graceSeconds * 1000, false, { signal: grace.signal }).catch(() => false),
+    ]);
+    grace.abort();
     if (!killed) {
       r.child.kill('SIGKILL');
       await r.exited;

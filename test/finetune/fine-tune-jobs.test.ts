@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
 import { chat, jsonl } from '../helpers/datasets';
+import { requestFineTuneCancel, updateFineTune } from '../../db/fine-tunes';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -407,6 +408,35 @@ describe('fine-tuning jobs', () => {
     assert.ok(types.includes('cancel_requested') && types.at(-1) === 'job_stopped', types.join(','));
     const again = await call(p.baseUrl, 'POST', `/v1/fine-tunes/${id}/cancel`, { key: a.key });
     assert.equal(again.status, 409);
+  });
+
+  test('status writes of the workflow and of cancel, in either order, never undo how a job ended', async () => {
+    const res = await create(a.key, { model: MODEL, training_file: trainingFile, n_epochs: 1 });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'completed');
+    const status = async (id: string) =>
+      (await p.db.query<{ status: string }>('SELECT status FROM fine_tunes WHERE id = $1', [id])).rows[0].status;
+    // A cancel whose write lands after the job completed: refused, and the job stays completed.
+    assert.equal(await requestFineTuneCancel(p.db, res.body.id), false);
+    // A late write of the workflow (a retried record) does not reopen it either.
+    await updateFineTune(p.db, res.body.id, { status: 'running' });
+    assert.equal(await status(res.body.id), 'completed');
+
+    // A running job (a copy of the row): cancel lands, then a late 'running' write of the workflow
+    // keeps cancel_requested, and only how it ended replaces it.
+    const copy = `${res.body.id}-copy`;
+    await p.db.query(
+      `INSERT INTO fine_tunes SELECT (jsonb_populate_record(NULL::fine_tunes,
+         to_jsonb(f) || jsonb_build_object('id', $2::text, 'status', 'running'))).* FROM fine_tunes f WHERE id = $1`,
+      [res.body.id, copy],
+    );
+    assert.equal(await requestFineTuneCancel(p.db, copy), true);
+    await updateFineTune(p.db, copy, { status: 'running' });
+    assert.equal(await status(copy), 'cancel_requested');
+    await updateFineTune(p.db, copy, { status: 'cancelled' });
+    assert.equal(await status(copy), 'cancelled');
+    await p.db.query('DELETE FROM fine_tunes WHERE id = $1', [copy]);
   });
 
   test('every create rule is a 400 naming its parameter', async () => {

@@ -162,6 +162,15 @@ export async function startTestPlatform(
     blobs,
     logs,
     async stop() {
+      // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
+      // next file's workers, which poll the same queues. Files run one at a time, so every open run
+      // is this file's: end them.
+      for await (const w of temporal.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
+        await temporal.workflow
+          .getHandle(w.workflowId, w.runId)
+          .terminate('the test file finished')
+          .catch(() => undefined); // it ended meanwhile
+      }
       await new Promise<void>((r) => server.close(() => r()));
       gateway.closeAllConnections();
       await new Promise<void>((r) => gateway.close(() => r()));

@@ -171,11 +171,8 @@ describe('deployment workflow decisions (time-skipping)', () => {
         );
         assert.equal(doubles.running.size, 2);
         doubles.failProjectionsFrom = doubles.projections.length;
-        await handle
-          .executeUpdate('updateDeployment', { args: [{ description: 'a change whose projection fails' }] })
-          .catch(
-            () => undefined, // the update's own projection is what fails
-          );
+        // A signal wakes the main loop (its handler projects nothing), whose projection then fails for good.
+        await handle.signal('setReplicaBounds', { min_replicas: 2, max_replicas: 2 });
         await assert.rejects(t.finished(handle), (err: Error) => {
           let root: unknown = err;
           while (root instanceof Error && root.cause) root = root.cause;
