@@ -49,7 +49,15 @@ async function main() {
     exitCode = await new Promise<number>((resolve) => {
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=1', '--test-timeout=300000', ...files],
+        [
+          '--import',
+          'tsx',
+          '--test',
+          '--test-reporter=spec',
+          '--test-concurrency=1',
+          '--test-timeout=300000',
+          ...files,
+        ],
         {
           cwd: ROOT,
           stdio: 'inherit',

@@ -32,7 +32,10 @@ export const PATCHES = {
   /** An unexpected failure of a deployment run stops its replicas and projects Failed before the run fails. */
   deploymentCompensateOnFailure: { id: 'deployment-compensate-on-failure', workflow: 'deployment' },
   /** A replica supervisor that missed its heartbeats is re-attached to the replica, not replaced by a second one. */
-  reattachSupervisorAfterHeartbeatTimeout: { id: 'reattach-supervisor-after-heartbeat-timeout', workflow: 'deployment' },
+  reattachSupervisorAfterHeartbeatTimeout: {
+    id: 'reattach-supervisor-after-heartbeat-timeout',
+    workflow: 'deployment',
+  },
   /** A queued fine-tune waits for a GPU worker with backing-off probes and continues as new while it waits. */
   fineTuneQueueBackoff: { id: 'fine-tune-queue-backoff', workflow: 'fineTune' },
   /** Training whose attempts ran out but moved its checkpoint forward gets a new round of attempts from there. */

@@ -105,7 +105,8 @@ export class ProcessRuntime implements ContainerRuntime {
     mkdirSync(root, { recursive: true });
     for (const m of r.mounts) {
       const at = path.resolve(root, '.' + path.posix.normalize(m.mountPath));
-      if (!at.startsWith(root + path.sep)) throw new ReplicaFailed(`mount path ${m.mountPath} leaves the replica's root`);
+      if (!at.startsWith(root + path.sep))
+        throw new ReplicaFailed(`mount path ${m.mountPath} leaves the replica's root`);
       mkdirSync(path.dirname(at), { recursive: true });
       symlinkSync(m.hostDir, at, 'dir');
     }
