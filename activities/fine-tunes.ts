@@ -37,6 +37,7 @@ import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { runTrainer, type Trainers } from '../providers/trainer/process-trainer';
+import type { TrainingSlots } from '../providers/accelerator/training-slots';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
 const TOKENIZE_CHUNK = 1000;
@@ -263,8 +264,241 @@ export function createTrainingActivities(deps: {
   workDir: string;
   /** A trainer silent this long is hung: it is killed and the attempt fails (retried from the last checkpoint). */
   stallSeconds: number;
+  /** The trainers this host may run at once. */
+  slots: TrainingSlots;
 }) {
   const { db, blobs } = deps;
+  /** One training attempt on a slot of this host. */
+  async function train(
+    ctx: Context,
+    { jobId, prepared, resume }: { jobId: string; prepared: PreparedData; resume?: TrainingProgress },
+  ): Promise<TrainingOutcome> {
+    const job = await getFineTuneById(db, jobId);
+    if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
+    const model = findFineTuneModel(job.plan.model)!;
+    const python = deps.trainers[model.trainer.kind];
+    if (!python) {
+      // Retrying elsewhere would not help either: the queue's workers share a configuration.
+      throw ApplicationFailure.nonRetryable(
+        `${model.name} needs the ${model.trainer.kind} trainer, which this GPU worker does not have ` +
+          `(it has: ${Object.keys(deps.trainers).join(', ')}). Install trainers/${model.trainer.kind} on the ` +
+          `GPU hosts and set GANTRY_TORCH_TRAINER_PYTHON.`,
+        'TrainerUnavailable',
+      );
+    }
+    const run = path.join(deps.workDir, jobId, `attempt-${ctx.info.attempt}`);
+    rmSync(run, { recursive: true, force: true });
+    const trainFile = path.join(run, 'train.jsonl');
+    await download(blobs, prepared.trainKey, trainFile);
+    const validationFile = prepared.evalKey ? path.join(run, 'eval.jsonl') : null;
+    if (prepared.evalKey && validationFile) await download(blobs, prepared.evalKey, validationFile);
+
+    // from_checkpoint: the weights this run starts from.
+    let initFrom: string | undefined;
+    if (job.plan.init_from) {
+      initFrom = path.join(run, 'init');
+      const { blob_prefix, file } = job.plan.init_from;
+      if ((await blobs.size(`${blob_prefix}/${file}`)) === null) {
+        throw ApplicationFailure.nonRetryable(
+          `the checkpoint ${job.plan.from_checkpoint} no longer exists (its job or registry model was deleted)`,
+          'CheckpointGone',
+        );
+      }
+      await download(blobs, `${blob_prefix}/${file}`, path.join(initFrom, file));
+      await addFineTuneEvent(db, {
+        jobId,
+        type: 'model_download_complete',
+        message: `Starting from the checkpoint ${job.plan.from_checkpoint}.`,
+        dedupKey: 'init-from',
+      });
+    }
+
+    let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ??
+      resume ?? { step: 0 };
+    let resumeFrom: string | undefined;
+    if (progress.checkpoint) {
+      resumeFrom = path.join(run, 'resume');
+      for (const f of progress.checkpoint.files) {
+        await download(blobs, `${progress.checkpoint.blobPrefix}/${f}`, path.join(resumeFrom, f));
+      }
+    }
+    if (ctx.info.attempt > 1 || resume) {
+      // A previous attempt was lost (its worker died or went silent, or its trainer hung or crashed).
+      await addFineTuneEvent(db, {
+        jobId,
+        type: 'job_restarted',
+        message: progress.checkpoint
+          ? `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`
+          : `Training restarted from the beginning: no checkpoint had been recorded (attempt ${ctx.info.attempt}).`,
+        step: progress.checkpoint?.step ?? 0,
+        dedupKey: `restart-${progress.checkpoint?.step ?? 0}-${ctx.info.attempt}`,
+      });
+    }
+
+    const heartbeat = () => ctx.heartbeat(progress);
+    const ticker = setInterval(heartbeat, 1000);
+    // Protocol events arrive faster than PostgreSQL round trips; keep them in order.
+    let writes: Promise<unknown> = Promise.resolve();
+    const later = (fn: () => Promise<unknown>) => (writes = writes.then(fn));
+    const uploads: Array<Promise<void>> = [];
+    try {
+      const result = await runTrainer({
+        python,
+        trainer: model.trainer.kind,
+        config: trainerConfig(job.plan, model, {
+          trainFile,
+          validationFile,
+          outputDir: path.join(run, 'out'),
+          resumeFrom,
+          initFrom,
+        }),
+        signal: ctx.cancellationSignal,
+        stallSeconds: deps.stallSeconds,
+        onEvent: (e) => {
+          switch (e.event) {
+            case 'start':
+              later(() =>
+                recordJob(db, {
+                  jobId,
+                  update: { param_count: e.trainable_params, total_steps: e.total_steps },
+                  event: {
+                    type: 'training_start',
+                    message: `Training ${e.total_steps} steps over ${e.n_epochs} epochs (${e.trainable_params} trainable parameters).`,
+                    dedupKey: `training-start-${ctx.info.attempt}`,
+                  },
+                }),
+              );
+              break;
+            case 'step':
+              progress = { ...progress, step: e.step };
+              later(() =>
+                recordMetric(db, {
+                  jobId,
+                  step: e.step,
+                  epoch: e.epoch,
+                  loss: e.loss,
+                  lr: e.lr,
+                  gradNorm: e.grad_norm,
+                  tokens: e.tokens,
+                  rewardMargin: e.reward_margin,
+                }),
+              );
+              break;
+            case 'epoch':
+              later(() =>
+                recordJob(db, {
+                  jobId,
+                  update: { epochs_completed: e.epoch },
+                  event: {
+                    type: 'epoch_complete',
+                    message: `Epoch ${e.epoch} completed at step ${e.step}.`,
+                    step: e.step,
+                    dedupKey: `epoch-${e.epoch}`,
+                  },
+                }),
+              );
+              break;
+            case 'eval':
+              later(() => recordMetric(db, { jobId, step: e.step, evalLoss: e.eval_loss }));
+              break;
+            case 'checkpoint': {
+              const blobPrefix = `fine-tunes/${jobId}/checkpoints/step-${e.step}`;
+              uploads.push(
+                uploadDir(blobs, e.path, blobPrefix).then(async (files) => {
+                  progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
+                  heartbeat();
+                  await later(() =>
+                    Promise.all([
+                      recordCheckpoint(db, {
+                        jobId,
+                        step: e.step,
+                        epoch: e.epoch,
+                        type: 'intermediate',
+                        blobPrefix,
+                        files,
+                      }),
+                      recordJob(db, {
+                        jobId,
+                        event: {
+                          type: 'checkpoint_save',
+                          message: `Checkpoint saved at step ${e.step} (epoch ${e.epoch}).`,
+                          step: e.step,
+                          dedupKey: `checkpoint-${e.step}`,
+                        },
+                      }),
+                    ]),
+                  );
+                }),
+              );
+              break;
+            }
+            case 'early_stopped':
+              later(() =>
+                recordJob(db, {
+                  jobId,
+                  update: {
+                    early_stopped: true,
+                    early_stopping_best_step: e.best_step,
+                    early_stopping_best_metric: e.best_metric,
+                  },
+                  event: {
+                    type: 'early_stopped',
+                    message: `Early stopping at step ${e.step}: no improvement; the best step was ${e.best_step} (eval loss ${e.best_metric.toFixed(4)}).`,
+                    step: e.step,
+                    dedupKey: 'early-stopped',
+                  },
+                }),
+              );
+              break;
+          }
+        },
+      });
+      await Promise.all(uploads);
+      await writes;
+      if (ctx.cancellationSignal.aborted) throw new CancelledFailure('training cancelled');
+      const error = result.events.find((e) => e.event === 'error');
+      const done = result.events.find((e) => e.event === 'done');
+      if (error && error.event === 'error') throw ApplicationFailure.nonRetryable(error.message, 'TrainerError');
+      // The progress rides on the failure: after the last attempt the workflow decides from it
+      // whether a new round of attempts is worth it.
+      if (result.stalled) {
+        const message = `the trainer said nothing for ${deps.stallSeconds}s (hung) and was stopped; it resumes from ${progress.checkpoint ? `the checkpoint at step ${progress.checkpoint.step}` : 'the beginning'}`;
+        await addFineTuneEvent(db, {
+          jobId,
+          type: 'warning',
+          level: 'warning',
+          message: `Training on this worker stopped: ${message}.`,
+          step: progress.step,
+          dedupKey: `stalled-${progress.step}-${ctx.info.attempt}`,
+        });
+        throw ApplicationFailure.retryable(message, 'TrainerStalled', progress);
+      }
+      if (!done || done.event !== 'done' || result.exitCode !== 0) {
+        // The trainer died without a verdict (killed, out of memory): worth another attempt.
+        throw ApplicationFailure.retryable(
+          `trainer exited with ${result.exitCode}: ${result.stderr.slice(-500)}`,
+          'TrainerCrashed',
+          progress,
+        );
+      }
+      const finalPrefix = finalOutputPrefix(jobId);
+      const files = await uploadDir(blobs, done.output_dir, finalPrefix);
+      await recordCheckpoint(db, { jobId, step: done.step, type: 'final', blobPrefix: finalPrefix, files });
+      const start = result.events.find((e) => e.event === 'start');
+      return {
+        steps: done.step,
+        paramCount: start && start.event === 'start' ? start.trainable_params : 0,
+        finalKeys: files.map((f) => `${finalPrefix}/${f}`),
+        earlyStopped: done.early_stopped,
+        bestStep: done.best_step ?? null,
+        bestMetric: done.best_metric ?? null,
+      };
+    } finally {
+      clearInterval(ticker);
+      if (existsSync(run)) rmSync(run, { recursive: true, force: true });
+    }
+  }
+
   return {
     /**
      * One training run. Heartbeats carry the newest checkpoint; a retry (the
@@ -282,229 +516,15 @@ export function createTrainingActivities(deps: {
       resume?: TrainingProgress;
     }): Promise<TrainingOutcome> {
       const ctx = Context.current();
-      const job = await getFineTuneById(db, jobId);
-      if (!job) throw ApplicationFailure.nonRetryable(`fine-tune ${jobId} no longer exists`, 'JobGone');
-      const model = findFineTuneModel(job.plan.model)!;
-      const python = deps.trainers[model.trainer.kind];
-      if (!python) {
-        // Retrying elsewhere would not help either: the queue's workers share a configuration.
-        throw ApplicationFailure.nonRetryable(
-          `${model.name} needs the ${model.trainer.kind} trainer, which this GPU worker does not have ` +
-            `(it has: ${Object.keys(deps.trainers).join(', ')}). Install trainers/${model.trainer.kind} on the ` +
-            `GPU hosts and set GANTRY_TORCH_TRAINER_PYTHON.`,
-          'TrainerUnavailable',
-        );
-      }
-      const run = path.join(deps.workDir, jobId, `attempt-${ctx.info.attempt}`);
-      rmSync(run, { recursive: true, force: true });
-      const trainFile = path.join(run, 'train.jsonl');
-      await download(blobs, prepared.trainKey, trainFile);
-      const validationFile = prepared.evalKey ? path.join(run, 'eval.jsonl') : null;
-      if (prepared.evalKey && validationFile) await download(blobs, prepared.evalKey, validationFile);
-
-      // from_checkpoint: the weights this run starts from.
-      let initFrom: string | undefined;
-      if (job.plan.init_from) {
-        initFrom = path.join(run, 'init');
-        const { blob_prefix, file } = job.plan.init_from;
-        if ((await blobs.size(`${blob_prefix}/${file}`)) === null) {
-          throw ApplicationFailure.nonRetryable(
-            `the checkpoint ${job.plan.from_checkpoint} no longer exists (its job or registry model was deleted)`,
-            'CheckpointGone',
-          );
-        }
-        await download(blobs, `${blob_prefix}/${file}`, path.join(initFrom, file));
-        await addFineTuneEvent(db, {
-          jobId,
-          type: 'model_download_complete',
-          message: `Starting from the checkpoint ${job.plan.from_checkpoint}.`,
-          dedupKey: 'init-from',
-        });
-      }
-
-      let progress: TrainingProgress = (ctx.info.heartbeatDetails as TrainingProgress | undefined) ??
-        resume ?? { step: 0 };
-      let resumeFrom: string | undefined;
-      if (progress.checkpoint) {
-        resumeFrom = path.join(run, 'resume');
-        for (const f of progress.checkpoint.files) {
-          await download(blobs, `${progress.checkpoint.blobPrefix}/${f}`, path.join(resumeFrom, f));
-        }
-      }
-      if (ctx.info.attempt > 1 || resume) {
-        // A previous attempt was lost (its worker died or went silent, or its trainer hung or crashed).
-        await addFineTuneEvent(db, {
-          jobId,
-          type: 'job_restarted',
-          message: progress.checkpoint
-            ? `Training resumed from the checkpoint at step ${progress.checkpoint.step} (attempt ${ctx.info.attempt}).`
-            : `Training restarted from the beginning: no checkpoint had been recorded (attempt ${ctx.info.attempt}).`,
-          step: progress.checkpoint?.step ?? 0,
-          dedupKey: `restart-${progress.checkpoint?.step ?? 0}-${ctx.info.attempt}`,
-        });
-      }
-
-      const heartbeat = () => ctx.heartbeat(progress);
-      const ticker = setInterval(heartbeat, 1000);
-      // Protocol events arrive faster than PostgreSQL round trips; keep them in order.
-      let writes: Promise<unknown> = Promise.resolve();
-      const later = (fn: () => Promise<unknown>) => (writes = writes.then(fn));
-      const uploads: Array<Promise<void>> = [];
+      // At most `slots.size` trainers run on this host; a task beyond them waits here, its progress
+      // unchanged in its heartbeats, until one ends.
+      const release = await deps.slots.take(ctx.cancellationSignal, () =>
+        ctx.heartbeat(ctx.info.heartbeatDetails ?? resume ?? { step: 0 }),
+      );
       try {
-        const result = await runTrainer({
-          python,
-          trainer: model.trainer.kind,
-          config: trainerConfig(job.plan, model, {
-            trainFile,
-            validationFile,
-            outputDir: path.join(run, 'out'),
-            resumeFrom,
-            initFrom,
-          }),
-          signal: ctx.cancellationSignal,
-          stallSeconds: deps.stallSeconds,
-          onEvent: (e) => {
-            switch (e.event) {
-              case 'start':
-                later(() =>
-                  recordJob(db, {
-                    jobId,
-                    update: { param_count: e.trainable_params, total_steps: e.total_steps },
-                    event: {
-                      type: 'training_start',
-                      message: `Training ${e.total_steps} steps over ${e.n_epochs} epochs (${e.trainable_params} trainable parameters).`,
-                      dedupKey: `training-start-${ctx.info.attempt}`,
-                    },
-                  }),
-                );
-                break;
-              case 'step':
-                progress = { ...progress, step: e.step };
-                later(() =>
-                  recordMetric(db, {
-                    jobId,
-                    step: e.step,
-                    epoch: e.epoch,
-                    loss: e.loss,
-                    lr: e.lr,
-                    gradNorm: e.grad_norm,
-                    tokens: e.tokens,
-                    rewardMargin: e.reward_margin,
-                  }),
-                );
-                break;
-              case 'epoch':
-                later(() =>
-                  recordJob(db, {
-                    jobId,
-                    update: { epochs_completed: e.epoch },
-                    event: {
-                      type: 'epoch_complete',
-                      message: `Epoch ${e.epoch} completed at step ${e.step}.`,
-                      step: e.step,
-                      dedupKey: `epoch-${e.epoch}`,
-                    },
-                  }),
-                );
-                break;
-              case 'eval':
-                later(() => recordMetric(db, { jobId, step: e.step, evalLoss: e.eval_loss }));
-                break;
-              case 'checkpoint': {
-                const blobPrefix = `fine-tunes/${jobId}/checkpoints/step-${e.step}`;
-                uploads.push(
-                  uploadDir(blobs, e.path, blobPrefix).then(async (files) => {
-                    progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
-                    heartbeat();
-                    await later(() =>
-                      Promise.all([
-                        recordCheckpoint(db, {
-                          jobId,
-                          step: e.step,
-                          epoch: e.epoch,
-                          type: 'intermediate',
-                          blobPrefix,
-                          files,
-                        }),
-                        recordJob(db, {
-                          jobId,
-                          event: {
-                            type: 'checkpoint_save',
-                            message: `Checkpoint saved at step ${e.step} (epoch ${e.epoch}).`,
-                            step: e.step,
-                            dedupKey: `checkpoint-${e.step}`,
-                          },
-                        }),
-                      ]),
-                    );
-                  }),
-                );
-                break;
-              }
-              case 'early_stopped':
-                later(() =>
-                  recordJob(db, {
-                    jobId,
-                    update: {
-                      early_stopped: true,
-                      early_stopping_best_step: e.best_step,
-                      early_stopping_best_metric: e.best_metric,
-                    },
-                    event: {
-                      type: 'early_stopped',
-                      message: `Early stopping at step ${e.step}: no improvement; the best step was ${e.best_step} (eval loss ${e.best_metric.toFixed(4)}).`,
-                      step: e.step,
-                      dedupKey: 'early-stopped',
-                    },
-                  }),
-                );
-                break;
-            }
-          },
-        });
-        await Promise.all(uploads);
-        await writes;
-        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('training cancelled');
-        const error = result.events.find((e) => e.event === 'error');
-        const done = result.events.find((e) => e.event === 'done');
-        if (error && error.event === 'error') throw ApplicationFailure.nonRetryable(error.message, 'TrainerError');
-        // The progress rides on the failure: after the last attempt the workflow decides from it
-        // whether a new round of attempts is worth it.
-        if (result.stalled) {
-          const message = `the trainer said nothing for ${deps.stallSeconds}s (hung) and was stopped; it resumes from ${progress.checkpoint ? `the checkpoint at step ${progress.checkpoint.step}` : 'the beginning'}`;
-          await addFineTuneEvent(db, {
-            jobId,
-            type: 'warning',
-            level: 'warning',
-            message: `Training on this worker stopped: ${message}.`,
-            step: progress.step,
-            dedupKey: `stalled-${progress.step}-${ctx.info.attempt}`,
-          });
-          throw ApplicationFailure.retryable(message, 'TrainerStalled', progress);
-        }
-        if (!done || done.event !== 'done' || result.exitCode !== 0) {
-          // The trainer died without a verdict (killed, out of memory): worth another attempt.
-          throw ApplicationFailure.retryable(
-            `trainer exited with ${result.exitCode}: ${result.stderr.slice(-500)}`,
-            'TrainerCrashed',
-            progress,
-          );
-        }
-        const finalPrefix = finalOutputPrefix(jobId);
-        const files = await uploadDir(blobs, done.output_dir, finalPrefix);
-        await recordCheckpoint(db, { jobId, step: done.step, type: 'final', blobPrefix: finalPrefix, files });
-        const start = result.events.find((e) => e.event === 'start');
-        return {
-          steps: done.step,
-          paramCount: start && start.event === 'start' ? start.trainable_params : 0,
-          finalKeys: files.map((f) => `${finalPrefix}/${f}`),
-          earlyStopped: done.early_stopped,
-          bestStep: done.best_step ?? null,
-          bestMetric: done.best_metric ?? null,
-        };
+        return await train(ctx, { jobId, prepared, resume });
       } finally {
-        clearInterval(ticker);
-        if (existsSync(run)) rmSync(run, { recursive: true, force: true });
+        release();
       }
     },
   };

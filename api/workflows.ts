@@ -29,6 +29,8 @@ export interface ResourceWorkflowStart<W extends Workflow> {
   details: string;
   /** Accelerator type, for resources that have one (clusters). */
   gpuType?: string;
+  /** Human names for the memo (the ids are search attributes already). */
+  names?: { projectSlug?: string; resource?: string };
 }
 
 /**
@@ -90,6 +92,13 @@ async function startWithDeadline<W extends Workflow>(
       ],
       staticSummary: w.summary,
       staticDetails: w.details,
+      // The static summary stays with the first run only; the memo is carried to every run that
+      // continues as new, so an entity's later runs still say what it is and whose.
+      memo: {
+        summary: w.summary,
+        ...(w.names?.projectSlug ? { project: w.names.projectSlug } : {}),
+        ...(w.names?.resource ? { resource: w.names.resource } : {}),
+      },
     }),
   );
 }

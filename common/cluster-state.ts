@@ -106,3 +106,40 @@ export function settledPhase(s: ClusterState): ClusterPhase {
   const short = regularWorkers(s).length < s.counts.num_gpus / GPUS_PER_NODE;
   return unhealthy || short ? 'CLUSTER_PHASE_DEGRADED' : 'CLUSTER_PHASE_READY';
 }
+
+/** Whether the autoscaler may act again: the last scale is at least `cooldownSeconds` old. */
+export function autoscaleCooledDown(s: ClusterState, nowMs: number, cooldownSeconds: number): boolean {
+  return !s.last_scale_at || nowMs - Date.parse(s.last_scale_at) >= cooldownSeconds * 1000;
+}
+
+/**
+ * The GPUs the autoscaler asks for after one look at the workload: whole nodes for the pending
+ * GPU requests (up to auto_scale_max_gpus), or whole idle nodes released (down to num_gpus);
+ * otherwise its current wish stands.
+ */
+export function autoscaleTargetGpus(
+  s: ClusterState,
+  workload: { pending_gpu_requests: number; idle_gpus: number },
+): number {
+  const liveGpus = regularWorkers(s).length * GPUS_PER_NODE;
+  if (workload.pending_gpu_requests > 0) {
+    const add = Math.ceil(workload.pending_gpu_requests / GPUS_PER_NODE) * GPUS_PER_NODE;
+    return Math.min(s.spec.auto_scale_max_gpus ?? liveGpus, liveGpus + add);
+  }
+  if (workload.idle_gpus >= GPUS_PER_NODE) {
+    const remove = Math.floor(workload.idle_gpus / GPUS_PER_NODE) * GPUS_PER_NODE;
+    return Math.max(s.counts.num_gpus, liveGpus - remove);
+  }
+  return s.autoscale_target_gpus;
+}
+
+/** The regular workers a scale-down to `target` nodes releases: the newest first, never one under remediation. */
+export function scaleDownVictims(s: ClusterState, target: number): ClusterNode[] {
+  const live = regularWorkers(s);
+  if (live.length <= target) return [];
+  const busy = new Set(s.remediations.map((r) => r.instance_id));
+  return live
+    .filter((n) => !busy.has(n.instance_id))
+    .slice(-(live.length - target))
+    .reverse();
+}

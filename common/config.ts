@@ -99,6 +99,8 @@ const EnvSchema = z.object({
    * long is hung; it is killed and the job resumes from its last checkpoint, on this or another worker.
    */
   GANTRY_TRAINER_STALL_SECONDS: z.coerce.number().positive().default(1800),
+  /** Fine-tuning: trainers one GPU worker runs at once; more wait on it, cancellable, the rest stay queued. */
+  GANTRY_TRAINING_SLOTS: z.coerce.number().int().positive().default(1),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
@@ -228,6 +230,7 @@ export interface GantryConfig {
   torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
   trainerStallSeconds: number;
+  trainingSlots: number;
   accelerator: 'auto' | 'nvidia' | 'simulated';
   gpuQueueWaitSeconds: number;
   workerShutdownGraceSeconds: number;
@@ -300,6 +303,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     trainerStallSeconds: e.GANTRY_TRAINER_STALL_SECONDS,
+    trainingSlots: e.GANTRY_TRAINING_SLOTS,
     accelerator: e.GANTRY_ACCELERATOR,
     gpuQueueWaitSeconds: e.GANTRY_GPU_QUEUE_WAIT_SECONDS,
     workerShutdownGraceSeconds: e.GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS,

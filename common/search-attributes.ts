@@ -32,7 +32,7 @@ export type GantryPhase = (typeof GANTRY_PHASES)[number];
 // files (QUEUED, COMPLETED, INVALID_FORMAT, FAILED, DISCARDED), fine-tunes, clusters (WaitingFor…,
 // Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
 // (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed), rollouts (ROLLOUT_STATE_PAUSED,
-// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED).
+// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted).
 const WAITING = new Set([
   'queued',
   'pending',
@@ -53,6 +53,7 @@ const DONE = new Set([
   'discarded',
   'passed',
   'deleting',
+  'deleted',
 ]);
 
 /**
@@ -63,8 +64,8 @@ const DONE = new Set([
  * active (working or serving, Degraded included), failed, done.
  */
 export function gantryPhaseOf(status: string): GantryPhase {
-  // Enum-style statuses (ROLLOUT_STATE_PAUSED, ADAPTER_LOAD_STATE_READY) are read by their last words.
-  const s = status.toLowerCase().replace(/^[a-z_]*_state_/, '');
+  // Enum-style statuses (ROLLOUT_STATE_PAUSED, REMOTE_UPLOAD_STATUS_SUCCEEDED) are read by their last words.
+  const s = status.toLowerCase().replace(/^[a-z_]*?_(?:state|status)_/, '');
   if (FAILED.has(s)) return 'failed';
   if (DONE.has(s)) return 'done';
   if (WAITING.has(s) || s.startsWith('waiting')) return 'waiting';

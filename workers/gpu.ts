@@ -37,6 +37,7 @@ async function main() {
     },
     workDir: path.join(config.dataDir, 'trainer-runs'),
     trainerStallSeconds: config.trainerStallSeconds,
+    trainingSlots: config.trainingSlots,
   });
   logger.info(
     { taskQueues: config.gpuTypes.map(gpuTaskQueue), accelerator: host.kind },

@@ -23,6 +23,7 @@ import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
+import { TrainingSlots } from '../providers/accelerator/training-slots';
 import { createModelRegistryActivities } from '../activities/model-registry';
 import { createModelUploadActivities } from '../activities/model-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
@@ -150,6 +151,8 @@ export function createGpuWorkers(
     workDir: string;
     /** A trainer silent this long is hung: killed, and its attempt retried from the last checkpoint. */
     trainerStallSeconds: number;
+    /** Trainers this host runs at once. */
+    trainingSlots: number;
     /** The fleet whose nodes this host's worker tests (acceptance, NCCL, health). */
     fleet: ComputeProvider;
   },
@@ -162,6 +165,7 @@ export function createGpuWorkers(
       trainers: deps.trainers,
       workDir: deps.workDir,
       stallSeconds: deps.trainerStallSeconds,
+      slots: new TrainingSlots(deps.trainingSlots),
     }),
     ...createClusterNodeTestActivities({ fleet: deps.fleet }),
   };
@@ -177,6 +181,9 @@ export function createGpuWorkers(
         // Cancellation reaches an activity in a heartbeat response: heartbeat often,
         // so a cancelled training run stops within about a second.
         maxHeartbeatThrottleInterval: '1 second',
+        // Trainings beyond the host's slots wait on it (TrainingSlots); taking only a few more tasks
+        // than that (room for probes and node tests) leaves the rest queued for other hosts.
+        maxConcurrentActivityTaskExecutions: deps.trainingSlots + 4,
       }),
     ),
   );

@@ -7,7 +7,15 @@
  * worker lost mid-chunk is retried on another by Temporal (heartbeat timeout);
  * the client sees only latency. What the request stored is removed at the end.
  */
-import { ApplicationFailure, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  isCancellation,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { PATCHES } from './patches';
 import type { SpeechActivities } from '../activities/audio';
 import type { UsageActivities } from '../activities/usage';
@@ -25,6 +33,11 @@ const usage = proxyActivities<UsageActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
+
+/** GantryStatus/GantryPhase say how the request ended. (Before this patch they kept RUNNING.) */
+const searchableEnd = (status: 'COMPLETED' | 'FAILED') => {
+  if (patched(PATCHES.audioFinalStatus.id)) upsertSearchAttributes(statusSearchAttributes(status));
+};
 
 export async function audioRequest(input: AudioRequestInput): Promise<AudioResult> {
   const speech = proxyActivities<SpeechActivities>({
@@ -84,7 +97,12 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
         durationSeconds: prepared.duration,
       });
     }
-    return assembleResult(chunks, { duration: prepared.duration, task: input.task, turns });
+    const result = assembleResult(chunks, { duration: prepared.duration, task: input.task, turns });
+    searchableEnd('COMPLETED');
+    return result;
+  } catch (err) {
+    if (!isCancellation(err)) searchableEnd('FAILED');
+    throw err;
   } finally {
     await speech.discardAudio({ requestId: input.requestId, keys: stored });
   }

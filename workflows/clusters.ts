@@ -67,6 +67,8 @@ import {
 } from '../common/search-attributes';
 import { gpuTaskQueue } from '../workers/task-queues';
 import {
+  autoscaleCooledDown,
+  autoscaleTargetGpus,
   capacitiesForNewNodes,
   findWorker,
   lifecycleEvent,
@@ -77,6 +79,7 @@ import {
   refreshPreemptibleCount,
   regularWorkers,
   retireWorker,
+  scaleDownVictims,
   setPhase,
   settledPhase,
   targetRegularNodes,
@@ -794,13 +797,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         );
       }
     } else if (live.length > target) {
-      // The newest healthy nodes go first; nodes under remediation are left alone.
-      const busy = new Set(state.remediations.map((r) => r.instance_id));
-      const victims = live
-        .filter((n) => !busy.has(n.instance_id))
-        .slice(-(live.length - target))
-        .reverse();
-      for (const n of victims) {
+      for (const n of scaleDownVictims(state, target)) {
         await control.cordonNode({ nodeId: n.node_id });
         await control.releaseNodes({ nodeIds: [n.node_id] });
         retireWorker(state, n.node_id);
@@ -962,20 +959,8 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
 
   async function observeWorkload(): Promise<void> {
     if (!state.spec.auto_scale || !state.spec.auto_scale_max_gpus) return;
-    const cooledDown =
-      !state.last_scale_at || Date.now() - Date.parse(state.last_scale_at) >= settings.autoscaleCooldownSeconds * 1000;
-    if (!cooledDown) return;
-    const w = await control.observeWorkload({ clusterId });
-    const liveGpus = regularWorkers(state).length * GPUS_PER_NODE;
-    let target = state.autoscale_target_gpus;
-    if (w.pending_gpu_requests > 0) {
-      const add = Math.ceil(w.pending_gpu_requests / GPUS_PER_NODE) * GPUS_PER_NODE;
-      target = Math.min(state.spec.auto_scale_max_gpus, liveGpus + add);
-    } else if (w.idle_gpus >= GPUS_PER_NODE) {
-      const remove = Math.floor(w.idle_gpus / GPUS_PER_NODE) * GPUS_PER_NODE;
-      target = Math.max(state.counts.num_gpus, liveGpus - remove);
-    }
-    state.autoscale_target_gpus = target;
+    if (!autoscaleCooledDown(state, Date.now(), settings.autoscaleCooldownSeconds)) return;
+    state.autoscale_target_gpus = autoscaleTargetGpus(state, await control.observeWorkload({ clusterId }));
   }
 
   async function reconcile(): Promise<void> {

@@ -10,6 +10,7 @@
  */
 import {
   ActivityCancellationType,
+  ApplicationFailure,
   CancellationScope,
   condition,
   defineSignal,
@@ -39,6 +40,7 @@ import {
   type DeploymentWorkflowInput,
 } from '../common/deployments';
 import { statusSearchAttributes } from '../common/search-attributes';
+import { UPDATE_REJECTIONS } from '../common/clusters';
 import { PATCHES } from './patches';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
@@ -190,8 +192,19 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
       await project(`Change accepted (revision ${state.revision}).`);
     },
     {
-      validator: (_patch: Partial<DeploymentSpec>) => {
+      // The workflow's own spec is the truth: the API checked the patch against its read model,
+      // which may not show a change accepted a moment ago.
+      validator: (patch: Partial<DeploymentSpec>) => {
         if (deleting) throw new Error('The deployment is being deleted.');
+        const next = { ...state.spec, ...patch };
+        if (next.max_replicas < next.min_replicas) {
+          throw ApplicationFailure.create({
+            type: UPDATE_REJECTIONS.invalid,
+            message: `max_replicas (${next.max_replicas}) must be at least min_replicas (${next.min_replicas}).`,
+            details: ['max_replicas'],
+            nonRetryable: true,
+          });
+        }
       },
     },
   );

@@ -6,8 +6,16 @@
  * refused URL or an unusable archive fails at once. Either way the upload ends
  * SUCCEEDED or FAILED with a sentence saying why.
  */
-import { ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { ModelUploadActivities } from '../activities/model-uploads';
+import { statusSearchAttributes } from '../common/search-attributes';
+import { PATCHES } from './patches';
 import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
 
 export interface ModelUploadInput {
@@ -21,6 +29,11 @@ const bookkeeping = proxyActivities<ModelUploadActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 50 },
 });
+
+/** GantryStatus/GantryPhase say how the upload ended. (Before this patch they kept PENDING.) */
+const searchableEnd = (status: 'REMOTE_UPLOAD_STATUS_SUCCEEDED' | 'REMOTE_UPLOAD_STATUS_FAILED') => {
+  if (patched(PATCHES.modelUploadFinalStatus.id)) upsertSearchAttributes(statusSearchAttributes(status));
+};
 
 /** The innermost message: what went wrong, without Temporal's wrapping. */
 function reason(err: unknown): string {
@@ -54,12 +67,14 @@ export async function modelUpload(input: ModelUploadInput): Promise<'succeeded' 
       revisionId: r.revisionId,
     });
     setCurrentDetails(message);
+    searchableEnd('REMOTE_UPLOAD_STATUS_SUCCEEDED');
     return 'succeeded';
   } catch (err) {
     if (err instanceof ApplicationFailure && err.type === 'UploadGone') return 'failed';
     const message = reason(err);
     await bookkeeping.finishUpload({ uploadId: input.uploadId, status: 'REMOTE_UPLOAD_STATUS_FAILED', message });
     setCurrentDetails(`Failed: ${message}`);
+    searchableEnd('REMOTE_UPLOAD_STATUS_FAILED');
     return 'failed';
   }
 }

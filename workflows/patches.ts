@@ -44,6 +44,12 @@ export const PATCHES = {
   rolloutStatusAndHandlers: { id: 'rollout-status-and-handlers', workflow: 'endpointRollout' },
   /** An adapter load keeps GantryStatus/GantryPhase current as its state changes. */
   adapterLoadStatus: { id: 'adapter-load-status', workflow: 'adapterLoad' },
+  /** A speech request sets GantryStatus/GantryPhase to how it ended (COMPLETED or FAILED). */
+  audioFinalStatus: { id: 'audio-final-status', workflow: 'audioRequest' },
+  /** A model upload sets GantryStatus/GantryPhase to how it ended (SUCCEEDED or FAILED). */
+  modelUploadFinalStatus: { id: 'model-upload-final-status', workflow: 'modelUpload' },
+  /** A shared volume's provisioning sets GantryStatus/GantryPhase to available (or gone). */
+  volumeFinalStatus: { id: 'volume-final-status', workflow: 'storageVolume' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
 } as const;

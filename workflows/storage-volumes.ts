@@ -3,8 +3,10 @@
  * the storage API, then marks it available. Binding to a cluster and release
  * are the cluster workflow's business (its volume phase and its deletion).
  */
-import { setCurrentDetails } from '@temporalio/workflow';
+import { patched, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { statusSearchAttributes } from '../common/search-attributes';
 import { clusterWaits } from './cluster-activities';
+import { PATCHES } from './patches';
 
 const storage = clusterWaits;
 
@@ -16,5 +18,9 @@ export async function storageVolume({ volumeId }: { volumeId: string }): Promise
   setCurrentDetails(
     result === 'available' ? `Volume ${volumeId} is available.` : `Volume ${volumeId} was deleted first.`,
   );
+  // (Before this patch the search attributes kept `provisioning`.)
+  if (patched(PATCHES.volumeFinalStatus.id)) {
+    upsertSearchAttributes(statusSearchAttributes(result === 'available' ? 'available' : 'deleted'));
+  }
   return result;
 }

@@ -68,6 +68,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
           resourceType: 'volume',
           resourceId: id,
           status: 'provisioning',
+          names: { projectSlug: principal.projectSlug, resource: body.volume_name },
           summary: `Volume ${body.volume_name} (${id}): ${body.size_tib} TiB in ${body.region}`,
           details: `Created by API key \`${principal.apiKeyId}\`.`,
         });

@@ -175,6 +175,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
           resourceId: clusterId,
           status: 'WaitingForControlPlaneNodes',
           gpuType: spec.gpu_type,
+          names: { projectSlug: principal.projectSlug, resource: spec.cluster_name },
           summary: `Cluster ${spec.cluster_name} (${clusterId}): ${counts.num_gpus}x ${spec.gpu_type} in ${spec.region}, ${spec.cluster_type}, ${spec.billing_type}`,
           details: [
             `Created by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,

@@ -33,6 +33,7 @@ import { followLogs, tailLines } from '../replica-logs';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
+import { updateRejection } from '../cluster-messages';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 
 const Name = z
@@ -206,6 +207,8 @@ export async function startContainerDeployment(
   deps: ApiDeps,
   d: {
     projectId: string;
+    /** The project's slug, for the operators' memo. */
+    projectSlug: string;
     apiKeyId: string;
     spec: DeploymentSpec;
     /** Runs once the row exists, before the workflow starts (to link the deployment to what it serves). */
@@ -242,6 +245,7 @@ export async function startContainerDeployment(
       resourceType: 'deployment',
       resourceId: id,
       status: 'Updating',
+      names: { projectSlug: d.projectSlug, resource: spec.name },
       summary: `Deployment ${spec.name} (${id}): ${spec.min_replicas} replica(s) of ${spec.image}`,
       details: `Created by API key \`${d.apiKeyId}\`; command ${JSON.stringify([...(spec.command ?? []), ...(spec.args ?? [])])}.`,
     });
@@ -320,6 +324,8 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   }
   /** The workflow's refusal of an Update (or its absence) as the 409 the caller sees. */
   function refused(row: DeploymentRow, err: unknown): unknown {
+    const meant = updateRejection(err); // the validator's 400 (the field it names) or 409
+    if (meant instanceof ApiError) return meant;
     if (err instanceof ApiError) return err;
     return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
   }
@@ -461,6 +467,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       }
       const id = await startContainerDeployment(deps, {
         projectId: principal.projectId,
+        projectSlug: principal.projectSlug,
         apiKeyId: principal.apiKeyId,
         spec,
       });

@@ -457,6 +457,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         try {
           await startContainerDeployment(deps, {
             projectId: principal.projectId,
+            projectSlug: principal.projectSlug,
             apiKeyId: principal.apiKeyId,
             spec: modelServerSpec(config, {
               containerName: id,

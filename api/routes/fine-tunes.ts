@@ -232,6 +232,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
           resourceType: FINE_TUNE_RESOURCE_TYPE,
           resourceId: id,
           status: 'pending',
+          names: { projectSlug: principal.projectSlug, resource: body.suffix ?? id },
           summary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
           details: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
         });

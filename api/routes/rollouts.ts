@@ -398,6 +398,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         resourceType: 'rollout',
         resourceId: r.id,
         status: 'ROLLOUT_STATE_RUNNING',
+        names: { projectSlug: principal.projectSlug, resource: e.name },
         summary: `Rollout on ${e.name}: ${source.name} -> ${target.name} (${plan.strategy})`,
         details: `Started by API key \`${principal.apiKeyId}\`. Steps: ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')}, soak ${plan.stepIntervalSeconds}s.`,
       }).catch(async (err) => {

@@ -15,6 +15,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { searchedAsItEnded } from '../helpers/operator-view';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { ffmpeg, speak, wordErrorRate } from '../helpers/speech';
@@ -110,6 +111,14 @@ describe('audio transcription', () => {
     );
     const requestId = String(res.headers.get('x-gantry-audio-request'));
     assert.match(requestId, /^audio/);
+    assert.deepEqual(
+      await searchedAsItEnded(p.temporal, `audio/${requestId}`, {
+        type: 'audioRequest',
+        label: 'completed-final-status',
+      }),
+      { status: 'COMPLETED', phase: 'done' },
+      'operators find it by how it ended',
+    );
     // Billed as the minutes of audio it recognized, at the model's price.
     await setBillingUsageEnabled(p.db, t.organizationId, true);
     const report = await call(p.baseUrl, 'GET', '/v1/billing/usage?granularity=hourly', { key: t.key });

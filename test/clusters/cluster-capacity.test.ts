@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { searchedAsItEnded } from '../helpers/operator-view';
 import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import {
@@ -165,6 +166,11 @@ describe('cluster capacity', () => {
     await eventually(
       () => call(p.baseUrl, 'GET', `/v1/compute/clusters/storage/volumes/${vol}`, { key: t.key }),
       (r) => r.body.status === 'available',
+    );
+    assert.deepEqual(
+      await searchedAsItEnded(p.temporal, `volume/${vol}`, { type: 'storageVolume', label: 'available-final-status' }),
+      { status: 'available', phase: 'active' },
+      'operators find it by how it ended',
     );
     const shrink = await call(p.baseUrl, 'PUT', '/v1/compute/clusters/storage/volumes', {
       key: t.key,

@@ -106,6 +106,11 @@ describe('deployment continue-as-new', () => {
       (d) => d.runId !== firstRun,
       20_000,
     );
+    // The continued run still says what it is and whose (the static summary stays with the first run).
+    const memo = (await handle.describe()).memo;
+    assert.equal(memo?.resource, 'changes-after-handover');
+    assert.equal(memo?.project, t.projectSlug);
+    assert.match(String(memo?.summary), /^Deployment changes-after-handover/);
     const changed = await api('PATCH', '/deployments/changes-after-handover', { min_replicas: 2, max_replicas: 3 });
     assert.equal(changed.status, 200);
     const shown = await eventually(

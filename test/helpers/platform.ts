@@ -113,6 +113,7 @@ export async function startTestPlatform(
       trainers: { reference: base.trainerPython },
       workDir: path.join(base.dataDir, 'trainer-runs'),
       trainerStallSeconds: base.trainerStallSeconds,
+      trainingSlots: base.trainingSlots,
       fleet,
     })),
   ];

@@ -14,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { buffer } from 'node:stream/consumers';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
+import { searchedAsItEnded } from '../helpers/operator-view';
 import tar from 'tar-stream';
 import { tarZstStream } from '../../providers/archive/tar-zst';
 import { Readable } from 'node:stream';
@@ -124,6 +125,14 @@ describe('remote model uploads', () => {
     const modelId = await registerModel('imported');
     const u = await upload(modelId, '/model.tar.zst');
     assert.equal(u.status, 'REMOTE_UPLOAD_STATUS_SUCCEEDED', u.statusMessage);
+    assert.deepEqual(
+      await searchedAsItEnded(p.temporal, `model-upload/${u.id}`, {
+        type: 'modelUpload',
+        label: 'succeeded-final-status',
+      }),
+      { status: 'REMOTE_UPLOAD_STATUS_SUCCEEDED', phase: 'done' },
+      'operators find it by how it ended',
+    );
     assert.match(u.revisionId, /^rv_/);
     assert.equal(u.restartCount, 0);
     assert.equal(u.maxRestarts, 3);
@@ -206,6 +215,10 @@ describe('remote model uploads', () => {
   test('unusable sources fail with a reason and are not retried', async () => {
     const evil = await upload(await registerModel('evil'), '/evil.tar');
     assert.equal(evil.status, 'REMOTE_UPLOAD_STATUS_FAILED');
+    assert.deepEqual(await searchedAsItEnded(p.temporal, `model-upload/${evil.id}`), {
+      status: 'REMOTE_UPLOAD_STATUS_FAILED',
+      phase: 'failed',
+    });
     assert.match(evil.statusMessage, /not a plain relative path/);
     assert.equal(evil.restartCount, 0);
     const notes = await upload(await registerModel('notes'), '/notes.tar');

@@ -70,6 +70,16 @@ describe('deployment workflow decisions (time-skipping)', () => {
         );
         assert.equal(doubles.running.size, 3);
 
+        // The workflow's own bounds decide what a change may do (the API's copy can lag behind).
+        await assert.rejects(
+          handle.executeUpdate('updateDeployment', { args: [{ max_replicas: 0 }] }),
+          (err: Error & { cause?: { type?: string; details?: unknown[] } }) => {
+            assert.equal(err.cause?.type, 'InvalidArgument');
+            assert.deepEqual(err.cause?.details, ['max_replicas']);
+            return true;
+          },
+        );
+
         await handle.executeUpdate('deleteDeployment', { args: [] });
         assert.equal(await t.finished(handle), 'deleted');
         assert.equal(doubles.running.size, 0, 'every replica stopped');
