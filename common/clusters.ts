@@ -199,6 +199,8 @@ export interface ClusterSettings {
   maxRoundsPerRun: number;
   /** How long node tests wait for a worker on gpu.<type> before the cluster says none is serving it. */
   gpuQueueWaitSeconds?: number;
+  /** Probes of an unserved GPU queue during bring-up's tests before the run continues as new (absent: 50). */
+  bringUpProbesPerRun?: number;
 }
 
 export const REMEDIATION_MODES = [
@@ -266,6 +268,11 @@ export interface ClusterWorkflowInput {
    * straight to tear-down, releasing everything held for the cluster.
    */
   deleteOnStart?: string;
+  /**
+   * Set when a run continued as new while bring-up's node tests waited for a GPU worker: the new
+   * run goes on with bring-up's tests (the nodes, subnet and drivers are in `carried`).
+   */
+  resumeBringUpTests?: boolean;
 }
 
 /** The cluster as its workflow knows it; projected into PostgreSQL on every change. */

@@ -156,6 +156,8 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const running = new Set<string>(); // remediation ids whose child is running
   // While the GPU queue is unserved: the one probe every node test waits on (see onAccelerator).
   let acceleratorProbe: Promise<void> | undefined;
+  // ... and how many probes it has made in this run (bring-up continues as new after a number of them)
+  let bringUpProbes = 0;
   // ... and the scopes that run them, with their ends
   const remediationScopes = new Map<string, { scope: CancellationScope; done: Promise<unknown> }>();
 
@@ -272,6 +274,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       for (let waitMs = PROBE_FIRST_WAIT_MS; ; waitMs = Math.min(waitMs * 2, PROBE_MAX_WAIT_MS)) {
         await condition(() => deleteRequested !== undefined, waitMs);
         abortIfDeleting();
+        if (++bringUpProbes > (settings.bringUpProbesPerRun ?? 50)) await continueBringUpAsNew();
         try {
           await gpu.describeAcceleratorHost.executeWithOptions({ summary: `probe ${queue}` }, [
             { gpuType: state.spec.gpu_type },
@@ -293,6 +296,28 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
       acceleratorProbe = undefined;
       wake = true;
     });
+  }
+
+  /**
+   * Bring-up never reaches the main loop's continue-as-new while its node tests wait for a GPU
+   * worker: this hands the run over from inside that wait (the nodes, subnet and drivers are in the
+   * state; the new run goes on with the tests), so an outage of any length keeps each run's history
+   * to a few hundred events. Only in the first test phase, where every test waits on the probe;
+   * the ContinueAsNew thrown here reaches the workflow function through the waiting tests.
+   * (Before this patch bring-up probed in one run however long the outage lasted.)
+   */
+  async function continueBringUpAsNew(): Promise<void> {
+    // Remediations (repair rounds) run as children that a hand-over would cut off: not then.
+    const repairing = state.remediations.some((r) => !FINAL_REMEDIATION_STATES.includes(r.state));
+    if (state.provisioned || state.phase !== 'CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS' || tasks.size || repairing)
+      return;
+    if (!patched(PATCHES.bringUpContinuesAsNew.id)) return;
+    // What is not in the state stays with this run: a delete or a preemption notice is acted on here.
+    const quiet = () => deleteRequested === undefined && notices.length === 0 && allHandlersFinished();
+    await condition(allHandlersFinished);
+    if (!quiet()) return;
+    await project('Continuing as new while bring-up waits for a GPU worker.');
+    if (quiet()) await continueAsNew<typeof cluster>({ ...input, carried: state, resumeBringUpTests: true });
   }
 
   // ---- messages ----
@@ -772,6 +797,10 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     ]);
 
     await bringUpTests();
+    await finishBringUp();
+  }
+
+  async function finishBringUp(): Promise<void> {
     state.provisioned = true;
     const settled = settledPhase(state);
     if (settled === 'CLUSTER_PHASE_READY') state.first_ready_at ??= nowIso();
@@ -1034,6 +1063,10 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     if (!input.carried) {
       await project('Queued.');
       await bringUp();
+    } else if (input.resumeBringUpTests) {
+      // The previous run handed over while bring-up's tests waited for a GPU worker.
+      await bringUpTests();
+      await finishBringUp();
     }
     let rounds = 0;
     nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;

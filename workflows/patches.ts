@@ -50,6 +50,8 @@ export const PATCHES = {
   modelUploadFinalStatus: { id: 'model-upload-final-status', workflow: 'modelUpload' },
   /** A shared volume's provisioning sets GantryStatus/GantryPhase to available (or gone). */
   volumeFinalStatus: { id: 'volume-final-status', workflow: 'storageVolume' },
+  /** A GPU queue unserved during bring-up's tests makes the run continue as new every so many probes. */
+  bringUpContinuesAsNew: { id: 'bring-up-continues-as-new', workflow: 'cluster' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
 } as const;

@@ -427,6 +427,54 @@ describe('cluster workflow decisions (time-skipping)', () => {
   );
 
   test(
+    'a GPU queue unserved during bring-up: the run continues as new every few probes, and bring-up finishes when a worker comes',
+    { timeout: 120_000 },
+    async (ctx) => {
+      await withCluster(
+        'ts-outage-bring-up-handover',
+        {
+          gpus: 16,
+          gpuWorker: false,
+          workflowTaskTimeout: '2 minutes',
+          settings: { gpuQueueWaitSeconds: 1, bringUpProbesPerRun: 3 },
+        },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => events(s, 'AcceleratorQueueUnserved').length > 0,
+            'the cluster to say nobody serves its GPU queue',
+          );
+          const firstRun = (await handle.describe()).runId;
+          await t.advance(20 * 60_000, 60_000);
+          const runs = await historyLengths(handle);
+          ctx.diagnostic(`bring-up outage, 20 simulated minutes: runs of ${runs.join(', ')} events`);
+          assert.ok(runs.length >= 2, 'continued as new while waiting');
+          assert.ok(Math.max(...runs) < 250, `largest run ${Math.max(...runs)} events`);
+          const s = doubles.latest!;
+          assert.equal(s.phase, 'CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', 'still waiting to test its nodes');
+          assert.equal(events(s, 'AcceleratorQueueUnserved').length, 1, 'said once, across runs');
+          assert.equal(doubles.count('runAcceptanceTests'), 0, 'no node test ran without a worker');
+
+          // A GPU worker comes: the tests run in the current run and bring-up finishes.
+          const back = await t.worker(gpuTaskQueue('H100_SXM'), { ...doubles.activities(), ...acceleratorHostDouble });
+          await runWorkers([back], async () => {
+            await t.advance(16 * 60_000, 60_000);
+            await ready(doubles);
+            assert.equal(doubles.latest!.gpu_worker_nodes.length, 2, 'the nodes provisioned before the hand-overs');
+            await deleteAndCheck(handle, doubles);
+          });
+          await recordHistoryIfAsked(
+            t.env.client.workflow.getHandle(handle.workflowId, firstRun),
+            'cluster',
+            'gpu-queue-unserved-bring-up-handed-over',
+          );
+          await recordHistoryIfAsked(handle, 'cluster', 'bring-up-resumed-after-hand-over-ready-deleted');
+        },
+      );
+    },
+  );
+
+  test(
     'a running cluster whose GPU queue goes unserved skips health rounds, continues as new, and resumes when a worker is back',
     { timeout: 120_000 },
     async (ctx) => {
