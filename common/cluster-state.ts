@@ -15,6 +15,7 @@ import {
   type FleetNode,
   type NodeCapacity,
   type PhaseTransition,
+  type Remediation,
   type NodePhase,
   nowIso,
 } from './clusters';
@@ -142,4 +143,59 @@ export function scaleDownVictims(s: ClusterState, target: number): ClusterNode[]
     .filter((n) => !busy.has(n.instance_id))
     .slice(-(live.length - target))
     .reverse();
+}
+
+/**
+ * What one health check says about a node, applied to the state: a check that could not run
+ * makes the node Unknown; a healthy answer brings an Unhealthy or Unknown node back (and lets it
+ * be remediated again later); a failed one makes it Unhealthy and, unless a remediation of it was
+ * declined, asks for a reboot: started at once with auto-remediation, or waiting for approval.
+ * `changed` says whether the cluster's phase should be settled again; the caller records the
+ * remediation it returns.
+ */
+export function applyHealthReport(
+  s: ClusterState,
+  clusterId: string,
+  node: ClusterNode,
+  report: { healthy: boolean; detail: string } | undefined,
+): { changed: boolean; remediation?: Remediation } {
+  if (!report) {
+    if (node.status === 'Unknown') return { changed: false };
+    node.status = 'Unknown';
+    lifecycleEvent(
+      s,
+      node.node_id,
+      'HealthCheckUnavailable',
+      `The health check of ${node.node_id} could not run; it is tried again in the next round.`,
+    );
+    return { changed: true };
+  }
+  if (report.healthy) {
+    if (node.status !== 'Unhealthy' && node.status !== 'Unknown') return { changed: false };
+    node.status = 'Ready';
+    s.remediation_declined = s.remediation_declined.filter((id) => id !== node.node_id);
+    lifecycleEvent(s, node.node_id, 'HealthCheckRecovered', report.detail);
+    return { changed: true };
+  }
+  const firstFailure = node.status !== 'Unhealthy';
+  node.status = 'Unhealthy';
+  if (firstFailure) lifecycleEvent(s, node.node_id, 'HealthCheckFailed', report.detail);
+  if (s.remediation_declined.includes(node.node_id)) return { changed: firstFailure };
+  const now = nowIso();
+  const remediation: Remediation = {
+    id: `rem-${node.node_id}-hc${s.version}`,
+    cluster_id: clusterId,
+    instance_id: node.instance_id,
+    instance_name: node.node_id,
+    mode: 'REMEDIATION_MODE_REBOOT_VM',
+    state: node.auto_remediation_enabled ? 'PENDING' : 'PENDING_APPROVAL',
+    trigger: 'REMEDIATION_TRIGGER_AUTOMATED',
+    reason: `health check failed: ${report.detail}`,
+    requested_by: 'gantry health check',
+    create_time: now,
+    update_time: now,
+    active_health_check_run_id: `hc-${clusterId}-${s.version}-${node.node_id}`,
+  };
+  s.remediations.push(remediation);
+  return { changed: true, remediation };
 }

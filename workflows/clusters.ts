@@ -67,6 +67,7 @@ import {
 } from '../common/search-attributes';
 import { gpuTaskQueue } from '../workers/task-queues';
 import {
+  applyHealthReport,
   autoscaleCooledDown,
   autoscaleTargetGpus,
   capacitiesForNewNodes,
@@ -930,54 +931,9 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
     for (const [i, node] of nodes.entries()) {
       const report = reports[i];
       if (report === UNSERVED) continue; // nobody serves the GPU queue: the node's health is not news
-      if (!report) {
-        // The check could not run (its retries were spent): the node's health is unknown until the next round.
-        if (node.status !== 'Unknown') {
-          node.status = 'Unknown';
-          lifecycleEvent(
-            state,
-            node.node_id,
-            'HealthCheckUnavailable',
-            `The health check of ${node.node_id} could not run; it is tried again in the next round.`,
-          );
-          changed = true;
-        }
-        continue;
-      }
-      if (report.healthy) {
-        if (node.status === 'Unhealthy' || node.status === 'Unknown') {
-          node.status = 'Ready';
-          state.remediation_declined = state.remediation_declined.filter((id) => id !== node.node_id);
-          lifecycleEvent(state, node.node_id, 'HealthCheckRecovered', report.detail);
-          changed = true;
-        }
-        continue;
-      }
-      const firstFailure = node.status !== 'Unhealthy';
-      node.status = 'Unhealthy';
-      if (firstFailure) {
-        lifecycleEvent(state, node.node_id, 'HealthCheckFailed', report.detail);
-        changed = true;
-      }
-      if (state.remediation_declined.includes(node.node_id)) continue;
-      const now = nowIso();
-      const r: Remediation = {
-        id: `rem-${node.node_id}-hc${state.version}`,
-        cluster_id: clusterId,
-        instance_id: node.instance_id,
-        instance_name: node.node_id,
-        mode: 'REMEDIATION_MODE_REBOOT_VM',
-        state: node.auto_remediation_enabled ? 'PENDING' : 'PENDING_APPROVAL',
-        trigger: 'REMEDIATION_TRIGGER_AUTOMATED',
-        reason: `health check failed: ${report.detail}`,
-        requested_by: 'gantry health check',
-        create_time: now,
-        update_time: now,
-        active_health_check_run_id: `hc-${clusterId}-${state.version}-${node.node_id}`,
-      };
-      state.remediations.push(r);
-      await control.recordRemediation(r);
-      changed = true;
+      const verdict = applyHealthReport(state, clusterId, node, report);
+      if (verdict.remediation) await control.recordRemediation(verdict.remediation);
+      changed ||= verdict.changed;
     }
     // While a resize is pending, the shortfall is the resize's business, not a degradation.
     // (added after the first recorded runs: those replay without it)

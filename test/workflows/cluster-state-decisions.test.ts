@@ -6,7 +6,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { initialState, type ClusterState, type Remediation } from '../../common/clusters';
-import { autoscaleCooledDown, autoscaleTargetGpus, newNode, scaleDownVictims } from '../../common/cluster-state';
+import {
+  applyHealthReport,
+  autoscaleCooledDown,
+  autoscaleTargetGpus,
+  newNode,
+  scaleDownVictims,
+} from '../../common/cluster-state';
 import { clusterInput } from '../helpers/cluster-doubles';
 
 /** A running cluster of `nodes` regular 8-GPU workers (w-1 the oldest), autoscaling between 16 and 48 GPUs. */
@@ -70,5 +76,40 @@ describe('cluster decisions (pure)', () => {
       ['w-3', 'w-2'],
     );
     assert.deepEqual(scaleDownVictims(running(2), 2), [], 'nothing above the target');
+  });
+
+  test('a failed health check makes the node Unhealthy once and asks for a reboot, auto-started or for approval', () => {
+    const s = running(2);
+    const [auto, manual] = s.gpu_worker_nodes;
+    manual.auto_remediation_enabled = false;
+    const first = applyHealthReport(s, 'c-1', auto, { healthy: false, detail: 'XID 79' });
+    assert.equal(auto.status, 'Unhealthy');
+    assert.equal(first.changed, true);
+    assert.equal(first.remediation?.state, 'PENDING', 'auto-remediation starts at once');
+    assert.equal(first.remediation?.mode, 'REMEDIATION_MODE_REBOOT_VM');
+    assert.equal(
+      applyHealthReport(s, 'c-1', manual, { healthy: false, detail: 'XID 79' }).remediation?.state,
+      'PENDING_APPROVAL',
+    );
+    assert.equal(s.node_lifecycle_events.filter((e) => e.reason === 'HealthCheckFailed').length, 2);
+
+    // Declined: the node stays Unhealthy, nothing more is asked, and a repeat failure is not news.
+    s.remediation_declined.push(manual.node_id);
+    assert.deepEqual(applyHealthReport(s, 'c-1', manual, { healthy: false, detail: 'XID 79' }), { changed: false });
+    // Healthy again: back to Ready, and it may be remediated again later.
+    assert.equal(applyHealthReport(s, 'c-1', manual, { healthy: true, detail: 'ok' }).changed, true);
+    assert.equal(manual.status, 'Ready');
+    assert.deepEqual(s.remediation_declined, []);
+  });
+
+  test('a health check that could not run makes the node Unknown, said once', () => {
+    const s = running(1);
+    const [node] = s.gpu_worker_nodes;
+    assert.deepEqual(applyHealthReport(s, 'c-1', node, undefined), { changed: true });
+    assert.equal(node.status, 'Unknown');
+    assert.deepEqual(applyHealthReport(s, 'c-1', node, undefined), { changed: false });
+    assert.equal(s.node_lifecycle_events.filter((e) => e.reason === 'HealthCheckUnavailable').length, 1);
+    assert.equal(applyHealthReport(s, 'c-1', node, { healthy: true, detail: 'ok' }).changed, true);
+    assert.equal(node.status, 'Ready');
   });
 });
