@@ -17,6 +17,7 @@ import {
   projectDeployment,
   requestsSince,
   sealedSecrets,
+  updateReplicaStatus,
   upsertReplica,
   type ReplicaRecord,
 } from '../db/deployments';
@@ -92,7 +93,21 @@ export function createReplicaActivities(deps: {
   adoptionSeconds: number;
 }) {
   const { db, runtime } = deps;
-  const leases = new ReplicaLeases(deps.adoptionSeconds * 1000);
+  const leases = new ReplicaLeases(deps.adoptionSeconds * 1000, (replicaId, err) =>
+    process.emitWarning(`Replica ${replicaId} nobody supervises could not be stopped: ${(err as Error).message}`),
+  );
+  // Replicas an earlier worker process of this host left running (it crashed or was killed): their
+  // deployments' runs re-attach on this host's queue, which keeps its name (GANTRY_CONTAINER_HOST_ID);
+  // one that no run re-attaches to within the lease is stopped.
+  for (const r of runtime.adoptSurvivors()) {
+    leases.detach(r.replicaId, async () => {
+      await runtime.stop(r.replicaId, 2);
+      const stopped = { ...r, status: 'Terminated', reason: 'Unsupervised' };
+      const message = `stopped: adopted after a restart of its host, and no run of its deployment watched it for ${deps.adoptionSeconds}s`;
+      await updateReplicaStatus(db, { ...stopped, message });
+      await meterReplica(db, stopped);
+    });
+  }
 
   /** Each mount's directory on this host; the version was fixed in the spec when it was deployed. */
   async function resolveMounts(l: ReplicaLaunch): Promise<Array<{ mountPath: string; hostDir: string }>> {

@@ -175,6 +175,15 @@ const EnvSchema = z.object({
    * before it stops the replica.
    */
   GANTRY_REPLICA_ADOPTION_SECONDS: z.coerce.number().positive().default(120),
+  /**
+   * Deployments: this container host's stable name. With it, the host's queue keeps its name across
+   * restarts and a restarted worker adopts the replicas that outlived the previous one; without it
+   * each worker process is a new host. One worker process per name.
+   */
+  GANTRY_CONTAINER_HOST_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, dots, dashes and underscores')
+    .optional(),
   /** Deployments: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
@@ -245,6 +254,7 @@ export interface GantryConfig {
   deploymentRoundsPerRun: number;
   containerQueueWaitSeconds: number;
   replicaAdoptionSeconds: number;
+  containerHostId?: string;
   clusterSettings: ClusterSettings;
 }
 
@@ -318,6 +328,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     deploymentRoundsPerRun: e.GANTRY_DEPLOYMENT_ROUNDS_PER_RUN,
     containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
     replicaAdoptionSeconds: e.GANTRY_REPLICA_ADOPTION_SECONDS,
+    containerHostId: e.GANTRY_CONTAINER_HOST_ID,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

@@ -128,6 +128,18 @@ export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<vo
   );
 }
 
+/** Changes the status of a replica the row of which exists (a deleted deployment's replicas have none). */
+export async function updateReplicaStatus(
+  db: Queryable,
+  r: { deploymentId: string; replicaId: string; status: string; reason: string; message: string },
+): Promise<void> {
+  await db.query(
+    `UPDATE deployment_replicas SET status = $3, reason = $4, message = $5, ready_since = NULL, updated_at = now()
+      WHERE deployment_id = $1 AND replica_id = $2`,
+    [r.deploymentId, r.replicaId, r.status, r.reason, r.message],
+  );
+}
+
 export async function listReplicas(db: Queryable, deploymentId: string): Promise<ReplicaRow[]> {
   const { rows } = await db.query<ReplicaRow>(
     `SELECT replica_id, revision, image, status, reason, message, ready_since, port, host, updated_at

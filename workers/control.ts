@@ -46,7 +46,9 @@ async function main() {
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
   const runtime =
-    config.containerRuntime === 'process' ? new ProcessRuntime(path.join(config.dataDir, 'deployments')) : null;
+    config.containerRuntime === 'process'
+      ? new ProcessRuntime(path.join(config.dataDir, 'deployments'), config.containerHostId)
+      : null;
   const containers = runtime
     ? await createContainerWorkers({
         connection,
@@ -57,6 +59,7 @@ async function main() {
         volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
         signingSecret: config.signingSecret,
         replicaAdoptionSeconds: config.replicaAdoptionSeconds,
+        hostId: config.containerHostId,
       })
     : [];
   logger.info(

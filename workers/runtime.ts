@@ -219,9 +219,13 @@ export async function createContainerWorkers(
     volumes: VolumeStore;
     signingSecret?: string;
     replicaAdoptionSeconds: number;
+    /** The host's stable name (GANTRY_CONTAINER_HOST_ID); absent: this process is a new host. */
+    hostId?: string;
   },
 ): Promise<Worker[]> {
-  const hostQueue = containerHostQueue(`${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
+  const hostQueue = containerHostQueue(
+    deps.hostId ?? `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  );
   const activities = {
     ...createReplicaActivities({
       db: deps.db,

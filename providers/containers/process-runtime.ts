@@ -12,8 +12,19 @@
  * `data/x`, a link to the volume's read-only files. How a Kubernetes runtime
  * maps the same calls onto pods: KUBERNETES.md.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -33,11 +44,86 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** What this host keeps of a running replica on disk, so a restarted worker can adopt it. */
+export interface ReplicaRecordOnDisk {
+  deploymentId: string;
+  replicaId: string;
+  pid: number;
+  port: number;
+  command: string;
+}
+
+/** A replica this runtime holds: how to signal it and when it ended. */
+interface Held {
+  kill(signal: NodeJS.Signals): void;
+  exited: Promise<ReplicaExit>;
+}
+
+/** Whether `pid` is alive and still runs `command` (a pid can be reused after a reboot). */
+function runsCommand(pid: number, command: string): boolean {
+  try {
+    process.kill(pid, 0);
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === command;
+  } catch {
+    return false;
+  }
+}
+
 export class ProcessRuntime implements ContainerRuntime {
   readonly kind = 'process';
-  private readonly running = new Map<string, { child: ChildProcess; exited: Promise<ReplicaExit> }>();
+  private readonly running = new Map<string, Held>();
 
-  constructor(readonly logDir: string) {}
+  /**
+   * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
+   * keeps a record of each running replica under it, and a worker restarted with the same name
+   * adopts the replicas that outlived the previous one. Without it nothing is kept: two workers
+   * sharing a data directory must never take each other's replicas.
+   */
+  constructor(
+    readonly logDir: string,
+    private readonly hostId?: string,
+  ) {}
+
+  private recordFile(replicaId: string): string | undefined {
+    return this.hostId && path.join(this.logDir, '.hosts', this.hostId, `${replicaId}.json`);
+  }
+
+  /**
+   * Takes over the replicas a previous worker process of this host left running (it was killed or
+   * crashed: a replica writes to its log file itself and outlives the worker). Their exit is
+   * watched by polling, and they are stopped like any other. Returns what was adopted.
+   */
+  adoptSurvivors(): ReplicaRecordOnDisk[] {
+    const adopted: ReplicaRecordOnDisk[] = [];
+    if (!this.hostId) return adopted;
+    const dir = path.join(this.logDir, '.hosts', this.hostId);
+    if (!existsSync(dir)) return adopted;
+    for (const f of readdirSync(dir).filter((name) => name.endsWith('.json'))) {
+      const file = path.join(dir, f);
+      const r = JSON.parse(readFileSync(file, 'utf8')) as ReplicaRecordOnDisk;
+      if (this.running.has(r.replicaId)) continue;
+      if (!runsCommand(r.pid, r.command)) {
+        rmSync(file, { force: true });
+        continue;
+      }
+      const exited = (async (): Promise<ReplicaExit> => {
+        while (runsCommand(r.pid, r.command)) await sleep(500, undefined, { ref: false });
+        rmSync(file, { force: true });
+        // Not our child: its exit status cannot be read.
+        return { code: null, signal: null };
+      })();
+      const kill = (sig: NodeJS.Signals) => {
+        try {
+          process.kill(r.pid, sig);
+        } catch {
+          // it exited meanwhile
+        }
+      };
+      this.running.set(r.replicaId, { kill, exited });
+      adopted.push(r);
+    }
+    return adopted;
+  }
 
   logFile(deploymentId: string, replicaId: string): string {
     return path.join(this.logDir, deploymentId, `${replicaId}.log`);
@@ -55,25 +141,39 @@ export class ProcessRuntime implements ContainerRuntime {
     const logFile = this.logFile(r.deploymentId, r.replicaId);
     mkdirSync(path.dirname(logFile), { recursive: true });
     const root = this.prepareRoot(r);
-    const log = createWriteStream(logFile, { flags: 'a' });
+    // The replica writes to its log file itself (no pipe through this process), so it outlives a
+    // crash of this worker and a restarted one can adopt it (adoptSurvivors).
+    const log = openSync(logFile, 'a');
     const child = spawn(r.command[0], r.command.slice(1), {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port), GANTRY_MOUNT_ROOT: root },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', log, log],
     });
-    child.stdout!.pipe(log, { end: false });
-    child.stderr!.pipe(log, { end: false });
+    closeSync(log);
+    const record = this.recordFile(r.replicaId);
     const exited = new Promise<ReplicaExit>((resolve) => {
       child.once('error', (err) => {
-        log.write(`[gantry] could not start ${r.command[0]}: ${err.message}\n`);
+        appendFileSync(logFile, `[gantry] could not start ${r.command[0]}: ${err.message}\n`);
         resolve({ code: null, signal: null });
       });
       child.once('exit', (code, signal) => {
-        log.write(`[gantry] replica exited (code ${code}, signal ${signal})\n`);
+        if (record) rmSync(record, { force: true });
+        appendFileSync(logFile, `[gantry] replica exited (code ${code}, signal ${signal})\n`);
         resolve({ code, signal });
       });
     });
-    this.running.set(r.replicaId, { child, exited });
+    if (record && child.pid !== undefined) {
+      mkdirSync(path.dirname(record), { recursive: true });
+      const onDisk: ReplicaRecordOnDisk = {
+        deploymentId: r.deploymentId,
+        replicaId: r.replicaId,
+        pid: child.pid,
+        port,
+        command: r.command[0],
+      };
+      writeFileSync(record, JSON.stringify(onDisk));
+    }
+    this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited });
     const deadline = Date.now() + r.healthTimeoutMs;
     let gone = false;
     void exited.then(() => (gone = true));
@@ -130,7 +230,7 @@ export class ProcessRuntime implements ContainerRuntime {
   async stop(replicaId: string, graceSeconds: number): Promise<void> {
     const r = this.running.get(replicaId);
     if (!r) return;
-    r.child.kill('SIGTERM');
+    r.kill('SIGTERM');
     // The grace timer goes as soon as the replica exits: a pending timer would hold this process open.
     const grace = new AbortController();
     const killed = await Promise.race([
@@ -139,7 +239,7 @@ export class ProcessRuntime implements ContainerRuntime {
     ]);
     grace.abort();
     if (!killed) {
-      r.child.kill('SIGKILL');
+      r.kill('SIGKILL');
       await r.exited;
     }
     this.running.delete(replicaId);

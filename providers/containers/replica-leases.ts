@@ -12,7 +12,11 @@ export class ReplicaLeases {
   private readonly watchers = new Map<string, number>();
   private readonly expiries = new Map<string, NodeJS.Timeout>();
 
-  constructor(private readonly leaseMs: number) {}
+  constructor(
+    private readonly leaseMs: number,
+    /** An expiry that failed (the replica could not be stopped or recorded): said, never thrown. */
+    private readonly onError: (replicaId: string, err: unknown) => void,
+  ) {}
 
   /** A supervisor starts watching the replica: any pending expiry is called off. */
   attach(replicaId: string): void {
@@ -34,7 +38,7 @@ export class ReplicaLeases {
     if (this.drop(replicaId) > 0) return;
     const timer = setTimeout(() => {
       this.expiries.delete(replicaId);
-      void expire();
+      expire().catch((err) => this.onError(replicaId, err));
     }, this.leaseMs);
     timer.unref();
     this.expiries.set(replicaId, timer);

@@ -1,0 +1,98 @@
+/**
+ * A container host whose worker process crashes (SIGKILL) and comes back under
+ * the same GANTRY_CONTAINER_HOST_ID: its replicas outlive the crash, the new
+ * worker adopts them, and the deployment re-attaches to the same process
+ * instead of starting a second one. Real worker processes, the process runtime.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { startProcess, type StartedProcess } from '../helpers/processes';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
+const HOST = { GANTRY_CONTAINER_RUNTIME: 'process', GANTRY_CONTAINER_HOST_ID: `restart-test-${process.pid}` };
+let p: TestPlatform;
+let t: Tenant;
+const workers: StartedProcess[] = [];
+
+before(async () => {
+  p = await startTestPlatform({ controlWorker: false });
+  t = await createTenant(p.db);
+});
+after(async () => {
+  for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGTERM');
+  await Promise.all(workers.map((w) => w.exited));
+  await p.stop();
+});
+
+const api = (method: string, url: string, json?: unknown) => call(p.baseUrl, method, `/v1${url}`, { key: t.key, json });
+const startHost = async () => {
+  const w = startProcess('workers/control.ts', HOST);
+  workers.push(w);
+  await w.waitFor(/control worker polling/);
+  return w;
+};
+
+describe('a container host restarted under the same name', () => {
+  test('its replica outlives the crash, is adopted and supervised again; nothing is started beside it', async () => {
+    const first = await startHost();
+    await api('POST', '/deployments', {
+      name: 'survives-restarts',
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      max_replicas: 1,
+      termination_grace_period_seconds: 1,
+    });
+    const ready = await eventually(
+      () => api('GET', '/deployments/survives-restarts').then((r) => r.body),
+      (d) => d.status === 'Ready',
+      30_000,
+    );
+    const [replica] = Object.keys(ready.replica_events);
+    const { rows } = await p.db.query<{ port: number }>(
+      'SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND replica_id = $2',
+      [ready.id, replica],
+    );
+    const health = () =>
+      fetch(`http://127.0.0.1:${rows[0].port}/health`, { signal: AbortSignal.timeout(1000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    assert.equal(await health(), true, 'the replica outlived its worker');
+
+    const second = await startHost();
+    // Positive evidence of the re-attachment: the supervisor of the replica runs on the new process.
+    const handle = p.temporal.workflow.getHandle(`deployment/${ready.id}`);
+    await eventually(
+      async () => (await handle.describe()).raw.pendingActivities ?? [],
+      (pending) =>
+        pending.some(
+          (a) =>
+            a.activityType?.name === 'superviseReplica' &&
+            String(a.lastWorkerIdentity ?? '').includes(`:${second.child.pid}`),
+        ),
+      60_000,
+    );
+    const d = (await api('GET', '/deployments/survives-restarts')).body;
+    assert.deepEqual(Object.keys(d.replica_events), [replica], 'no second replica was launched');
+    assert.equal(d.replica_events[replica].replica_status, 'Running');
+    assert.equal(await health(), true, 'the same process still serves');
+
+    // Still supervised: deleting the deployment stops it through the new worker.
+    await api('DELETE', '/deployments/survives-restarts');
+    await eventually(
+      () => api('GET', '/deployments/survives-restarts'),
+      (r) => r.status === 404,
+      30_000,
+    );
+    assert.equal(await health(), false, 'stopped with its deployment');
+  });
+});
