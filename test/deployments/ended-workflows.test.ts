@@ -7,12 +7,11 @@
  * terminated run's replica, so its host stops it.
  */
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { deployHttpReplica, serves } from '../helpers/deployments';
 
-const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
 let p: TestPlatform;
 let t: Tenant;
 
@@ -23,28 +22,8 @@ before(async () => {
 after(() => p.stop());
 
 const api = (method: string, url: string, json?: unknown) => call(p.baseUrl, method, `/v1${url}`, { key: t.key, json });
-const serves = (port: number) =>
-  fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) }).then(
-    (r) => r.ok,
-    () => false,
-  );
-
 async function deployAndTerminate(name: string) {
-  await api('POST', '/deployments', {
-    name,
-    image: 'example/http-replica:1',
-    gpu_type: 'h100-80gb',
-    command: [process.execPath, SERVER],
-    health_check_path: '/health',
-    min_replicas: 1,
-    max_replicas: 1,
-    termination_grace_period_seconds: 1,
-  });
-  const ready = await eventually(
-    () => api('GET', `/deployments/${name}`).then((r) => r.body),
-    (d) => d.status === 'Ready',
-    30_000,
-  );
+  const ready = await deployHttpReplica(p, t.key, name);
   const { rows } = await p.db.query<{ replica_id: string; port: number }>(
     `SELECT replica_id, port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running'`,
     [ready.id],

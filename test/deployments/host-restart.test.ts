@@ -5,13 +5,12 @@
  * instead of starting a second one. Real worker processes, the process runtime.
  */
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { deployHttpReplica, serves } from '../helpers/deployments';
 
-const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
 const HOST = { GANTRY_CONTAINER_RUNTIME: 'process', GANTRY_CONTAINER_HOST_ID: `restart-test-${process.pid}` };
 let p: TestPlatform;
 let t: Tenant;
@@ -38,31 +37,13 @@ const startHost = async () => {
 describe('a container host restarted under the same name', () => {
   test('its replica outlives the crash, is adopted and supervised again; nothing is started beside it', async () => {
     const first = await startHost();
-    await api('POST', '/deployments', {
-      name: 'survives-restarts',
-      image: 'example/http-replica:1',
-      gpu_type: 'h100-80gb',
-      command: [process.execPath, SERVER],
-      health_check_path: '/health',
-      min_replicas: 1,
-      max_replicas: 1,
-      termination_grace_period_seconds: 1,
-    });
-    const ready = await eventually(
-      () => api('GET', '/deployments/survives-restarts').then((r) => r.body),
-      (d) => d.status === 'Ready',
-      30_000,
-    );
+    const ready = await deployHttpReplica(p, t.key, 'survives-restarts');
     const [replica] = Object.keys(ready.replica_events);
     const { rows } = await p.db.query<{ port: number }>(
       'SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND replica_id = $2',
       [ready.id, replica],
     );
-    const health = () =>
-      fetch(`http://127.0.0.1:${rows[0].port}/health`, { signal: AbortSignal.timeout(1000) }).then(
-        (r) => r.ok,
-        () => false,
-      );
+    const health = () => serves(rows[0].port);
 
     first.child.kill('SIGKILL');
     await first.exited;

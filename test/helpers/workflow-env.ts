@@ -135,3 +135,14 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** Events in every run of a workflow so far, oldest first (each run continued as new from the one before). */
+export async function historyLengths(env: TestWorkflowEnvironment, handle: WorkflowHandle): Promise<number[]> {
+  const runs: number[] = [];
+  for (let runId: string | undefined = (await handle.describe()).runId; runId;) {
+    const history = await env.client.workflow.getHandle(handle.workflowId, runId).fetchHistory();
+    runs.unshift(history.events!.length);
+    runId = history.events![0].workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  return runs;
+}

@@ -19,6 +19,7 @@ import { ClusterActivityDoubles, acceleratorHostDouble, clusterInput } from '../
 import type { Worker } from '@temporalio/worker';
 import {
   createWorkflowTestEnv,
+  historyLengths as historyLengthsOf,
   recordHistoryIfAsked,
   runWorkers,
   until,
@@ -383,16 +384,7 @@ describe('cluster workflow decisions (time-skipping)', () => {
     },
   );
 
-  /** Events in every run of the cluster's workflow so far, oldest first (each run continued as new from the one before). */
-  async function historyLengths(handle: WorkflowHandle<typeof clusterWorkflow>): Promise<number[]> {
-    const runs: number[] = [];
-    for (let runId: string | undefined = (await handle.describe()).runId; runId;) {
-      const history = await t.env.client.workflow.getHandle(handle.workflowId, runId).fetchHistory();
-      runs.unshift(history.events!.length);
-      runId = history.events![0].workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
-    }
-    return runs;
-  }
+  const historyLengths = (handle: WorkflowHandle) => historyLengthsOf(t.env, handle);
 
   // The outage tests use a 1 s wait for a GPU worker: while an activity waits to be taken, the test
   // server keeps real time, so the probes' waits (timers) are what time skipping passes over.

@@ -14,6 +14,7 @@ import { acceleratorHostDouble } from '../helpers/cluster-doubles';
 import { FineTuneActivityDoubles, fineTuneInput } from '../helpers/fine-tune-doubles';
 import {
   createWorkflowTestEnv,
+  historyLengths as historyLengthsOf,
   recordHistoryIfAsked,
   runWorkers,
   until,
@@ -24,16 +25,7 @@ describe('fine-tune workflow decisions (time-skipping)', () => {
   let t: WorkflowTestEnv;
   afterEach(() => t?.teardown());
 
-  /** Events in every run of the workflow so far, oldest first. */
-  async function historyLengths(handle: WorkflowHandle): Promise<number[]> {
-    const runs: number[] = [];
-    for (let runId: string | undefined = (await handle.describe()).runId; runId;) {
-      const history = await t.env.client.workflow.getHandle(handle.workflowId, runId).fetchHistory();
-      runs.unshift(history.events!.length);
-      runId = history.events![0].workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
-    }
-    return runs;
-  }
+  const historyLengths = (handle: WorkflowHandle) => historyLengthsOf(t.env, handle);
 
   // While a probe waits to be taken the test server keeps real time, so the probes here wait 1 s
   // each (a real installation doubles them up to 15 minutes) and a run continues as new after 3.
