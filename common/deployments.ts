@@ -129,3 +129,32 @@ export function changesReplicaTemplate(before: DeploymentSpec, after: Deployment
     );
   return template(before) !== template(after);
 }
+
+/** One observation of the autoscaling metric (its total over the replicas, or the backlog). */
+export interface DemandSample {
+  at: number;
+  demand: number;
+}
+
+/**
+ * The autoscaler's decision on a new observation (pure; `window` is updated in place): the
+ * replicas the latest observation asks for scale up at once; a scale-down needs the whole
+ * `time_interval_minutes` window to agree and the cool-down since the last action to have passed.
+ * Returns the replica count to move to, or undefined to stay.
+ */
+export function autoscaleDecision(
+  a: ActiveAutoscaling,
+  window: DemandSample[],
+  observed: DemandSample,
+  s: { current: number; min: number; max: number; lastScaleAt: number; cooldownSeconds: number },
+): number | undefined {
+  window.push(observed);
+  const windowMs = (a.time_interval_minutes ?? 1) * 60_000;
+  while (window.length > 1 && window[0].at < observed.at - windowMs) window.shift();
+  const clamp = (n: number) => Math.min(s.max, Math.max(s.min, n));
+  const up = clamp(Math.ceil(observed.demand / a.target));
+  const down = clamp(Math.ceil(Math.max(...window.map((x) => x.demand)) / a.target));
+  if (up > s.current) return up;
+  if (down < s.current && observed.at - s.lastScaleAt >= s.cooldownSeconds * 1000) return down;
+  return undefined;
+}

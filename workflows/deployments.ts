@@ -31,6 +31,7 @@ import type { DeploymentControlActivities, ReplicaActivities } from '../activiti
 import {
   CONTAINERS_TASK_QUEUE,
   activeAutoscaling,
+  autoscaleDecision,
   changesReplicaTemplate,
   type ActiveAutoscaling,
   type CarriedDeployment,
@@ -38,6 +39,7 @@ import {
   type DeploymentState,
   type DeploymentStatus,
   type DeploymentWorkflowInput,
+  type DemandSample,
 } from '../common/deployments';
 import { statusSearchAttributes } from '../common/search-attributes';
 import { UPDATE_REJECTIONS } from '../common/clusters';
@@ -100,7 +102,7 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   let autoscaled: number | undefined = input.carried?.autoscaled;
   let lastScaleAt = input.carried?.lastScaleAt ?? 0;
   let nextObservation = 0;
-  const samples: Array<{ at: number; demand: number }> = [];
+  const samples: DemandSample[] = [];
   let skippedObservations = 0;
 
   const clamp = (n: number) => Math.min(state.spec.max_replicas, Math.max(state.spec.min_replicas, n));
@@ -146,15 +148,21 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     }
     skippedObservations = 0;
     const now = Date.now();
-    samples.push({ at: now, demand });
-    const windowMs = (a.time_interval_minutes ?? 1) * 60_000;
-    while (samples.length > 1 && samples[0].at < now - windowMs) samples.shift();
     const current = desired();
-    const up = clamp(Math.ceil(demand / a.target));
-    const down = clamp(Math.ceil(Math.max(...samples.map((x) => x.demand)) / a.target));
-    const cooledDown = now - lastScaleAt >= (input.autoscaleCooldownSeconds ?? 60) * 1000;
-    if (up > current || (down < current && cooledDown)) {
-      autoscaled = up > current ? up : down;
+    const scaleTo = autoscaleDecision(
+      a,
+      samples,
+      { at: now, demand },
+      {
+        current,
+        min: state.spec.min_replicas,
+        max: state.spec.max_replicas,
+        lastScaleAt,
+        cooldownSeconds: input.autoscaleCooldownSeconds ?? 60,
+      },
+    );
+    if (scaleTo !== undefined) {
+      autoscaled = scaleTo;
       lastScaleAt = now;
       wake = true;
     } else autoscaled ??= current;
