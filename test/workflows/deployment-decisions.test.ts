@@ -119,7 +119,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
 
   test(
     'a supervisor that stops heartbeating is re-attached to its replica; no second replica starts beside it',
-    { timeout: 60_000 },
+    { timeout: 90_000 },
     async () => {
       t = await createWorkflowTestEnv();
       const doubles = new DeploymentActivityDoubles();
@@ -143,6 +143,8 @@ describe('deployment workflow decisions (time-skipping)', () => {
           () => doubles.supervisions,
           (s) => s.length >= 2,
           'a second supervisor for the quiet replica',
+          // The server times a running activity out on its own clock: about 15 s of real time.
+          45_000,
         );
         assert.deepEqual(
           doubles.supervisions,
