@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId } from '../../common/deployments';
+import type { WorkflowHandle } from '@temporalio/client';
+import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId, type DeploymentWorkflowInput } from '../../common/deployments';
 import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
 import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
 import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
@@ -20,71 +21,90 @@ describe('deployment workflow decisions (time-skipping)', () => {
   let t: WorkflowTestEnv;
   afterEach(() => t?.teardown());
 
+  /**
+   * Starts `input`'s deployment with the doubles on a control worker and (unless `host: false`) a
+   * container host; `prepare` programs the doubles before the workflow starts.
+   */
+  async function withDeployment(
+    input: DeploymentWorkflowInput,
+    opts: { host?: boolean; prepare?: (d: DeploymentActivityDoubles) => void },
+    body: (ctx: {
+      doubles: DeploymentActivityDoubles;
+      handle: WorkflowHandle<typeof deploymentWorkflow>;
+    }) => Promise<void>,
+  ): Promise<void> {
+    t = await createWorkflowTestEnv();
+    const doubles = new DeploymentActivityDoubles();
+    const activities = doubles.activities();
+    const workers = [await t.worker(CONTROL_TASK_QUEUE, activities)];
+    if (opts.host !== false) workers.push(await t.worker(CONTAINERS_TASK_QUEUE, activities));
+    await runWorkers(workers, async () => {
+      opts.prepare?.(doubles);
+      const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
+        taskQueue: CONTROL_TASK_QUEUE,
+        workflowId: deploymentWorkflowId(input.deploymentId),
+        args: [input],
+      });
+      await body({ doubles, handle });
+    });
+  }
+
   test(
     'an autoscaling metric that cannot be read skips the observation; the deployment keeps serving',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
-      const doubles = new DeploymentActivityDoubles();
-      const activities = doubles.activities();
-      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
-      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
-      await runWorkers([control, host], async () => {
-        doubles.metric = new Error('GET /metrics: connection refused');
-        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: deploymentWorkflowId('ts-scrape-fails'),
-          args: [
-            {
-              ...deploymentInput('ts-scrape-fails', {
-                min: 1,
-                max: 3,
-                autoscaling: { metric: 'CustomMetric', custom_metric_name: 'inflight', target: 10 },
-              }),
-              autoscaleIntervalSeconds: 1,
+      await withDeployment(
+        {
+          ...deploymentInput('ts-scrape-fails', {
+            min: 1,
+            max: 3,
+            autoscaling: { metric: 'CustomMetric', custom_metric_name: 'inflight', target: 10 },
+          }),
+          autoscaleIntervalSeconds: 1,
+        },
+        { prepare: (d) => (d.metric = new Error('GET /metrics: connection refused')) },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.scrapes,
+            (n) => n >= 1,
+            'the first observation',
+          );
+          // (A supervised replica is an activity in flight, and the test server does not skip time past it:
+          // observations come every second here instead, in real time.)
+          await until(
+            () => doubles.scrapes,
+            (n) => n >= 3,
+            'more observations',
+          );
+          assert.equal((await handle.describe()).status.name, 'RUNNING');
+          assert.equal(doubles.running.size, 1, 'the replica stays as it was');
+          assert.equal(doubles.latest?.status, 'Ready');
+
+          // The metric comes back: 25 in flight against a target of 10 per replica asks for 3.
+          doubles.metric = 25;
+          await until(
+            () => doubles.latest,
+            (s) => s?.status === 'Ready' && s.desired_replicas === 3,
+            'the scale-up the readable metric asks for',
+          );
+          assert.equal(doubles.running.size, 3);
+
+          // The workflow's own bounds decide what a change may do (the API's copy can lag behind).
+          await assert.rejects(
+            handle.executeUpdate('updateDeployment', { args: [{ max_replicas: 0 }] }),
+            (err: Error & { cause?: { type?: string; details?: unknown[] } }) => {
+              assert.equal(err.cause?.type, 'InvalidArgument');
+              assert.deepEqual(err.cause?.details, ['max_replicas']);
+              return true;
             },
-          ],
-        });
-        await until(
-          () => doubles.scrapes,
-          (n) => n >= 1,
-          'the first observation',
-        );
-        // (A supervised replica is an activity in flight, and the test server does not skip time past it:
-        // observations come every second here instead, in real time.)
-        await until(
-          () => doubles.scrapes,
-          (n) => n >= 3,
-          'more observations',
-        );
-        assert.equal((await handle.describe()).status.name, 'RUNNING');
-        assert.equal(doubles.running.size, 1, 'the replica stays as it was');
-        assert.equal(doubles.latest?.status, 'Ready');
+          );
 
-        // The metric comes back: 25 in flight against a target of 10 per replica asks for 3.
-        doubles.metric = 25;
-        await until(
-          () => doubles.latest,
-          (s) => s?.status === 'Ready' && s.desired_replicas === 3,
-          'the scale-up the readable metric asks for',
-        );
-        assert.equal(doubles.running.size, 3);
-
-        // The workflow's own bounds decide what a change may do (the API's copy can lag behind).
-        await assert.rejects(
-          handle.executeUpdate('updateDeployment', { args: [{ max_replicas: 0 }] }),
-          (err: Error & { cause?: { type?: string; details?: unknown[] } }) => {
-            assert.equal(err.cause?.type, 'InvalidArgument');
-            assert.deepEqual(err.cause?.details, ['max_replicas']);
-            return true;
-          },
-        );
-
-        await handle.executeUpdate('deleteDeployment', { args: [] });
-        assert.equal(await t.finished(handle), 'deleted');
-        assert.equal(doubles.running.size, 0, 'every replica stopped');
-        await recordHistoryIfAsked(handle, 'deployment', 'metric-unreadable-observations-skipped-then-scaled');
-      });
+          await handle.executeUpdate('deleteDeployment', { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          assert.equal(doubles.running.size, 0, 'every replica stopped');
+          await recordHistoryIfAsked(handle, 'deployment', 'metric-unreadable-observations-skipped-then-scaled');
+        },
+      );
     },
   );
 
@@ -92,28 +112,24 @@ describe('deployment workflow decisions (time-skipping)', () => {
     'with no container host a launch fails NoContainerHost and is retried after a backoff; delete still ends it',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
-      const doubles = new DeploymentActivityDoubles();
-      const control = await t.worker(CONTROL_TASK_QUEUE, doubles.activities());
-      await runWorkers([control], async () => {
-        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: deploymentWorkflowId('ts-no-host'),
-          args: [{ ...deploymentInput('ts-no-host', { min: 1, max: 1 }), containerWaitSeconds: 1 }],
-        });
-        const failed = await until(
-          () => doubles.replicaRecords.filter((r) => r.reason === 'NoContainerHost'),
-          (rs) => rs.length >= 2,
-          'two launches to fail for want of a container host',
-        );
-        assert.equal(failed[0].status, 'Failed');
-        assert.match(failed[0].message ?? '', /No container host took the replica/);
-        assert.notEqual(failed[0].replicaId, failed[1].replicaId, 'each attempt is a new replica');
-        assert.equal((await handle.describe()).status.name, 'RUNNING');
-        await handle.executeUpdate('deleteDeployment', { args: [] });
-        assert.equal(await t.finished(handle), 'deleted');
-        await recordHistoryIfAsked(handle, 'deployment', 'no-container-host-launches-failed-deleted');
-      });
+      await withDeployment(
+        { ...deploymentInput('ts-no-host', { min: 1, max: 1 }), containerWaitSeconds: 1 },
+        { host: false },
+        async ({ doubles, handle }) => {
+          const failed = await until(
+            () => doubles.replicaRecords.filter((r) => r.reason === 'NoContainerHost'),
+            (rs) => rs.length >= 2,
+            'two launches to fail for want of a container host',
+          );
+          assert.equal(failed[0].status, 'Failed');
+          assert.match(failed[0].message ?? '', /No container host took the replica/);
+          assert.notEqual(failed[0].replicaId, failed[1].replicaId, 'each attempt is a new replica');
+          assert.equal((await handle.describe()).status.name, 'RUNNING');
+          await handle.executeUpdate('deleteDeployment', { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          await recordHistoryIfAsked(handle, 'deployment', 'no-container-host-launches-failed-deleted');
+        },
+      );
     },
   );
 
@@ -121,43 +137,36 @@ describe('deployment workflow decisions (time-skipping)', () => {
     'a supervisor that stops heartbeating is re-attached to its replica; no second replica starts beside it',
     { timeout: 90_000 },
     async () => {
-      t = await createWorkflowTestEnv();
-      const doubles = new DeploymentActivityDoubles();
-      const activities = doubles.activities();
-      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
-      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
-      await runWorkers([control, host], async () => {
-        doubles.silent = 'ts-quiet-host-1';
-        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: deploymentWorkflowId('ts-quiet-host'),
-          args: [deploymentInput('ts-quiet-host', { min: 1, max: 1 })],
-        });
-        await until(
-          () => doubles.latest,
-          (s) => s?.status === 'Ready',
-          'the first replica',
-        );
-        await t.advance(30_000); // past the 15 s heartbeat timeout
-        await until(
-          () => doubles.supervisions,
-          (s) => s.length >= 2,
-          'a second supervisor for the quiet replica',
-          // The server times a running activity out on its own clock: about 15 s of real time.
-          45_000,
-        );
-        assert.deepEqual(
-          doubles.supervisions,
-          ['ts-quiet-host-1', 'ts-quiet-host-1'],
-          'the same replica, watched again',
-        );
-        assert.deepEqual(doubles.launches, ['ts-quiet-host-1'], 'no replacement was launched');
-        assert.equal(doubles.latest?.status, 'Ready');
-        await handle.executeUpdate('deleteDeployment', { args: [] });
-        assert.equal(await t.finished(handle), 'deleted');
-        assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
-        await recordHistoryIfAsked(handle, 'deployment', 'supervisor-heartbeat-timeout-reattached');
-      });
+      await withDeployment(
+        deploymentInput('ts-quiet-host', { min: 1, max: 1 }),
+        { prepare: (d) => (d.silent = 'ts-quiet-host-1') },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => s?.status === 'Ready',
+            'the first replica',
+          );
+          await t.advance(30_000); // past the 15 s heartbeat timeout
+          await until(
+            () => doubles.supervisions,
+            (s) => s.length >= 2,
+            'a second supervisor for the quiet replica',
+            // The server times a running activity out on its own clock: about 15 s of real time.
+            45_000,
+          );
+          assert.deepEqual(
+            doubles.supervisions,
+            ['ts-quiet-host-1', 'ts-quiet-host-1'],
+            'the same replica, watched again',
+          );
+          assert.deepEqual(doubles.launches, ['ts-quiet-host-1'], 'no replacement was launched');
+          assert.equal(doubles.latest?.status, 'Ready');
+          await handle.executeUpdate('deleteDeployment', { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
+          await recordHistoryIfAsked(handle, 'deployment', 'supervisor-heartbeat-timeout-reattached');
+        },
+      );
     },
   );
 
@@ -165,17 +174,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
     'an activity that gives up fails the run only after its replicas are stopped and Failed is projected',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
-      const doubles = new DeploymentActivityDoubles();
-      const activities = doubles.activities();
-      const control = await t.worker(CONTROL_TASK_QUEUE, activities);
-      const host = await t.worker(CONTAINERS_TASK_QUEUE, activities);
-      await runWorkers([control, host], async () => {
-        const handle = await t.env.client.workflow.start<typeof deploymentWorkflow>('deployment', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: deploymentWorkflowId('ts-gives-up'),
-          args: [deploymentInput('ts-gives-up', { min: 2, max: 2 })],
-        });
+      await withDeployment(deploymentInput('ts-gives-up', { min: 2, max: 2 }), {}, async ({ doubles, handle }) => {
         await until(
           () => doubles.latest,
           (s) => s?.status === 'Ready',
