@@ -9,9 +9,15 @@ import { UPDATE_REJECTIONS, clusterWorkflowId } from '../common/clusters';
 import { badRequest, conflict, notFound } from './errors';
 import { executeEntityUpdate, TEMPORAL_CALL_DEADLINE_MS } from './workflows';
 
-export async function updateCluster<R>(temporal: Client, clusterId: string, name: string, arg: unknown): Promise<R> {
+export async function updateCluster<R>(
+  temporal: Client,
+  clusterId: string,
+  name: string,
+  arg: unknown,
+  idempotencyKey?: string,
+): Promise<R> {
   try {
-    return await executeEntityUpdate<R>(temporal, clusterWorkflowId(clusterId), name, [arg]);
+    return await executeEntityUpdate<R>(temporal, clusterWorkflowId(clusterId), name, [arg], idempotencyKey);
   } catch (err) {
     throw rejection(err, clusterId);
   }

@@ -29,9 +29,25 @@ export interface RouteContext<P, Q, B> {
   query: Q;
   body: B;
   principal: Principal;
+  /** The caller's `Idempotency-Key`, on routes that declare `idempotencyKey` (see there). */
+  idempotencyKey?: string;
   req: Request;
   res: Response;
 }
+
+/**
+ * `Idempotency-Key`: a client's own id for one change, so that a retry after a lost answer
+ * returns the first outcome instead of applying the change twice. Printable ASCII, no spaces.
+ */
+const IdempotencyKeyHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
+    .optional()
+    .describe('A client id for this change: a retry with the same key returns the first outcome.'),
+});
 
 export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType> {
   method: Method;
@@ -47,6 +63,11 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
   body?: B;
   /** Refuse query parameters and body fields the schemas do not name (400 naming the field). */
   strict?: boolean;
+  /**
+   * The change is an Update of an entity workflow: the route reads `Idempotency-Key` and passes
+   * it on as the Update's id, so the workflow applies a retried request once (executeEntityUpdate).
+   */
+  idempotencyKey?: boolean;
   /** Body encodings accepted (default json). `multipart` needs a parser in `before`. */
   bodyTypes?: BodyType[];
   /** Middleware run after authentication and the content-type check, before validation (e.g. multer). */
@@ -116,7 +137,10 @@ export class ApiRouter {
         const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
         const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
         const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
-        result = await spec.handler({ params, query, body, principal, req, res } as RouteContext<
+        const idempotencyKey = spec.idempotencyKey
+          ? parseOrThrow(IdempotencyKeyHeaders, req.headers, 'header', false)['idempotency-key']
+          : undefined;
+        result = await spec.handler({ params, query, body, principal, idempotencyKey, req, res } as RouteContext<
           z.output<P>,
           z.output<Q>,
           z.output<B>
@@ -180,6 +204,7 @@ export class ApiRouter {
       request: {
         params: spec.params,
         query: spec.query,
+        headers: spec.idempotencyKey ? IdempotencyKeyHeaders : undefined,
         body: spec.body
           ? {
               required: true,

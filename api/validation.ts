@@ -6,7 +6,7 @@
 import { z, type ZodType } from 'zod';
 import { ApiError, badRequest } from './errors';
 
-export type Location = 'body' | 'query' | 'path';
+export type Location = 'body' | 'query' | 'path' | 'header';
 
 function describe(issue: z.core.$ZodIssue, param: string): string {
   if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) {

@@ -110,18 +110,28 @@ const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
  * Sends an Update to an entity workflow (a cluster, a deployment). While the
  * entity continues as new it is briefly "not found": the update is tried
  * again on the next run before the error reaches the caller.
+ *
+ * With the caller's idempotency key the Update carries an id made from it, and
+ * the server answers a repeat of an Update it has accepted with the first one's
+ * outcome instead of running it again: a client retry after a lost answer (or
+ * this function's own retry) changes the entity once. The server keeps those
+ * ids per run, so a retry that lands after the entity continued as new is
+ * treated as new: most Updates set absolute values, and the others (approve,
+ * promote) are refused as a conflict the second time.
  */
 export async function executeEntityUpdate<R>(
   temporal: Client,
   workflowId: string,
   name: string,
   args: unknown[],
+  idempotencyKey?: string,
 ): Promise<R> {
   const handle = temporal.workflow.getHandle(workflowId);
+  const updateId = idempotencyKey ? `${name}/${idempotencyKey}` : undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
-        handle.executeUpdate<R, [unknown]>(name, { args } as never),
+        handle.executeUpdate<R, [unknown]>(name, { args, updateId } as never),
       );
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError) || attempt >= 4) throw err;

@@ -89,8 +89,9 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     query: CreateRemediationQuery,
     body: CreateRemediationBody,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: async ({ params, query, body, principal }) => {
+    handler: async ({ params, query, body, principal, idempotencyKey }) => {
       const { row, instanceId } = await resolveInstance(principal.projectId, params.cluster_id, params.instance_id);
       if (query.remediation_id) {
         // Idempotent: the same client id returns the remediation it created.
@@ -98,13 +99,19 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
         if (existing) return existing;
       }
       if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      return updateCluster<Remediation>(temporal, row.id, CLUSTER_MESSAGES.createRemediation, {
-        remediationId: query.remediation_id ?? newId('rem'),
-        instanceId,
-        mode: body.mode,
-        reason: body.reason,
-        requestedBy: who(principal),
-      });
+      return updateCluster<Remediation>(
+        temporal,
+        row.id,
+        CLUSTER_MESSAGES.createRemediation,
+        {
+          remediationId: query.remediation_id ?? newId('rem'),
+          instanceId,
+          mode: body.mode,
+          reason: body.reason,
+          requestedBy: who(principal),
+        },
+        idempotencyKey,
+      );
     },
   });
 
@@ -127,10 +134,12 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
       params,
       body,
       principal,
+      idempotencyKey,
     }: {
       params: { cluster_id: string; instance_id: string; remediation_id: string };
       body?: unknown;
       principal: Principal;
+      idempotencyKey?: string;
     }) => {
       const b = (body ?? {}) as { comment?: string; mode?: Remediation['mode'] };
       const r = await requireRemediation(
@@ -139,13 +148,13 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
         params.instance_id,
         params.remediation_id,
       );
-      return updateCluster<Remediation>(temporal, r.cluster_id, CLUSTER_MESSAGES.reviewRemediation, {
-        remediationId: r.id,
-        action,
-        comment: b.comment,
-        mode: b.mode,
-        by: who(principal),
-      });
+      return updateCluster<Remediation>(
+        temporal,
+        r.cluster_id,
+        CLUSTER_MESSAGES.reviewRemediation,
+        { remediationId: r.id, action, comment: b.comment, mode: b.mode, by: who(principal) },
+        idempotencyKey,
+      );
     };
 
   router.add({
@@ -157,6 +166,7 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     params: RemediationParams,
     body: ApproveRemediationBody,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
     handler: review('approve'),
   });
@@ -170,6 +180,7 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     params: RemediationParams,
     body: RejectRemediationBody,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
     handler: review('reject'),
   });
@@ -182,6 +193,7 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['clusters'],
     params: RemediationParams,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
     handler: review('cancel'),
   });

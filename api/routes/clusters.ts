@@ -230,11 +230,12 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ClusterIdParams,
     body: UpdateClusterBody,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The cluster; resizing proceeds asynchronously', schema: ClusterSchema },
-    handler: async ({ params, body, principal }) => {
+    handler: async ({ params, body, principal, idempotencyKey }) => {
       const row = await requireCluster(db, principal.projectId, params.cluster_id);
       if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      await updateCluster(temporal, row.id, CLUSTER_MESSAGES.update, body);
+      await updateCluster(temporal, row.id, CLUSTER_MESSAGES.update, body, idempotencyKey);
       return clusterObject(db, (await getCluster(db, principal.projectId, row.id))!);
     },
   });

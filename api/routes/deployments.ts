@@ -329,9 +329,9 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     if (err instanceof ApiError) return err;
     return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
   }
-  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment', args: unknown[]) {
+  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment', args: unknown[], idempotencyKey?: string) {
     try {
-      await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), name, args);
+      await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), name, args, idempotencyKey);
     } catch (err) {
       throw refused(row, err);
     }
@@ -510,8 +510,9 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     params: IdParams,
     body: UpdateBody,
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
-    handler: async ({ params, body, principal }) => {
+    handler: async ({ params, body, principal, idempotencyKey }) => {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
       const patch = Object.fromEntries(
@@ -532,7 +533,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
         throw conflict(`A deployment named '${patch.name}' exists in this project.`, 'deployment_exists');
       }
-      await sendUpdate(row, 'updateDeployment', [patch]);
+      await sendUpdate(row, 'updateDeployment', [patch], idempotencyKey);
       return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
     },
   });

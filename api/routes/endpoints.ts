@@ -524,8 +524,9 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     query: z.object({ updateMask: z.string().optional() }),
     body: z.object({ etag: z.string().optional(), name: Name.optional(), autoscaling: Autoscaling.optional() }),
     errors: [404, 409],
+    idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: Any },
-    handler: async ({ params, query, body: sent, principal }) => {
+    handler: async ({ params, query, body: sent, principal, idempotencyKey }) => {
       const body = masked(sent, query.updateMask, ['name', 'autoscaling']);
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
@@ -538,9 +539,13 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
             plan,
             autoscaling: body.autoscaling as EndpointAutoscaling,
           });
-          await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), 'updateDeployment', [
-            { min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling },
-          ]);
+          await executeEntityUpdate(
+            temporal,
+            deploymentWorkflowId(d.container_deployment_id),
+            'updateDeployment',
+            [{ min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling }],
+            idempotencyKey,
+          );
         }
       }
       await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling: body.autoscaling });

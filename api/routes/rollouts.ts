@@ -426,15 +426,22 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       params: RolloutParams,
       body,
       errors: [404, 409],
+      idempotencyKey: true,
       response: { status: 200, description: 'The rollout', schema: Any },
-      handler: async ({ params, body: b, principal }) => {
+      handler: async ({ params, body: b, principal, idempotencyKey }) => {
         const { e, r } = await requireRollout(principal, params);
         const given = b as Record<string, unknown>;
         checkEtag(r, given.etag as string | undefined);
         if (r.state === 'ROLLOUT_STATE_PENDING' || (TERMINAL_ROLLOUT_STATES as string[]).includes(r.state))
           throw conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
         try {
-          await executeEntityUpdate(temporal, rolloutWorkflowId(r.id), ROLLOUT_UPDATES[name], arg(given));
+          await executeEntityUpdate(
+            temporal,
+            rolloutWorkflowId(r.id),
+            ROLLOUT_UPDATES[name],
+            arg(given),
+            idempotencyKey,
+          );
         } catch (err) {
           throw updateRejection(err);
         }

@@ -136,11 +136,29 @@ describe('cluster faults and repair', () => {
       json: { comment: 'go', mode: 'REMEDIATION_MODE_HOST_POWER_CYCLE' },
     });
     assert.equal(cancelTwice.status, 400, 'power cycle cannot be an approval override');
-    const approved = await call(p.baseUrl, 'POST', `${base}/approve`, { key: t.key, json: { comment: 'reboot it' } });
+    const badKey = await call(p.baseUrl, 'POST', `${base}/approve`, {
+      key: t.key,
+      json: {},
+      headers: { 'idempotency-key': 'has spaces' },
+    });
+    assert.equal(badKey.status, 400);
+    assert.equal(badKey.body.error.param, 'idempotency-key');
+    const approve = () =>
+      call(p.baseUrl, 'POST', `${base}/approve`, {
+        key: t.key,
+        json: { comment: 'reboot it' },
+        headers: { 'idempotency-key': 'approve-once' },
+      });
+    const approved = await approve();
     assert.equal(approved.status, 200, JSON.stringify(approved.body));
     assert.equal(approved.body.state, 'PENDING');
     assert.equal(approved.body.review_comment, 'reboot it');
     assert.match(approved.body.reviewed_by, /^api-key:/);
+    // A client retrying after a lost answer gets the first outcome, not a refusal of a second approval.
+    const retried = await approve();
+    assert.equal(retried.status, 200, JSON.stringify(retried.body));
+    assert.equal(retried.body.state, 'PENDING');
+    assert.equal(retried.body.update_time, approved.body.update_time);
     const again = await call(p.baseUrl, 'POST', `${base}/approve`, { key: t.key, json: {} });
     assert.equal(again.status, 409, 'only PENDING_APPROVAL can be approved');
 
