@@ -9,6 +9,7 @@ import {
   MAX_DELETED_NODES,
   MAX_PHASE_TRANSITIONS,
   MAX_LIFECYCLE_EVENTS,
+  MAX_NODE_PHASE_TRANSITIONS,
   type ClusterNode,
   type ClusterPhase,
   type ClusterState,
@@ -41,11 +42,17 @@ export function newNode(f: FleetNode, capacity: NodeCapacity, autoRemediation: b
   return { ...f, status: 'Provisioning', capacity, auto_remediation_enabled: autoRemediation };
 }
 
-/** Appends the phases a node reached since the last time we looked (a restart starts a new boot). */
+/**
+ * Appends the phases a node reached since the last time we looked (a restart starts a new boot),
+ * keeping its first phase and the latest ones: a node rebooted every day would otherwise carry a
+ * month of boots through every continue-as-new.
+ */
 export function mergePhases(node: ClusterNode, seen: Array<PhaseTransition<NodePhase>>): void {
   const last = node.phase_transitions[node.phase_transitions.length - 1];
   const fresh = last ? seen.filter((t) => t.transition_time > last.transition_time) : seen;
   node.phase_transitions.push(...fresh);
+  const over = node.phase_transitions.length - MAX_NODE_PHASE_TRANSITIONS;
+  if (over > 0) node.phase_transitions.splice(1, over);
 }
 
 export const isPreemptible = (n: ClusterNode) => n.capacity === 'preemptible';
@@ -66,6 +73,8 @@ export function retireWorker(s: ClusterState, nodeId: string): ClusterNode | und
   node.status = 'Deleted';
   node.deleted_at = nowIso();
   delete s.draining[nodeId];
+  // A declined remediation is about a live node; one that is gone is not proposed again anyway.
+  s.remediation_declined = s.remediation_declined.filter((id) => id !== nodeId);
   s.deleted_gpu_worker_nodes.push(node);
   if (s.deleted_gpu_worker_nodes.length > MAX_DELETED_NODES) s.deleted_gpu_worker_nodes.shift();
   refreshPreemptibleCount(s);

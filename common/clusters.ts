@@ -317,6 +317,8 @@ export const MAX_DELETED_NODES = 100;
  * month would otherwise carry every transition through each continue-as-new.
  */
 export const MAX_PHASE_TRANSITIONS = 100;
+/** The same for each node: its first phase and its latest ones (a node rebooted daily for a month has hundreds). */
+export const MAX_NODE_PHASE_TRANSITIONS = 50;
 
 /** Names of the cluster workflow's messages (the API sends them by name). */
 export const CLUSTER_MESSAGES = {

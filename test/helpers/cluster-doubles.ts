@@ -33,6 +33,8 @@ export class ClusterActivityDoubles {
   private readonly clusterOf = new Map<string, string>();
   readonly remediations = new Map<string, Remediation>();
   states: ClusterState[] = [];
+  /** What each health check reports (healthy unless a test says otherwise). */
+  healthy: (nodeId: string) => boolean = () => true;
   /** Called before an activity runs: throw to fail it, await to hold it. */
   private readonly hooks = new Map<ActivityName, (args: any) => unknown>();
 
@@ -170,7 +172,8 @@ export class ClusterActivityDoubles {
       },
       async runHealthCheck(a) {
         await self.enter('runHealthCheck', a);
-        return { node_id: a.nodeId, healthy: true, detail: 'healthy', simulated: true };
+        const healthy = self.healthy(a.nodeId);
+        return { node_id: a.nodeId, healthy, detail: healthy ? 'healthy' : 'Xid 79 (simulated)', simulated: true };
       },
     };
   }
