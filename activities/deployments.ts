@@ -9,7 +9,7 @@
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { unseal } from '../common/secret-box';
-import type { DeploymentState, LaunchedReplica, ReplicaLaunch } from '../common/deployments';
+import { HOST_RESTARTING, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
   deleteDeploymentRow,
@@ -91,6 +91,11 @@ export function createReplicaActivities(deps: {
   signingSecret?: string;
   /** How long a replica whose supervisor detached keeps running for another to re-attach. */
   adoptionSeconds: number;
+  /**
+   * The host keeps its name across restarts (GANTRY_CONTAINER_HOST_ID): when its worker shuts down,
+   * replicas are left running for the next process to adopt instead of being stopped.
+   */
+  restartsInPlace?: boolean;
 }) {
   const { db, runtime } = deps;
   const leases = new ReplicaLeases(deps.adoptionSeconds * 1000, (replicaId, err) =>
@@ -270,6 +275,14 @@ export function createReplicaActivities(deps: {
       } catch (err) {
         if (!ctx.cancellationSignal.aborted) throw err;
         const why = ctx.cancellationDetails;
+        if (why?.workerShutdown && deps.restartsInPlace) {
+          // The next process of this host adopts the replica (adoptSurvivors) and its run re-attaches.
+          leases.end(s.replicaId);
+          throw ApplicationFailure.nonRetryable(
+            `The host ${deps.hostQueue} is restarting; replica ${s.replicaId} runs on for its next process.`,
+            HOST_RESTARTING,
+          );
+        }
         if (why?.notFound || why?.timedOut) {
           leases.detach(s.replicaId, async () => {
             await runtime.stop(s.replicaId, s.graceSeconds);

@@ -3,6 +3,13 @@
  * workflow and the container runtime. Pure (no Node APIs): imported by workflows.
  */
 export const deploymentWorkflowId = (id: string) => `deployment/${id}`;
+/**
+ * The failure a replica's supervisor ends with when its container host is shut down to restart
+ * under the same name (GANTRY_CONTAINER_HOST_ID): the replica runs on, for the restarted process
+ * to adopt and the deployment to re-attach to.
+ */
+export const HOST_RESTARTING = 'HostRestarting';
+
 export const CONTAINERS_TASK_QUEUE = 'containers';
 /** The queue of one container host process: replicas are supervised where they were launched. */
 export const containerHostQueue = (host: string) => `containers@${host}`;

@@ -70,7 +70,12 @@ async function main() {
   );
   // resolves after a shutdown signal has drained the workers
   await Promise.all([worker.run(), ...containers.map((w) => w.run())]);
-  await runtime?.stopAll();
+  // A host that keeps its name across restarts leaves its replicas to the next process, which
+  // adopts them (their deployments re-attach); a host that is new each time stops what it started.
+  if (runtime && config.containerHostId) {
+    runtime.release();
+    logger.info({ host: config.containerHostId }, 'replicas left running for the next process of this host');
+  } else await runtime?.stopAll();
   await connection.close();
   await db.end();
   logger.info('control worker stopped');

@@ -234,6 +234,7 @@ export async function createContainerWorkers(
       hostQueue,
       signingSecret: deps.signingSecret,
       adoptionSeconds: deps.replicaAdoptionSeconds,
+      restartsInPlace: deps.hostId !== undefined,
     }),
     ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes }),
   };

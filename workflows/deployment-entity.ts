@@ -18,10 +18,11 @@ import {
   upsertSearchAttributes,
   patched,
 } from '@temporalio/workflow';
-import { failureMessage, isHeartbeatTimeout, isScheduleToStart } from './failures';
+import { failureMessage, isFailureOfType, isHeartbeatTimeout, isScheduleToStart } from './failures';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
   CONTAINERS_TASK_QUEUE,
+  HOST_RESTARTING,
   activeAutoscaling,
   autoscaleDecision,
   changesReplicaTemplate,
@@ -314,6 +315,18 @@ export class DeploymentEntity {
         () => undefined,
         (err) => {
           if (isCancellation(err) && !this.live.has(replicaId)) return; // stopped on purpose
+          // Its host shut down to restart under the same name and left the replica running for the
+          // next process: watch it again there. (Before this patch it was replaced, and the restarted
+          // host stopped the first one when nobody re-attached.)
+          if (
+            isFailureOfType(err, HOST_RESTARTING) &&
+            this.live.has(replicaId) &&
+            patched(PATCHES.reattachWhenHostRestarts.id)
+          ) {
+            this.watch(replicaId, revision, hostQueue, image);
+            this.wake = true;
+            return;
+          }
           if (
             isHeartbeatTimeout(err) &&
             this.live.has(replicaId) &&

@@ -36,6 +36,8 @@ export const PATCHES = {
     id: 'reattach-supervisor-after-heartbeat-timeout',
     workflow: 'deployment',
   },
+  /** A supervisor whose host shut down to restart under the same name re-attaches; the replica is not replaced. */
+  reattachWhenHostRestarts: { id: 'reattach-when-host-restarts', workflow: 'deployment' },
   /** A queued fine-tune waits for a GPU worker with backing-off probes and continues as new while it waits. */
   fineTuneQueueBackoff: { id: 'fine-tune-queue-backoff', workflow: 'fineTune' },
   /** Training whose attempts ran out but moved its checkpoint forward gets a new round of attempts from there. */

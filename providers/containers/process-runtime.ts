@@ -57,6 +57,8 @@ export interface ReplicaRecordOnDisk {
 interface Held {
   kill(signal: NodeJS.Signals): void;
   exited: Promise<ReplicaExit>;
+  /** Lets go of the child process so that this one can exit while it runs on (absent: not our child). */
+  release?: () => void;
 }
 
 /** Whether `pid` is alive and still runs `command` (a pid can be reused after a reboot). */
@@ -173,7 +175,7 @@ export class ProcessRuntime implements ContainerRuntime {
       };
       writeFileSync(record, JSON.stringify(onDisk));
     }
-    this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited });
+    this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited, release: () => child.unref() });
     const deadline = Date.now() + r.healthTimeoutMs;
     let gone = false;
     void exited.then(() => (gone = true));
@@ -248,5 +250,14 @@ export class ProcessRuntime implements ContainerRuntime {
   /** Every replica this host runs, for shutdown. */
   async stopAll(): Promise<void> {
     await Promise.all([...this.running.keys()].map((id) => this.stop(id, 2)));
+  }
+
+  /**
+   * Leaves every replica running for the next process of this host (which adopts them through
+   * their records) and lets go of them, so that this process can exit.
+   */
+  release(): void {
+    for (const held of this.running.values()) held.release?.();
+    this.running.clear();
   }
 }

@@ -34,6 +34,8 @@ export interface ContainerRuntime {
   /** Where the replica's output is kept (the logs route reads it). */
   logFile(deploymentId: string, replicaId: string): string;
   stopAll(): Promise<void>;
+  /** Leaves every replica running for the next process of this host, and lets go of them (shutdown). */
+  release(): void;
   /**
    * Takes over the replicas an earlier worker process of this same host left running (it crashed
    * or was killed), so their deployments' runs can supervise them again. What was adopted.

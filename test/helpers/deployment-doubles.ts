@@ -9,7 +9,12 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Context, heartbeat } from '@temporalio/activity';
 import type { DeploymentControlActivities, ReplicaActivities } from '../../activities/deployments';
 import type { ReplicaRecord } from '../../db/deployments';
-import { CONTAINERS_TASK_QUEUE, type DeploymentState, type DeploymentWorkflowInput } from '../../common/deployments';
+import {
+  CONTAINERS_TASK_QUEUE,
+  HOST_RESTARTING,
+  type DeploymentState,
+  type DeploymentWorkflowInput,
+} from '../../common/deployments';
 
 type Activities = DeploymentControlActivities & ReplicaActivities;
 
@@ -28,6 +33,8 @@ export class DeploymentActivityDoubles {
   readonly supervisions: string[] = [];
   /** A replica whose next supervisor never heartbeats (a host too busy to answer). */
   silent: string | undefined;
+  /** A replica whose next supervisor ends as its host shuts down to restart under the same name. */
+  restarting: string | undefined;
   /** From this projection on, recordDeployment fails non-retryably (an activity that gave up). */
   failProjectionsFrom = Infinity;
 
@@ -80,6 +87,11 @@ export class DeploymentActivityDoubles {
           return new Promise<never>((_, reject) =>
             ctx.cancellationSignal.addEventListener('abort', () => reject(ctx.cancellationSignal.reason)),
           );
+        }
+        if (self.restarting === s.replicaId) {
+          self.restarting = undefined;
+          // What superviseReplica does on a worker shutdown of a host with a stable name: the replica runs on.
+          throw ApplicationFailure.nonRetryable('the host is restarting', HOST_RESTARTING);
         }
         const beat = setInterval(() => heartbeat(), 1000);
         try {

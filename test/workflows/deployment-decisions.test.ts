@@ -171,6 +171,35 @@ describe('deployment workflow decisions (time-skipping)', () => {
   );
 
   test(
+    'a supervisor whose host shuts down to restart is re-attached to its replica; no replacement is launched',
+    { timeout: 60_000 },
+    async () => {
+      await withDeployment(
+        deploymentInput('ts-host-restart', { min: 1, max: 1 }),
+        { prepare: (d) => (d.restarting = 'ts-host-restart-1') },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.supervisions,
+            (s) => s.length >= 2,
+            'a second supervisor for the replica its host left running',
+          );
+          assert.deepEqual(doubles.supervisions, ['ts-host-restart-1', 'ts-host-restart-1']);
+          assert.deepEqual(doubles.launches, ['ts-host-restart-1'], 'no replacement was launched');
+          await until(
+            () => doubles.latest,
+            (s) => s?.status === 'Ready',
+            'the deployment Ready on its one replica',
+          );
+          await handle.executeUpdate('deleteDeployment', { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
+          await recordHistoryIfAsked(handle, 'deployment', 'host-restarted-supervisor-reattached');
+        },
+      );
+    },
+  );
+
+  test(
     'an activity that gives up fails the run only after its replicas are stopped and Failed is projected',
     { timeout: 60_000 },
     async () => {
