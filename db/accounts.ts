@@ -50,7 +50,10 @@ export async function findPrincipalByApiKey(db: Queryable, secret: string): Prom
        LEFT JOIN users u ON u.id = k.user_id
        LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = k.user_id
        LEFT JOIN organization_members om ON om.organization_id = o.id AND om.user_id = k.user_id
-      WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
+      WHERE k.key_hash = $1 AND k.revoked_at IS NULL
+        -- A person's key works while they belong to its project: a member, or (for the default
+        -- project, which everyone in the organization belongs to) an organization member.
+        AND (k.user_id IS NULL OR pm.role IS NOT NULL OR (p.is_default AND om.role IS NOT NULL))`,
     [hashApiKey(secret)],
   );
   const r = rows[0];

@@ -177,7 +177,8 @@ async function adminCount(tx: pg.PoolClient, projectId: string): Promise<number>
  * Takes a user out of a project (leaving, or being removed), under the
  * spec's rules: a non-member cannot leave the default project (org members
  * belong to it without a membership row, and that cannot be undone), and the
- * last project admin cannot leave or be removed.
+ * last project admin cannot leave or be removed. Their keys of the project are
+ * revoked with the membership.
  */
 export async function removeProjectMember(db: Db, projectId: string, userId: string): Promise<void> {
   await withTransaction(db, async (tx) => {
@@ -202,6 +203,13 @@ export async function removeProjectMember(db: Db, projectId: string, userId: str
       );
     }
     await tx.query('DELETE FROM project_members WHERE project_id = $1 AND user_id = $2', [projectId, userId]);
+    // Their keys go with the membership (in the default project they still belong, as organization members).
+    if (!project?.is_default) {
+      await tx.query(
+        'UPDATE api_keys SET revoked_at = now() WHERE project_id = $1 AND user_id = $2 AND revoked_at IS NULL',
+        [projectId, userId],
+      );
+    }
   });
 }
 
