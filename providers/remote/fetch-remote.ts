@@ -1,38 +1,73 @@
 /**
- * Fetching a URL a user gave us (a model to import). Only http and https; the
- * host must resolve to public addresses unless the installation allows private
- * ones (GANTRY_REMOTE_FETCH_ALLOW_PRIVATE), so a URL cannot be used to reach the
- * platform's own network; redirects are followed by hand and each hop is
- * checked the same way. Credentials go in the Authorization header only.
+ * Fetching a URL a user gave us (a model to import, audio to transcribe). Only
+ * http and https; the host must resolve to public addresses unless the
+ * installation allows private ones (GANTRY_REMOTE_FETCH_ALLOW_PRIVATE), so a
+ * URL cannot be used to reach the platform's own network.
+ *
+ * The check happens where the connection is made: the agent's DNS lookup
+ * refuses a name with any non-public address, so the address connected to is
+ * the address checked (a name cannot resolve to a public address for the
+ * check and to a private one for the connection). IP literals are checked
+ * when the URL is, in every spelling (IPv4-mapped IPv6 included). Redirects
+ * are followed by hand and each hop is checked the same way; the token goes
+ * in the Authorization header, and only to the origin it was given for.
  */
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import ipaddr from 'ipaddr.js';
+import { Agent, fetch, type RequestInit, type Response } from 'undici';
 import type { RemoteFetchPolicy } from '../../common/config';
 
 export class RemoteFetchRefused extends Error {}
 
 const MAX_REDIRECTS = 5;
 
-/** Loopback, private, link-local, carrier-grade NAT, multicast and unspecified ranges (v4 and v6). */
-export function isPrivateAddress(address: string): boolean {
-  if (isIP(address) === 4) {
-    const [a, b] = address.split('.').map(Number);
-    return (
-      a === 0 ||
-      a === 10 ||
-      a === 127 ||
-      (a === 100 && b >= 64 && b < 128) ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b < 32) ||
-      (a === 192 && b === 168) ||
-      a >= 224
-    );
+/**
+ * Whether an address is on the public internet: ordinary unicast, not loopback, private,
+ * link-local, carrier-grade NAT, multicast, reserved, documentation or a translation range
+ * (NAT64, 6to4, Teredo), whichever way it is written (IPv4-mapped IPv6 is read as its IPv4).
+ */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  return ipaddr.process(address).range() === 'unicast';
+}
+
+const refusal = (host: string, address: string) =>
+  new RemoteFetchRefused(
+    `${host} resolves to a private address (${address}); this installation fetches public URLs only.`,
+  );
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** dns.lookup for the connection itself: every address of the name must be public. */
+function publicOnlyLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, []);
+    const bad = addresses.find((a) => !isPublicAddress(a.address));
+    if (bad) return callback(refusal(hostname, bad.address), []);
+    if (options.all) return callback(null, addresses);
+    callback(null, addresses[0].address, addresses[0].family);
+  });
+}
+
+/** Connections of remote fetches under the public-only policy. */
+const publicOnly = new Agent({ connect: { lookup: publicOnlyLookup } });
+
+/**
+ * fetch() through the agent the policy asks for; a refusal made while connecting comes out as
+ * RemoteFetchRefused (fetch wraps it in a TypeError).
+ */
+export async function remoteFetch(url: URL, policy: RemoteFetchPolicy, init: RequestInit = {}): Promise<Response> {
+  try {
+    return await fetch(url, { ...init, dispatcher: policy.allowPrivateHosts ? undefined : publicOnly });
+  } catch (err) {
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof RemoteFetchRefused) throw cause;
+    throw err;
   }
-  const v6 = address.toLowerCase();
-  if (v6.startsWith('::ffff:')) return isPrivateAddress(v6.slice(7));
-  return v6 === '::' || v6 === '::1' || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) || v6.startsWith('ff');
 }
 
 /** Throws RemoteFetchRefused unless the URL may be fetched under the policy. */
@@ -47,12 +82,11 @@ export async function checkRemoteUrl(raw: string, policy: RemoteFetchPolicy): Pr
     throw new RemoteFetchRefused(`Only http and https URLs can be fetched (got ${url.protocol}).`);
   if (url.username || url.password) throw new RemoteFetchRefused('Put credentials in `token`, not in the URL.');
   if (!policy.allowPrivateHosts) {
+    // Early and clear for the caller (the API answers 400); the connection checks again.
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
-    if (addresses.some(isPrivateAddress))
-      throw new RemoteFetchRefused(
-        `${url.hostname} resolves to a private address; this installation fetches public URLs only.`,
-      );
+    const bad = addresses.find((a) => !isPublicAddress(a));
+    if (bad !== undefined) throw refusal(url.hostname, bad);
   }
   return url;
 }
@@ -71,11 +105,13 @@ export async function fetchRemote(
   opts: { token?: string; signal?: AbortSignal } = {},
 ): Promise<RemoteBody> {
   let url = await checkRemoteUrl(raw, policy);
+  const tokenOrigin = url.origin;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-    const res = await fetch(url, {
+    const res = await remoteFetch(url, policy, {
       redirect: 'manual',
       signal: opts.signal,
-      headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
+      // A redirect to another origin does not get the token meant for this one.
+      headers: opts.token && url.origin === tokenOrigin ? { authorization: `Bearer ${opts.token}` } : {},
     });
     if (res.status >= 300 && res.status < 400 && res.headers.get('location')) {
       await res.body?.cancel();
