@@ -69,7 +69,7 @@ export class DeploymentEntity {
    */
   readonly generation: number;
   private version = 0;
-  /** The last replica number used (replica ids are `<name>-<seq>`). */
+  /** The last replica number used (replica ids are `<deployment id>-<seq>`). */
   seq: number;
   /** Consecutive replica failures, and when the next launch may be tried. */
   failures: number;
@@ -259,7 +259,10 @@ export class DeploymentEntity {
 
   /** Starts one replica of the current revision; true once it is healthy. */
   async launch(): Promise<boolean> {
-    const replicaId = `${this.state.spec.name}-${++this.seq}`;
+    // A replica's id carries its deployment's id: hosts track replicas by id, and deployments of two
+    // projects may share a name. (Before this patch it was `<name>-<n>`, and such replicas collided.)
+    const owner = patched(PATCHES.replicaIdsPerDeployment.id) ? this.deploymentId : this.state.spec.name;
+    const replicaId = `${owner}-${++this.seq}`;
     const revision = this.state.revision;
     const spec = this.state.spec;
     try {

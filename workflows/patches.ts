@@ -38,6 +38,8 @@ export const PATCHES = {
   },
   /** A supervisor whose host shut down to restart under the same name re-attaches; the replica is not replaced. */
   reattachWhenHostRestarts: { id: 'reattach-when-host-restarts', workflow: 'deployment' },
+  /** Replica ids are `<deployment id>-<n>`, unique across projects (they were `<name>-<n>`). */
+  replicaIdsPerDeployment: { id: 'replica-ids-per-deployment', workflow: 'deployment' },
   /** A queued fine-tune waits for a GPU worker with backing-off probes and continues as new while it waits. */
   fineTuneQueueBackoff: { id: 'fine-tune-queue-backoff', workflow: 'fineTune' },
   /** Training whose attempts ran out but moved its checkpoint forward gets a new round of attempts from there. */

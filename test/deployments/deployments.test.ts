@@ -10,6 +10,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { deployHttpReplica, serves } from '../helpers/deployments';
 
 const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
 let p: TestPlatform;
@@ -234,5 +235,35 @@ describe('container deployments (process runtime)', () => {
     for (const r of before) {
       await assert.rejects(fetch(`http://127.0.0.1:${r.port}/health`), 'the replica process is gone');
     }
+  });
+
+  test('deployments of two projects may share a name: their replicas are apart, and deleting one leaves the other', async () => {
+    const other = await createTenant(p.db);
+    const mine = await deployHttpReplica(p, t.key, 'same-name');
+    const theirs = await deployHttpReplica(p, other.key, 'same-name');
+    const [myReplica] = Object.keys(mine.replica_events);
+    const [theirReplica] = Object.keys(theirs.replica_events);
+    assert.notEqual(myReplica, theirReplica, 'replica ids are unique per deployment');
+    const portOf = async (deploymentId: string) =>
+      (
+        await p.db.query<{ port: number }>(
+          `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running'`,
+          [deploymentId],
+        )
+      ).rows[0].port;
+    const theirPort = await portOf(theirs.id);
+    assert.notEqual(await portOf(mine.id), theirPort);
+
+    assert.equal((await call(p.baseUrl, 'DELETE', '/v1/deployments/same-name', { key: t.key })).status, 200);
+    await eventually(
+      () => call(p.baseUrl, 'GET', '/v1/deployments/same-name', { key: t.key }),
+      (r) => r.status === 404,
+      30_000,
+    );
+    assert.equal(await serves(theirPort), true, "the other project's replica still serves");
+    const still = (await call(p.baseUrl, 'GET', '/v1/deployments/same-name', { key: other.key })).body;
+    assert.equal(still.status, 'Ready');
+    assert.equal(still.replica_events[theirReplica].replica_status, 'Running');
+    await call(p.baseUrl, 'DELETE', '/v1/deployments/same-name', { key: other.key });
   });
 });

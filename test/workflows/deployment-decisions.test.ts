@@ -102,7 +102,8 @@ describe('deployment workflow decisions (time-skipping)', () => {
           await handle.executeUpdate('deleteDeployment', { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           assert.equal(doubles.running.size, 0, 'every replica stopped');
-          await recordHistoryIfAsked(handle, 'deployment', 'metric-unreadable-observations-skipped-then-scaled');
+          // (recorded first as metric-unreadable-observations-skipped-then-scaled, before replica ids carried the deployment id)
+          await recordHistoryIfAsked(handle, 'deployment', 'metric-unreadable-skipped-replica-ids-per-deployment');
         },
       );
     },
