@@ -22,6 +22,7 @@ import type { RemoteFetchPolicy } from '../common/config';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { frameLoudness, planChunks, readWavLayout, writeWavSlice } from './wav';
+import { subprocessEnv } from '../providers/process/subprocess-env';
 
 export const SPEECH_DIR = path.resolve(__dirname, '..', 'speech');
 
@@ -44,12 +45,11 @@ export function createSpeechActivities(deps: SpeechDeps) {
     const ctx = Context.current();
     return new Promise((resolve, reject) => {
       const child = spawn(deps.speechPython, ['-m', `gantry_speech.${tool}`, ...args], {
-        env: {
-          ...process.env,
+        env: subprocessEnv({
           PYTHONPATH: SPEECH_DIR,
           HF_HUB_OFFLINE: '1',
           GANTRY_SPEECH_MODEL_CACHE: path.join(deps.workDir, 'models'),
-        },
+        }),
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stdout = '';

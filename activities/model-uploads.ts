@@ -22,6 +22,7 @@ import { insertRevision } from '../db/registry';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { safetensorsHeader } from './model-registry';
+import { subprocessEnv } from '../providers/process/subprocess-env';
 
 type Stored = { path: string; bytes: number; sha256: string };
 
@@ -35,7 +36,7 @@ function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
 }
 
 function zstdDecompress(input: Readable): Readable {
-  const zstd = spawn('zstd', ['-d', '-c', '-q'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const zstd = spawn('zstd', ['-d', '-c', '-q'], { stdio: ['pipe', 'pipe', 'ignore'], env: subprocessEnv() });
   const out = new PassThrough();
   zstd.on('error', (err) => out.destroy(err));
   zstd.on('exit', (code) => code !== 0 && code !== null && out.destroy(new Error(`zstd -d exited with ${code}`)));

@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
+import { subprocessEnv } from '../process/subprocess-env';
 
 export interface ArchiveEntry {
   name: string;
@@ -24,7 +25,10 @@ export class ZstdMissingError extends Error {
 /** A readable .tar.zst of `entries`, in order. Errors surface on the returned stream. */
 export function tarZstStream(entries: ArchiveEntry[], level = 3): Readable {
   const pack = tar.pack();
-  const zstd = spawn('zstd', ['-q', '-c', `-${level}`, '-T0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const zstd = spawn('zstd', ['-q', '-c', `-${level}`, '-T0'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: subprocessEnv(),
+  });
   zstd.on('error', (err: NodeJS.ErrnoException) => {
     zstd.stdout.destroy(err.code === 'ENOENT' ? new ZstdMissingError() : err);
   });

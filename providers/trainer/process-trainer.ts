@@ -9,6 +9,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TrainerKind } from '../../finetune/models';
 import { parseTrainerLine, type TrainerEvent } from './protocol';
+import { subprocessEnv } from '../process/subprocess-env';
 
 export const REFERENCE_TRAINER_DIR = path.resolve(__dirname, '../../trainers/reference');
 
@@ -58,12 +59,14 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
   const pkg = TRAINER_PACKAGES[opts.trainer ?? 'reference'];
   const child = spawn(opts.python, ['-m', pkg.module, configPath], {
     cwd: pkg.dir,
-    env: {
-      ...process.env,
+    env: subprocessEnv({
       PYTHONUNBUFFERED: '1',
       PYTHONPATH: [pkg.dir, REFERENCE_TRAINER_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
       JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu',
-    },
+      // The torch trainer's own settings: where base weights are, and whether it may download them.
+      GANTRY_MODEL_DIR: process.env.GANTRY_MODEL_DIR,
+      GANTRY_ALLOW_HUB_DOWNLOAD: process.env.GANTRY_ALLOW_HUB_DOWNLOAD,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const onAbort = () => child.kill('SIGTERM');
