@@ -19,6 +19,9 @@ export interface RemoteFetchPolicy {
 
 const port = z.coerce.number().int().min(0).max(65535);
 
+/** Secrets that appeared as defaults in this repository (docker-compose.yml): never valid. */
+const PUBLISHED_SECRETS = ['dev-only-signing-secret-change-me-0123456789'];
+
 const csvGpuTypes = z
   .string()
   .transform((s) =>
@@ -56,8 +59,19 @@ const EnvSchema = z.object({
     .default(25 * 1024 ** 3),
   /** Base URL clients reach the API at; pre-signed upload URLs point here. */
   GANTRY_PUBLIC_URL: z.url().optional(),
-  /** HMAC key for pre-signed URLs. Every API replica needs the same one. */
-  GANTRY_SIGNING_SECRET: z.string().min(32).optional(),
+  /**
+   * HMAC key for pre-signed URLs, and the root of the key that seals deployment secrets and source
+   * tokens. Every API replica and control worker needs the same one. A value published in this
+   * repository's history is refused: anyone could forge URLs and open sealed values with it.
+   */
+  GANTRY_SIGNING_SECRET: z
+    .string()
+    .min(32)
+    .refine(
+      (v) => !PUBLISHED_SECRETS.includes(v),
+      'is a published example value; set a random one (openssl rand -hex 32)',
+    )
+    .optional(),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
   /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
   GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce
