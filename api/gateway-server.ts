@@ -1,6 +1,6 @@
 /** The inference gateway process: `npm run gateway` (started by `./dev up`). */
 import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
@@ -9,6 +9,7 @@ import { createGatewayApp } from './gateway';
 import { createHttpMetrics, serveMetrics } from './metrics';
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('gateway', config.logLevel);
   const db = createPool(requireDatabaseUrl(config));

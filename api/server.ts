@@ -1,7 +1,7 @@
 /** The API process: `npm run api` (started by `./dev up`). */
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
 import { migrate } from '../db/migrate';
@@ -14,6 +14,7 @@ import { createHttpMetrics, serveMetrics } from './metrics';
 import { ensureUsageMeteringSchedule } from './usage-schedule';
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('api', config.logLevel);
   const db = createPool(requireDatabaseUrl(config));

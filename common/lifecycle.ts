@@ -1,5 +1,14 @@
-/** Start-up retries and graceful shutdown shared by every Gantry process. */
+/** Start-up retries, graceful shutdown and file modes shared by every Gantry process. */
 import type { Logger } from './logger';
+
+/**
+ * Files and directories this process (and what it starts) creates are its user's only: 0600 and
+ * 0700. Blobs, volumes, replica logs, speech files and the data directory's secrets hold tenants'
+ * data and keys; nothing else on the machine needs to read them. Called first by every entry point.
+ */
+export function ownerOnlyFiles(): void {
+  process.umask(0o077);
+}
 
 export async function retryUntilReady<T>(
   what: string,

@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { writeSecretFile } from '../common/secret-file';
 import { bootstrapDefaultAccount } from '../db/bootstrap';
@@ -21,6 +21,7 @@ import { createPool } from '../db/pool';
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('bootstrap', config.logLevel);
   const keyFile = config.adminKeyFile;

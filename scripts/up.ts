@@ -23,6 +23,7 @@ import { createPool } from '../db/pool';
 import { ensureTemporalCli } from './lib/temporal-cli';
 import { isPortFree } from './lib/ports';
 import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-dev-server';
+import { ownerOnlyFiles } from '../common/lifecycle';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
@@ -44,6 +45,7 @@ async function requireFreePort(port: number, what: string, envVar: string) {
 }
 
 async function main() {
+  ownerOnlyFiles(); // and the PostgreSQL, Temporal and Gantry processes it starts
   const config = loadConfig();
   mkdirSync(config.dataDir, { recursive: true });
   const env: NodeJS.ProcessEnv = {

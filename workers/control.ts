@@ -7,7 +7,7 @@
 import { Connection } from '@temporalio/client';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
-import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
@@ -19,6 +19,7 @@ import { ProcessRuntime } from '../providers/containers/process-runtime';
 import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('worker-control', config.logLevel);
   installRuntime(logger, { host: config.host, port: config.metricsPort });

@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, retryUntilReady } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { createPool } from '../db/pool';
 import { detectAcceleratorHost } from '../providers/accelerator/host';
@@ -15,6 +15,7 @@ import { connectWorkerConnection, createGpuWorkers, installRuntime } from './run
 import { gpuTaskQueue } from './task-queues';
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('worker-gpu', config.logLevel);
   installRuntime(logger, { host: config.host, port: config.metricsPort });

@@ -8,13 +8,14 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../common/config';
-import { exitOnStartupError } from '../common/lifecycle';
+import { exitOnStartupError, ownerOnlyFiles } from '../common/lifecycle';
 import { createLogger } from '../common/logger';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createSpeechWorker, installRuntime } from './runtime';
 import { SPEECH_TASK_QUEUE } from './task-queues';
 
 async function main() {
+  ownerOnlyFiles();
   const config = loadConfig();
   const logger = createLogger('worker-speech', config.logLevel);
   installRuntime(logger, { host: config.host, port: config.metricsPort });

@@ -6,6 +6,9 @@
  * Real worker processes, the process runtime.
  */
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../../common/config';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
@@ -54,6 +57,11 @@ async function restartedHostKeepsItsReplica(signal: 'SIGKILL' | 'SIGTERM', name:
     [ready.id, replica],
   );
   const health = () => serves(rows[0].port);
+  // What a host writes for its replicas is its own user's only (ownerOnlyFiles): no other account
+  // on the machine reads a tenant's output.
+  const logFile = path.join(loadConfig().dataDir, 'deployments', ready.id, `${replica}.log`);
+  assert.equal(statSync(logFile).mode & 0o777, 0o600, `${logFile} is 0600`);
+  assert.equal(statSync(path.dirname(logFile)).mode & 0o777, 0o700);
 
   first.child.kill(signal);
   await first.exited;
