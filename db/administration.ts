@@ -37,6 +37,14 @@ const PROJECT_COLUMNS = `p.id, p.organization_id, p.name, p.slug, p.visibility, 
  * and the open and closed ones (visible to the organization; private
  * projects are seen by their members only). Organization admins see all.
  */
+/**
+ * Which projects a person sees, as SQL over `p` (projects) and `pm` (their membership of p): the
+ * ones they belong to, the ones that are not private, and every one for an organization admin.
+ * `role` is the SQL of their organization role.
+ */
+export const visibleToCaller = (role: string) =>
+  `(pm.role IS NOT NULL OR p.visibility <> 'private' OR ${role}::text = 'Admin')`;
+
 export async function listVisibleProjects(
   db: Queryable,
   organizationId: string,
@@ -47,8 +55,7 @@ export async function listVisibleProjects(
     `SELECT ${PROJECT_COLUMNS}, pm.role
        FROM projects p
        LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = $2
-      WHERE p.organization_id = $1
-        AND (pm.role IS NOT NULL OR p.visibility <> 'private' OR $3::text = 'Admin')
+      WHERE p.organization_id = $1 AND ${visibleToCaller('$3')}
       ORDER BY p.is_default DESC, p.created_at, p.id`,
     [organizationId, userId, organizationRole],
   );

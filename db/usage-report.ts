@@ -6,6 +6,8 @@
  */
 import Decimal from 'decimal.js';
 import type { Queryable } from './pool';
+import type { OrganizationRole } from './accounts';
+import { visibleToCaller } from './administration';
 
 export type Granularity = 'daily' | 'hourly';
 
@@ -31,12 +33,16 @@ export function monthBounds(month: string): { start: Date; end: Date } {
   return { start: new Date(Date.UTC(y, m - 1, 1)), end: new Date(Date.UTC(y, m, 1)) };
 }
 
-/** Every window of the month that has usage, in order. */
+/**
+ * Every window of the month that has usage, in order: of the projects the viewer sees (an
+ * organization admin sees the whole organization, including usage no project holds any more).
+ */
 export async function usageWindows(
   db: Queryable,
   organizationId: string,
   month: string,
   granularity: Granularity,
+  viewer: { userId: string | null; organizationRole: OrganizationRole | null },
 ): Promise<UsageWindow[]> {
   const { start, end } = monthBounds(month);
   const unit = granularity === 'hourly' ? 'hour' : 'day';
@@ -53,9 +59,13 @@ export async function usageWindows(
             sum(quantity) AS quantity, sum(amount) AS amount
        FROM usage_records
       WHERE organization_id = $1 AND occurred_at >= $2 AND occurred_at < $3
+        AND ($5::text = 'Admin' OR project_id IN (
+              SELECT p.id FROM projects p
+                LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = $6
+               WHERE p.organization_id = $1 AND ${visibleToCaller('$5')}))
       GROUP BY 1, product, unit_price, dimensions, attributes
       ORDER BY 1, product, attributes::text, unit_price`,
-    [organizationId, start, end, unit],
+    [organizationId, start, end, unit, viewer.organizationRole, viewer.userId],
   );
   const windows: UsageWindow[] = [];
   const stepMs = granularity === 'hourly' ? 3_600_000 : 86_400_000;

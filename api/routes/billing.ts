@@ -77,7 +77,7 @@ export function addBillingUsageRoute(router: ApiRouter, { db }: ApiDeps, operati
         );
       }
       const month = query.month ?? currentMonth();
-      const windows = await usageWindows(db, p.organizationId, month, query.granularity);
+      const windows = await usageWindows(db, p.organizationId, month, query.granularity, p);
       let from = 0;
       if (query.cursor) {
         if (Number.isNaN(Date.parse(query.cursor))) throw badRequest('cursor is not one this API issued.', 'cursor');

@@ -12,6 +12,7 @@ import Decimal from 'decimal.js';
 import { GPU_HOUR_PRICES } from '../../common/pricing';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { recordUsage } from '../../db/usage';
+import { addOrganizationMember, addProjectMember, createApiKey, createProject, createUser } from '../../db/accounts';
 import { FAST_CLUSTERS, createCluster, waitForCluster } from '../helpers/clusters';
 import { chat, jsonl } from '../helpers/datasets';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
@@ -76,6 +77,38 @@ describe('billing usage', () => {
     assert.equal((await call(p.baseUrl, 'GET', '/billing/usage', { key: other.key })).status, 200);
     assert.equal((await usage(other.key, '?month=2026-13')).body.error.param, 'month');
     assert.equal((await usage(other.key, '?project=x')).status, 400);
+  });
+
+  test("a member sees the usage of the projects they can see; a private project's costs are its members' and the admins'", async () => {
+    const org = await createTenant(p.db, { organizationRole: 'Admin', projectRole: 'Admin' }); // its project is private
+    await setBillingUsageEnabled(p.db, org.organizationId, true);
+    const open = await createProject(p.db, {
+      organizationId: org.organizationId,
+      name: 'Open',
+      slug: `open-${org.projectSlug}`,
+      visibility: 'open',
+    });
+    const dev = await createUser(p.db, { email: `dev-${org.projectSlug}@example.test`, name: 'Dev' });
+    await addOrganizationMember(p.db, org.organizationId, dev, 'Developer');
+    await addProjectMember(p.db, open, dev, 'Editor');
+    const devKey = (await createApiKey(p.db, { projectId: open, userId: dev, name: 'dev' })).secret;
+    const spend = (projectId: string, resourceId: string) =>
+      recordUsage(p.db, {
+        projectId,
+        product: 'Test product',
+        resourceId,
+        quantity: '1',
+        unit: 'unit',
+        unitPrice: '2.5',
+        attributes: { resource_id: resourceId },
+        idempotencyKey: `visibility/${resourceId}`,
+      });
+    await spend(org.projectId, `private-${org.projectSlug}`);
+    await spend(open, `open-${org.projectSlug}`);
+    const resources = async (key: string) =>
+      (await lineItems(key)).map((i: any) => i.attributes.resource_id as string).sort();
+    assert.deepEqual(await resources(devKey), [`open-${org.projectSlug}`], 'the private project is not shown');
+    assert.deepEqual(await resources(org.key), [`open-${org.projectSlug}`, `private-${org.projectSlug}`].sort());
   });
 
   test('windows by day or hour, pages by cursor, exact decimal sums', async () => {
