@@ -13,6 +13,23 @@ type FileObject = Record<string, any>;
 
 const PENDING = ['PENDING', 'QUEUED', 'RUNNING'];
 
+/**
+ * Where a download goes when no --output is given. The name comes from the server, and anyone in
+ * the project chose it: it must not land on a dotfile (`.bashrc`, `.profile`) nor replace a file
+ * that is there. Leading dots and control characters are dropped; an empty name becomes the id.
+ */
+export function defaultDownloadName(serverName: string, id: string): string {
+  const name = path
+    .basename(serverName)
+    .replace(/[\x00-\x1f\x7f]/g, '')
+    .replace(/^\.+/, '');
+  const dest = name || id;
+  if (existsSync(dest)) {
+    throw new CliError(`${dest} exists here; choose where to write the file with --output.`, EXIT.USAGE);
+  }
+  return dest;
+}
+
 function reportRows(r: ValidationReport | undefined | null): [string, Cell][] {
   if (!r) return [];
   return [
@@ -210,11 +227,14 @@ export function addFileCommands(program: Command) {
     .command('download')
     .description("Download a file's content")
     .argument('<id>', 'file id')
-    .option('-o, --output <path>', 'where to write it (default: the file name in the current directory)')
+    .option(
+      '-o, --output <path>',
+      'where to write it (default: the file name in the current directory, never a dotfile or an existing file)',
+    )
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       const { client, out } = context(cmd);
       const f = await client.get<FileObject>(`/v1/files/${encodeURIComponent(id)}`);
-      const dest = opts.output ?? path.basename(f.filename);
+      const dest = opts.output ?? defaultDownloadName(f.filename, id);
       const res = await client.request('GET', `/v1/files/${encodeURIComponent(id)}/content`, {
         headers: { accept: '*/*' },
       });

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -227,6 +227,18 @@ describe('gantry files', () => {
     const down = await gantry(['files', 'download', id, '-o', 'copy.jsonl']);
     assert.equal(down.code, 0, down.stderr);
     assert.equal(statSync(path.join(dir, 'copy.jsonl')).size, one.bytes);
+
+    // A name chosen by someone else in the project never lands on a dotfile nor replaces a file.
+    const dotted = await json(['files', 'upload', 'good.jsonl', '--wait', '--file-name', '.hidden.jsonl']);
+    const saved = await gantry(['files', 'download', dotted.id]);
+    assert.equal(saved.code, 0, saved.stderr);
+    assert.ok(!existsSync(path.join(dir, '.hidden.jsonl')), 'no dotfile written');
+    assert.equal(statSync(path.join(dir, 'hidden.jsonl')).size, one.bytes);
+    write('hidden.jsonl', 'mine');
+    const again = await gantry(['files', 'download', dotted.id]);
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /hidden\.jsonl exists here; choose where to write the file with --output/);
+    assert.equal(readFileSync(path.join(dir, 'hidden.jsonl'), 'utf8'), 'mine', 'left as it was');
 
     // A file above the single-PUT limit goes up in parts, byte for byte.
     const large = jsonl(...records, ...records, ...records);
