@@ -26,6 +26,35 @@ import { subprocessEnv } from '../providers/process/subprocess-env';
 
 type Stored = { path: string; bytes: number; sha256: string };
 
+/**
+ * An archive may unpack to at most this many times the bytes downloaded (past a floor that small
+ * archives of configs and tar padding need). Weights compress little (about 1.1×); a small zstd
+ * or gzip file that unpacks to hundreds of GiB is a bomb, refused long before it fills a disk.
+ */
+export const MAX_EXPANSION = 100;
+const EXPANSION_FLOOR_BYTES = 64 * 1024 ** 2;
+
+class DecompressionBomb extends Error {}
+
+/** Passes the unpacked bytes on while they stay within MAX_EXPANSION of the bytes downloaded so far. */
+function expansionGuard(downloaded: () => number): Transform {
+  let unpacked = 0;
+  return new Transform({
+    transform(chunk: Buffer, _e, done) {
+      unpacked += chunk.length;
+      const allowed = Math.max(EXPANSION_FLOOR_BYTES, downloaded() * MAX_EXPANSION);
+      if (unpacked > allowed) {
+        return done(
+          new DecompressionBomb(
+            `The archive unpacks to more than ${MAX_EXPANSION} times its ${downloaded()} bytes; refused as a decompression bomb.`,
+          ),
+        );
+      }
+      done(null, chunk);
+    },
+  });
+}
+
 /** How the download is unpacked, from the URL's file name. */
 function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
   const name = url.pathname.toLowerCase();
@@ -33,6 +62,20 @@ function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
   if (name.endsWith('.tar.gz') || name.endsWith('.tgz')) return 'tar.gz';
   if (name.endsWith('.tar')) return 'tar';
   return 'file';
+}
+
+/** Why a download failed for good (a non-retryable failure the user reads), or undefined to retry it. */
+function downloadRefusal(err: unknown, format: string, maxBytes: number): ApplicationFailure | undefined {
+  if (err instanceof BlobTooLargeError)
+    return ApplicationFailure.nonRetryable(`The model is larger than the limit of ${maxBytes} bytes.`, 'UploadRefused');
+  if (err instanceof DecompressionBomb) return ApplicationFailure.nonRetryable(err.message, 'UploadRefused');
+  if (err instanceof ApplicationFailure) return err;
+  if (/zstd|incorrect header|unexpected end|invalid tar/i.test((err as Error).message))
+    return ApplicationFailure.nonRetryable(
+      `The ${format} archive could not be read: ${(err as Error).message}`,
+      'UploadInvalid',
+    );
+  return undefined;
 }
 
 function zstdDecompress(input: Readable): Readable {
@@ -140,16 +183,22 @@ export function createModelUploadActivities(deps: {
         if (format === 'file') {
           await store(path.posix.basename(remote.url.pathname) || 'model', source);
         } else {
-          const unpacked =
+          const decompressed =
             format === 'tar.zst' ? zstdDecompress(source) : format === 'tar.gz' ? source.pipe(createGunzip()) : source;
+          const unpacked = decompressed.pipe(expansionGuard(() => downloaded));
+          decompressed.on('error', (err) => unpacked.destroy(err));
           const extract = tar.extract();
+          // The file being stored when the archive fails: its entry stream must end, so that the
+          // store gives up its partial blob before this attempt ends.
+          let storing: Promise<void> | undefined;
           const done = new Promise<void>((resolve, reject) => {
             extract.on('entry', (header, stream, next) => {
               if (header.type !== 'file') {
                 stream.resume();
                 return next();
               }
-              store(header.name, Readable.from(stream)).then(
+              storing = store(header.name, Readable.from(stream));
+              storing.then(
                 () => next(),
                 (err) => {
                   stream.resume();
@@ -162,21 +211,18 @@ export function createModelUploadActivities(deps: {
             unpacked.on('error', reject);
           });
           unpacked.pipe(extract);
-          await done;
+          await done.catch(async (err) => {
+            extract.destroy(err);
+            await storing?.catch(() => undefined);
+            throw err;
+          });
         }
       } catch (err) {
-        if (err instanceof BlobTooLargeError)
-          throw ApplicationFailure.nonRetryable(
-            `The model is larger than the limit of ${policy.maxBytes} bytes.`,
-            'UploadRefused',
-          );
-        if (err instanceof ApplicationFailure) throw err;
-        if (/zstd|incorrect header|unexpected end|invalid tar/i.test((err as Error).message))
-          throw ApplicationFailure.nonRetryable(
-            `The ${format} archive could not be read: ${(err as Error).message}`,
-            'UploadInvalid',
-          );
-        throw err;
+        const refusal = downloadRefusal(err, format, policy.maxBytes);
+        if (!refusal) throw err; // retried: the next attempt writes the same files again
+        // Refused for good: what was stored of it goes, so a failed upload leaves nothing on disk.
+        await Promise.all(stored.map((f) => blobs.delete(`${prefix}/${f.path}`)));
+        throw refusal;
       }
       await event(uploadId, 'LEVEL_INFO', 'download.finished', `${stored.length} file(s), ${total} bytes.`);
 

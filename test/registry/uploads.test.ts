@@ -13,6 +13,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buffer } from 'node:stream/consumers';
 import { gzipSync } from 'node:zlib';
+import { existsSync, readdirSync } from 'node:fs';
+import { MAX_EXPANSION } from '../../activities/model-uploads';
 import { after, before, describe, test } from 'node:test';
 import { searchedAsItEnded } from '../helpers/operator-view';
 import tar from 'tar-stream';
@@ -62,6 +64,8 @@ before(async () => {
     '/evil.tar': await tarOf({ '../escape.safetensors': WEIGHTS }),
     '/notes.tar': await tarOf({ 'README.md': Buffer.from('no weights here') }),
     '/flaky.tar': await tarOf(files),
+    // 96 MiB of zeros behind the model's files: about 100 KiB compressed, far past MAX_EXPANSION.
+    '/bomb.tar.gz': gzipSync(await tarOf({ ...files, 'padding.bin': Buffer.alloc(96 * 1024 ** 2) })),
   };
   server = createServer((req, res) => {
     const url = req.url ?? '/';
@@ -227,6 +231,23 @@ describe('remote model uploads', () => {
     const missing = await upload(await registerModel('missing'), '/nothing-here.tar');
     assert.match(missing.statusMessage, /HTTP 404/);
     assert.equal(missing.restartCount, 0);
+  });
+
+  test('a decompression bomb is refused, and the files stored before it are removed', async () => {
+    const modelId = await registerModel('bomb');
+    const bomb = await upload(modelId, '/bomb.tar.gz');
+    assert.equal(bomb.status, 'REMOTE_UPLOAD_STATUS_FAILED');
+    assert.match(bomb.statusMessage, new RegExp(`more than ${MAX_EXPANSION} times .* decompression bomb`));
+    assert.equal(bomb.restartCount, 0);
+    const dir = p.blobs.localPath(`registry/${modelId}`);
+    const left = existsSync(dir)
+      ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile())
+      : [];
+    assert.deepEqual(
+      left.map((e) => e.name),
+      [],
+      'config.json and the weights, stored before the padding, are gone',
+    );
   });
 
   test('bad requests: URL schemes, unknown models, strict bodies, other projects', async () => {
