@@ -10,7 +10,9 @@ import { PRODUCTS } from '../common/pricing';
 import type { DatasetFormat } from '../datasets/records';
 import { getFileById } from '../db/files';
 import { addFineTuneEvent, getFineTuneById } from '../db/fine-tunes';
-import type { Db } from '../db/pool';
+import { withTransaction, type Db } from '../db/pool';
+import { remainingCredit } from '../db/credit';
+import { ApplicationFailure } from '@temporalio/common';
 import { recordedUnder, recordUsage } from '../db/usage';
 import { priceFineTuneJob, type PricedFile } from '../finetune/estimate';
 import { findFineTuneModel } from '../finetune/models';
@@ -18,6 +20,10 @@ import type { BlobStore } from '../providers/storage/blob-store';
 
 const chargeKey = (jobId: string) => `fine-tune/${jobId}/charge/`;
 
+/**
+ * Charges the job its quoted price when training starts, if the organization's remaining credit
+ * covers it; otherwise nothing is charged and the job fails (InsufficientCredit) before training.
+ */
 export async function chargeFineTune(db: Db, blobs: BlobStore, jobId: string): Promise<void> {
   if ((await recordedUnder(db, chargeKey(jobId))).count > 0) return;
   const job = await getFineTuneById(db, jobId);
@@ -43,21 +49,36 @@ export async function chargeFineTune(db: Db, blobs: BlobStore, jobId: string): P
     unitPrice: price.unitPrice,
     dimensions: { model: job.plan.model, training_type: job.plan.training_type, method: job.plan.method },
   };
-  await recordUsage(db, {
-    ...common,
-    product: PRODUCTS.fineTuneTrain,
-    quantity: price.trainTokens,
-    amount: trainAmount,
-    idempotencyKey: `${chargeKey(jobId)}train`,
-  });
-  // The evaluation line takes the rounding remainder, so the two add up to the quoted total exactly.
-  if (price.evalTokens === 0) return;
-  await recordUsage(db, {
-    ...common,
-    product: PRODUCTS.fineTuneEval,
-    quantity: price.evalTokens,
-    amount: price.total.minus(trainAmount),
-    idempotencyKey: `${chargeKey(jobId)}eval`,
+  await withTransaction(db, async (tx) => {
+    // One charge at a time per organization: two jobs starting together cannot spend the same credit.
+    await tx.query(
+      'SELECT 1 FROM organizations WHERE id = (SELECT organization_id FROM projects WHERE id = $1) FOR UPDATE',
+      [job.project_id],
+    );
+    if ((await recordedUnder(tx, chargeKey(jobId))).count > 0) return;
+    const remaining = await remainingCredit(tx, job.project_id);
+    if (price.total.gt(remaining)) {
+      throw ApplicationFailure.nonRetryable(
+        `The job costs ${price.total.toFixed()} USD and the organization has ${Decimal.max(remaining, 0).toFixed()} USD of credit left; nothing was charged.`,
+        'InsufficientCredit',
+      );
+    }
+    await recordUsage(tx, {
+      ...common,
+      product: PRODUCTS.fineTuneTrain,
+      quantity: price.trainTokens,
+      amount: trainAmount,
+      idempotencyKey: `${chargeKey(jobId)}train`,
+    });
+    // The evaluation line takes the rounding remainder, so the two add up to the quoted total exactly.
+    if (price.evalTokens === 0) return;
+    await recordUsage(tx, {
+      ...common,
+      product: PRODUCTS.fineTuneEval,
+      quantity: price.evalTokens,
+      amount: price.total.minus(trainAmount),
+      idempotencyKey: `${chargeKey(jobId)}eval`,
+    });
   });
 }
 

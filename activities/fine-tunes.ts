@@ -89,10 +89,11 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
     async recordFineTune(r: JobRecord): Promise<void> {
       // Billing follows the job's status: charged when training starts, unused tokens refunded before the
       // end is recorded (whoever sees the final status sees the refund too).
+      // A job the organization's credit does not cover fails here, before it is recorded as running.
       const status = r.update?.status;
       if (status === 'completed' || status === 'cancelled' || status === 'error') await refundFineTune(db, r.jobId);
-      await recordJob(db, r);
       if (status === 'running') await chargeFineTune(db, blobs, r.jobId);
+      await recordJob(db, r);
     },
 
     async releaseFineTuneFiles({ jobId }: { jobId: string }): Promise<void> {

@@ -180,6 +180,36 @@ describe('billing usage', () => {
     assert.ok((await lineItems(t.key)).every((i: any) => i.product_name !== 'Test product'));
   });
 
+  test('a fine-tune the remaining credit does not cover fails before training, and nothing is charged', async () => {
+    const poor = await createTenant(p.db);
+    await setBillingUsageEnabled(p.db, poor.organizationId, true);
+    await p.db.query('UPDATE organizations SET credit_limit = 0.000001 WHERE id = $1', [poor.organizationId]);
+    const records = Array.from({ length: 16 }, (_, i) => chat(`What is ${i} + 2?`, `${i} + 2 = ${i + 2}.`));
+    const train = await uploadValidated(p, poor.key, 'poor-train.jsonl', jsonl(...records));
+    const job = await call(p.baseUrl, 'POST', '/v1/fine-tunes', {
+      key: poor.key,
+      json: {
+        model: 'gantry/reference-byte-tiny',
+        training_file: train,
+        n_epochs: 1,
+        batch_size: 8,
+        max_seq_length: 64,
+      },
+    });
+    assert.equal(job.status, 200, JSON.stringify(job.body));
+    const done = await eventually(
+      () => call(p.baseUrl, 'GET', `/v1/fine-tunes/${job.body.id}`, { key: poor.key }),
+      (r) => ['completed', 'cancelled', 'error'].includes(r.body.status),
+      120_000,
+    );
+    assert.equal(done.body.status, 'error');
+    assert.match(done.body.error ?? JSON.stringify(done.body), /credit left; nothing was charged/);
+    const events = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${job.body.id}/events`, { key: poor.key })).body.data;
+    assert.ok(!events.some((e: any) => e.type === 'job_start'), 'training never started');
+    const charged = (await lineItems(poor.key)).filter((i: any) => i.attributes.resource_id === job.body.id);
+    assert.deepEqual(charged, []);
+  });
+
   test('a fine-tune is charged what its estimate quoted; a cancelled one gets its unused tokens back', async () => {
     const records = Array.from({ length: 32 }, (_, i) => chat(`What is ${i} + 5?`, `${i} + 5 = ${i + 5}.`));
     const train = await uploadValidated(p, t.key, 'bill-train.jsonl', jsonl(...records));
