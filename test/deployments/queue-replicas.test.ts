@@ -64,7 +64,7 @@ describe('queue workers as deployment replicas', () => {
     const status = () => api('GET', `/queue/status?model=jobs&request_id=${id}`).then((r) => r.body);
     const first = await eventually(status, (s) => s.info.step_1_by !== undefined, 20_000);
     const victim = first.info.attempt_0_by as string;
-    assert.match(victim, /^jobs-/, 'a replica of the deployment took the job');
+    assert.ok(victim.startsWith(`${dep.body.id}-`), `a replica of the deployment took the job (${victim})`);
 
     const logs = await api('GET', `/deployments/jobs/logs?replica_id=${victim}`);
     const started = logs.body.lines.map((l: string) => JSON.parse(l)).find((l: { pid?: number }) => l.pid);
