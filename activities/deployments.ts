@@ -86,6 +86,8 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
 export function createReplicaActivities(deps: {
   db: Db;
   runtime: ContainerRuntime;
+  /** What `runtime.adoptSurvivors()` took over when this host's worker started. */
+  survivors: Array<{ deploymentId: string; replicaId: string }>;
   volumes: VolumeStore;
   hostQueue: string;
   signingSecret?: string;
@@ -104,7 +106,7 @@ export function createReplicaActivities(deps: {
   // Replicas an earlier worker process of this host left running (it crashed or was killed): their
   // deployments' runs re-attach on this host's queue, which keeps its name (GANTRY_CONTAINER_HOST_ID);
   // one that no run re-attaches to within the lease is stopped.
-  for (const r of runtime.adoptSurvivors()) {
+  for (const r of deps.survivors) {
     leases.detach(r.replicaId, async () => {
       await runtime.stop(r.replicaId, 2);
       const stopped = { ...r, status: 'Terminated', reason: 'Unsupervised' };
@@ -170,8 +172,14 @@ export function createReplicaActivities(deps: {
         const port = await runtime.launch(
           {
             deploymentId: l.deploymentId,
+            projectId: l.projectId,
             replicaId: l.replicaId,
-            command: [...(l.spec.command ?? []), ...(l.spec.args ?? [])],
+            image: l.spec.image,
+            command: l.spec.command ?? [],
+            args: l.spec.args ?? [],
+            containerPort: l.spec.port,
+            cpu: l.spec.cpu,
+            memoryGiB: l.spec.memory,
             env,
             healthPath: l.spec.health_check_path ?? '/',
             healthTimeoutMs: 60_000,

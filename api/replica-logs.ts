@@ -2,31 +2,14 @@
  * Replicas' output for the logs route: the tail of each replica's log file, and
  * with `follow` a stream of new lines as they are written (NDJSON, one
  * `{replica_id, line}` object per line) until the client goes away or the
- * deployment does. Log files belong to the `process` runtime on this host; a
- * Kubernetes runtime would read the pod log API instead (KUBERNETES.md).
+ * deployment does. Log files are written by this host's container runtime
+ * (process or podman); a Kubernetes runtime would read the pod log API instead (KUBERNETES.md).
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import type { Request, Response } from 'express';
+import { TAIL_BYTES, tailLines } from '../providers/containers/log-tail';
 
-const TAIL_BYTES = 1 << 20;
 const POLL_MS = 250;
-
-/** The last `maxLines` complete lines, reading at most the last MiB of the file. */
-export function tailLines(file: string, maxLines: number): { lines: string[]; offset: number } {
-  if (!existsSync(file)) return { lines: [], offset: 0 };
-  const fd = openSync(file, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    const start = Math.max(0, size - TAIL_BYTES);
-    const buf = Buffer.alloc(size - start);
-    readSync(fd, buf, 0, buf.length, start);
-    let lines = buf.toString('utf8').split('\n');
-    if (start > 0) lines = lines.slice(1); // the first one is cut
-    return { lines: lines.filter(Boolean).slice(-maxLines), offset: size };
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Bytes appended since `offset`, as complete lines; the new offset stops after the last newline. */
 function readNew(file: string, offset: number): { lines: string[]; offset: number } {

@@ -171,10 +171,17 @@ const EnvSchema = z.object({
     .positive()
     .default(7 * 24 * 3600),
   /**
-   * Container runtime of this host's control worker: `process` runs deployments' commands as
-   * local processes (one machine, trusted users: no isolation); `none` runs no replicas here.
+   * Container runtime of this host's control worker: `podman` runs each replica as an isolated
+   * container of its image (rootful Podman); `process` runs deployments' commands as host
+   * processes with Gantry's own rights, for a single trusted user only (it says so at start);
+   * `none` runs no replicas here.
    */
-  GANTRY_CONTAINER_RUNTIME: z.enum(['process', 'none']).default('none'),
+  GANTRY_CONTAINER_RUNTIME: z.enum(['podman', 'process', 'none']).default('none'),
+  /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
+  GANTRY_INSECURE_REGISTRIES: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((r) => r.trim()).filter(Boolean)),
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
   /** Deployments: how often the autoscaler observes its metric. */
@@ -261,7 +268,8 @@ export interface GantryConfig {
   queueMaxPayloadBytes: number;
   remoteFetch: RemoteFetchPolicy;
   queueRetentionSeconds: number;
-  containerRuntime: 'process' | 'none';
+  containerRuntime: 'podman' | 'process' | 'none';
+  insecureRegistries: string[];
   deploymentMaxRestartBackoffSeconds: number;
   deploymentAutoscaleIntervalSeconds: number;
   deploymentAutoscaleCooldownSeconds: number;
@@ -336,6 +344,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     remoteFetch: { allowPrivateHosts: e.GANTRY_REMOTE_FETCH_ALLOW_PRIVATE, maxBytes: e.GANTRY_MODEL_UPLOAD_MAX_BYTES },
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
+    insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
     deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,
     deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,

@@ -15,7 +15,7 @@ import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import path from 'node:path';
 import { VolumeStore } from '../providers/containers/volume-store';
-import { ProcessRuntime } from '../providers/containers/process-runtime';
+import { selectContainerRuntime } from '../providers/containers/select-runtime';
 import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
@@ -46,10 +46,7 @@ async function main() {
     signingSecret: config.signingSecret,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
-  const runtime =
-    config.containerRuntime === 'process'
-      ? new ProcessRuntime(path.join(config.dataDir, 'deployments'), config.containerHostId)
-      : null;
+  const runtime = await selectContainerRuntime(config, logger);
   const containers = runtime
     ? await createContainerWorkers({
         connection,
@@ -65,9 +62,7 @@ async function main() {
     : [];
   logger.info(
     { taskQueue: 'control', containerRuntime: config.containerRuntime },
-    runtime
-      ? 'control worker polling; container host with the process runtime (no isolation)'
-      : 'control worker polling',
+    runtime ? `control worker polling; container host with the ${runtime.kind} runtime` : 'control worker polling',
   );
   // resolves after a shutdown signal has drained the workers
   await Promise.all([worker.run(), ...containers.map((w) => w.run())]);

@@ -226,10 +226,13 @@ export async function createContainerWorkers(
   const hostQueue = containerHostQueue(
     deps.hostId ?? `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
   );
+  // Replicas an earlier worker process of this host left running, taken over before any run asks.
+  const survivors = await deps.runtime.adoptSurvivors();
   const activities = {
     ...createReplicaActivities({
       db: deps.db,
       runtime: deps.runtime,
+      survivors,
       volumes: deps.volumes,
       hostQueue,
       signingSecret: deps.signingSecret,

@@ -281,7 +281,7 @@ export class DeploymentEntity {
           image: spec.image,
           status: 'Failed',
           reason: 'NoContainerHost',
-          message: `No container host took the replica within ${this.input.containerWaitSeconds ?? 60}s: no worker serves queue "${CONTAINERS_TASK_QUEUE}" (run a control worker with GANTRY_CONTAINER_RUNTIME=process).`,
+          message: `No container host took the replica within ${this.input.containerWaitSeconds ?? 60}s: no worker serves queue "${CONTAINERS_TASK_QUEUE}" (run a control worker with GANTRY_CONTAINER_RUNTIME=podman).`,
         });
       }
       this.failures++;

@@ -1,12 +1,16 @@
-// Example container for the `process` runtime (used by the deployment tests):
-// an HTTP server on $PORT. GET /health answers 200; GET /env?name=X answers the
+// Example replica (used by the deployment tests): an HTTP server on $PORT, run
+// as a host process by the `process` runtime, or as the image
+// gantry-examples/http-replica (Containerfile beside it) by the `podman` runtime. GET /health answers 200; GET /env?name=X answers the
 // variable's value (a test checks that secrets arrive); GET /file?path=P answers
 // the file P relative to the working directory (where volumes are mounted), 404 if absent; POST /log?text=T
 // prints T to stdout (the log-streaming test); GET /headers echoes the request headers; POST /crash exits with
 // code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
-// format, and POST /set-metric?value=N sets it (the autoscaling tests drive it). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
+// format, and POST /set-metric?value=N sets it (the autoscaling tests drive it); GET /connect?host=H&port=P
+// answers whether a TCP connection to H:P opens within a second (`connected`, or the error's code: the
+// isolation tests probe what a replica can reach). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 
 const replica = process.env.GANTRY_REPLICA_ID ?? 'unknown';
 let inflight = 0;
@@ -22,6 +26,17 @@ const server = createServer((req, res) => {
         res.end(err.code ?? 'error');
       },
     );
+    return;
+  }
+  if (url.pathname === '/connect') {
+    const socket = connect({ host: url.searchParams.get('host') ?? '', port: Number(url.searchParams.get('port')) });
+    const answer = (text) => {
+      socket.destroy();
+      if (!res.headersSent) res.end(text);
+    };
+    socket.setTimeout(1000, () => answer('ETIMEDOUT'));
+    socket.once('connect', () => answer('connected'));
+    socket.once('error', (err) => answer(err.code ?? 'error'));
     return;
   }
   if (url.pathname === '/log' && req.method === 'POST') {
@@ -49,7 +64,8 @@ const server = createServer((req, res) => {
   res.setHeader('content-type', 'application/json');
   res.end(JSON.stringify({ replica, greeting: process.env.GREETING ?? null }));
 });
-server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log(`${replica}: listening on ${process.env.PORT}`));
+// HOST: the image sets 0.0.0.0 (its port is published from the container's own address).
+server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1', () => console.log(`${replica}: listening on ${process.env.PORT}`));
 process.on('SIGTERM', () => {
   console.log(`${replica}: SIGTERM received, draining`);
   setTimeout(() => process.exit(0), Number(process.env.DRAIN_MS ?? 0));

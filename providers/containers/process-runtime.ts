@@ -2,9 +2,10 @@
  * The `process` container runtime (DESIGN.md): a replica is a local process
  * running the deployment's command and args, with its environment (secrets
  * already resolved), an assigned port in PORT, and its output appended to a
- * log file. It is for one machine and trusted users: it runs what it is told
- * on this host, with no isolation, and it pulls no image (`image` is recorded
- * only).
+ * log file. It is for one machine and one trusted user (GANTRY_CONTAINER_RUNTIME=process
+ * says so at start): it runs what it is told on this host, as Gantry's own user,
+ * with no isolation, and it pulls no image (`image` is recorded only). Tenants'
+ * replicas run in the `podman` runtime (podman/podman-runtime.ts).
  *
  * Without a container there is no filesystem to mount into, so each replica
  * gets a root directory of its own: it is the process's working directory
@@ -25,24 +26,13 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { freePort, waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 
 export { ReplicaFailed };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** What this host keeps of a running replica on disk, so a restarted worker can adopt it. */
 export interface ReplicaRecordOnDisk {
@@ -95,7 +85,7 @@ export class ProcessRuntime implements ContainerRuntime {
    * crashed: a replica writes to its log file itself and outlives the worker). Their exit is
    * watched by polling, and they are stopped like any other. Returns what was adopted.
    */
-  adoptSurvivors(): ReplicaRecordOnDisk[] {
+  async adoptSurvivors(): Promise<ReplicaRecordOnDisk[]> {
     const adopted: ReplicaRecordOnDisk[] = [];
     if (!this.hostId) return adopted;
     const dir = path.join(this.logDir, '.hosts', this.hostId);
@@ -131,13 +121,14 @@ export class ProcessRuntime implements ContainerRuntime {
     return path.join(this.logDir, deploymentId, `${replicaId}.log`);
   }
 
-  /** Starts the process and waits until its health check answers 2xx; returns the port it serves. */
   /** The replica's root: its working directory, where mount paths appear. */
   rootDir(deploymentId: string, replicaId: string): string {
     return path.join(this.logDir, deploymentId, `${replicaId}.root`);
   }
 
+  /** Starts the process and waits until its health check answers 2xx; returns the port it serves. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
+    const argv = [...r.command, ...r.args];
     if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
     const port = await freePort();
     const logFile = this.logFile(r.deploymentId, r.replicaId);
@@ -146,7 +137,7 @@ export class ProcessRuntime implements ContainerRuntime {
     // The replica writes to its log file itself (no pipe through this process), so it outlives a
     // crash of this worker and a restarted one can adopt it (adoptSurvivors).
     const log = openSync(logFile, 'a');
-    const child = spawn(r.command[0], r.command.slice(1), {
+    const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port), GANTRY_MOUNT_ROOT: root },
       stdio: ['ignore', log, log],
@@ -155,7 +146,7 @@ export class ProcessRuntime implements ContainerRuntime {
     const record = this.recordFile(r.replicaId);
     const exited = new Promise<ReplicaExit>((resolve) => {
       child.once('error', (err) => {
-        appendFileSync(logFile, `[gantry] could not start ${r.command[0]}: ${err.message}\n`);
+        appendFileSync(logFile, `[gantry] could not start ${argv[0]}: ${err.message}\n`);
         resolve({ code: null, signal: null });
       });
       child.once('exit', (code, signal) => {
@@ -171,33 +162,25 @@ export class ProcessRuntime implements ContainerRuntime {
         replicaId: r.replicaId,
         pid: child.pid,
         port,
-        command: r.command[0],
+        command: argv[0],
       };
       writeFileSync(record, JSON.stringify(onDisk));
     }
     this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited, release: () => child.unref() });
-    const deadline = Date.now() + r.healthTimeoutMs;
-    let gone = false;
-    void exited.then(() => (gone = true));
-    for (;;) {
-      onProgress();
-      if (gone) {
-        this.running.delete(r.replicaId);
-        const e = await exited;
-        throw new ReplicaFailed(`The process exited before it was healthy (code ${e.code}, signal ${e.signal}).`);
-      }
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}${r.healthPath}`, { signal: AbortSignal.timeout(2000) });
-        if (res.ok) return port;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) {
-        await this.stop(r.replicaId, 0);
-        throw new ReplicaFailed(`No healthy answer on ${r.healthPath} within ${r.healthTimeoutMs / 1000}s.`);
-      }
-      await sleep(100);
+    try {
+      await waitUntilHealthy({
+        port,
+        healthPath: r.healthPath,
+        timeoutMs: r.healthTimeoutMs,
+        exited,
+        onProgress,
+        onTimeout: () => this.stop(r.replicaId, 0),
+      });
+    } catch (err) {
+      this.running.delete(r.replicaId);
+      throw err;
     }
+    return port;
   }
 
   /** A fresh root with a link per mount (mount paths were checked to be absolute and plain at deploy). */

@@ -1,13 +1,25 @@
 /**
- * What the deployment activities need from a container runtime. The local
- * `process` runtime implements it for one machine (process-runtime.ts); a
- * Kubernetes runtime maps the same calls onto pods (KUBERNETES.md).
+ * What the deployment activities need from a container runtime. The `podman`
+ * runtime runs each replica as an isolated container of its image
+ * (podman/podman-runtime.ts); the `process` runtime runs the command as a host
+ * process, for one trusted user (process-runtime.ts); a Kubernetes runtime maps
+ * the same calls onto pods (KUBERNETES.md).
  */
 export interface ReplicaToLaunch {
   deploymentId: string;
+  projectId: string;
   replicaId: string;
-  /** The image's entrypoint as the deployment names it: command, then args. */
+  /** The OCI image reference the deployment names. */
+  image: string;
+  /** Replaces the image's entrypoint when given (Kubernetes' `command`). */
   command: string[];
+  /** Replaces the image's default arguments when given (Kubernetes' `args`). */
+  args: string[];
+  /** The port the replica's server listens on inside its container (the deployment's `port`). */
+  containerPort: number;
+  /** Limits: CPU cores and memory in GiB, as the deployment states them; absent, none. */
+  cpu?: number;
+  memoryGiB?: number;
   /** Plain values and resolved secrets; the runtime adds PORT. */
   env: Record<string, string>;
   healthPath: string;
@@ -40,5 +52,5 @@ export interface ContainerRuntime {
    * Takes over the replicas an earlier worker process of this same host left running (it crashed
    * or was killed), so their deployments' runs can supervise them again. What was adopted.
    */
-  adoptSurvivors(): Array<{ deploymentId: string; replicaId: string }>;
+  adoptSurvivors(): Promise<Array<{ deploymentId: string; replicaId: string }>>;
 }

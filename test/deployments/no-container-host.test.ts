@@ -39,7 +39,7 @@ describe('deployments without a container host', () => {
     for (const e of events) {
       assert.equal(e.replica_status, 'Failed');
       assert.equal(e.replica_status_reason, 'NoContainerHost');
-      assert.match(e.replica_status_message, /GANTRY_CONTAINER_RUNTIME=process/);
+      assert.match(e.replica_status_message, /GANTRY_CONTAINER_RUNTIME=podman/);
     }
     await api('DELETE', '/deployments/homeless');
     await eventually(

@@ -26,7 +26,7 @@ import {
   createGpuWorkers,
   createSpeechWorker,
 } from '../../workers/runtime';
-import { ProcessRuntime } from '../../providers/containers/process-runtime';
+import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
 
@@ -67,6 +67,11 @@ export async function startTestPlatform(
     containers?: boolean;
     /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs. */
     speech?: boolean;
+    /**
+     * The container host's runtime: `process` (the default here: most deployment tests run the
+     * example server straight from the repository) or `podman` (images, isolated).
+     */
+    containerRuntime?: 'process' | 'podman';
   } = {},
 ): Promise<TestPlatform> {
   const base = loadConfig({
@@ -117,8 +122,11 @@ export async function startTestPlatform(
       fleet,
     })),
   ];
-  // Tests run deployments' replicas as local processes (the `process` runtime).
-  const containerRuntime = new ProcessRuntime(path.join(base.dataDir, 'deployments'));
+  const logs = new LogCapture();
+  const containerRuntime = (await selectContainerRuntime(
+    { ...base, containerRuntime: opts.containerRuntime ?? 'process' },
+    createLogger('worker-control', 'warn', logs),
+  ))!;
   if (opts.controlWorker !== false && opts.containers !== false) {
     workers.push(
       ...(await createContainerWorkers({
@@ -144,7 +152,6 @@ export async function startTestPlatform(
   }
   const running = workers.map((w) => w.run());
 
-  const logs = new LogCapture();
   const logger = createLogger('api', 'info', logs);
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();

@@ -1,0 +1,106 @@
+/**
+ * How Gantry runs Podman (Debian's `podman`, rootful): every call goes through
+ * `podman()` with Gantry's own containers.conf (CONTAINERS_CONF), written once
+ * per data directory from what this machine allows:
+ *
+ * - Resource limits (ulimits) no higher than this process's hard limits. A root
+ *   without CAP_SYS_RESOURCE (a container host that is itself a container or a
+ *   locked-down VM) may not raise them, and Podman's defaults (nofile 1048576,
+ *   nproc from the kernel) make runc and crun refuse with `setrlimit
+ *   RLIMIT_NPROC/RLIMIT_NOFILE: Operation not permitted`.
+ * - runc rather than crun where the cgroup hierarchy is hybrid (v1 controllers
+ *   with an empty v2 mount): crun 1.8 refuses that layout outright.
+ * - cgroupfs, not systemd, as the cgroup manager: a container host need not run systemd.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** PATH for Podman and what it runs (conmon, runc, iptables): system directories only. */
+export const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+export class PodmanError extends Error {}
+
+/** The hard limit this process runs under for one resource of /proc/self/limits, or undefined if unlimited. */
+function hardLimit(limits: string, label: string): number | undefined {
+  const line = limits.split('\n').find((l) => l.startsWith(label));
+  const hard = line?.slice(label.length).trim().split(/\s+/)[1];
+  return hard && /^\d+$/.test(hard) ? Number(hard) : undefined;
+}
+
+/** Whether cgroup v1 controllers are mounted (v2 may be mounted beside them, empty: the hybrid layout). */
+function cgroupV1(): boolean {
+  return existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes');
+}
+
+/** The containers.conf for this machine (see the file's comment for why each setting). */
+export function containersConf(): string {
+  const limits = readFileSync('/proc/self/limits', 'utf8');
+  const ulimits: string[] = [];
+  const nofile = Math.min(hardLimit(limits, 'Max open files') ?? 1 << 20, 1 << 20);
+  // Podman's conmon runs with RLIMIT_NPROC 32768 (seen on Debian's Podman 4.3), and runc may not
+  // hand a container more than its parent holds.
+  const nproc = Math.min(hardLimit(limits, 'Max processes') ?? 32768, 32768);
+  ulimits.push(`"nofile=${nofile}:${nofile}"`, `"nproc=${nproc}:${nproc}"`);
+  return [
+    '# Written by Gantry (providers/containers/podman/podman-engine.ts); rewritten at each start.',
+    '[containers]',
+    `default_ulimits = [${ulimits.join(', ')}]`,
+    '[engine]',
+    `runtime = "${cgroupV1() ? 'runc' : 'crun'}"`,
+    'cgroup_manager = "cgroupfs"',
+    'events_logger = "file"',
+    '',
+  ].join('\n');
+}
+
+export class PodmanEngine {
+  readonly confFile: string;
+
+  constructor(stateDir: string) {
+    mkdirSync(stateDir, { recursive: true });
+    this.confFile = path.join(stateDir, 'containers.conf');
+    writeFileSync(this.confFile, containersConf());
+  }
+
+  /** The environment of a Podman process: system PATH and Gantry's containers.conf, plus `extra`. */
+  env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+    return { PATH: SYSTEM_PATH, HOME: '/root', CONTAINERS_CONF: this.confFile, ...extra };
+  }
+
+  /** Runs `podman args…` and answers its standard output; fails with Podman's own message. */
+  async podman(args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+    try {
+      const { stdout } = await run('podman', args, {
+        env: this.env(),
+        timeout: opts.timeoutMs ?? 120_000,
+        maxBuffer: 16 << 20,
+      });
+      return stdout;
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new PodmanError(`podman ${args[0]}: ${(e.stderr || e.message).trim().split('\n').slice(-3).join(' ')}`);
+    }
+  }
+
+  /** Why this machine cannot run Podman containers, or undefined when it can. */
+  static async unavailable(): Promise<string | undefined> {
+    if (process.getuid?.() !== 0) return 'the podman runtime runs rootful Podman: start the container host as root';
+    const found = (process.env.PATH ?? SYSTEM_PATH)
+      .split(':')
+      .concat(SYSTEM_PATH.split(':'))
+      .some((dir) => existsSync(path.join(dir, 'podman')));
+    if (!found) return 'podman is not installed (Debian: apt-get install podman runc)';
+    if (cgroupV1() && !['/usr/bin/runc', '/usr/sbin/runc'].some(existsSync))
+      return 'this machine has cgroup v1 controllers, which crun refuses: install runc (Debian: apt-get install runc)';
+    return undefined;
+  }
+}
+
+/** Names Podman has for Gantry's objects; kept short, since bridge names are at most 15 characters. */
+export function sanitizeName(id: string): string {
+  return id.toLowerCase().replace(/[^a-z0-9_.-]/g, '-');
+}

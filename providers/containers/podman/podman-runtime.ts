@@ -1,0 +1,253 @@
+/**
+ * The `podman` container runtime: each replica is a container of the
+ * deployment's OCI image, run by rootful Podman (podman-engine.ts says how it is
+ * configured), isolated from the host and from other tenants:
+ *
+ * - its own root filesystem from the image, its own PID, mount, IPC and UTS
+ *   namespaces; nothing of the host is mounted but the volumes and model
+ *   revisions the deployment declares, read-only;
+ * - its own network namespace on its project's bridge, which reaches nothing
+ *   beyond that bridge (replica-networks.ts), with its port published on this
+ *   host's loopback for the gateway, the health checks and the metric scrapes;
+ * - the deployment's `cpu` and `memory` as cgroup limits, a bound on its
+ *   processes, and no privilege escalation.
+ *
+ * The image is pulled from its registry (`GANTRY_INSECURE_REGISTRIES` names
+ * the ones reached over plain HTTP, such as a local one). The container writes
+ * its output straight into the replica's log file (Podman's passthrough log
+ * driver), so the logs route reads it as it does the process runtime's, and it
+ * outlives a crash of this worker: a restarted worker of the same host
+ * (GANTRY_CONTAINER_HOST_ID) finds its containers by label and adopts them.
+ * Secrets reach the container through the Podman client's environment
+ * (`--env NAME`), never through its command line.
+ */
+import { spawn } from 'node:child_process';
+import { appendFileSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import path from 'node:path';
+
+import { tailLines } from '../log-tail';
+import { freePort, waitUntilHealthy } from '../replica-health';
+import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
+import { PodmanError, type PodmanEngine } from './podman-engine';
+import type { ReplicaNetworks } from './replica-networks';
+
+/** Most processes (threads included) one replica may run: a fork bomb stays inside its container. */
+const PIDS_LIMIT = 4096;
+
+/**
+ * Variables the Podman client itself reads: a replica's variable of such a name is passed as
+ * NAME=VALUE on the command line instead of through the client's environment.
+ */
+const CLIENT_VARIABLE = /^(PATH|HOME|TMPDIR|CONTAINERS_.*|XDG_.*|PODMAN_.*|BUILDAH_.*|STORAGE_.*|REGISTRY_.*)$/;
+
+interface Held {
+  exited: Promise<ReplicaExit>;
+  /** Lets go of the Podman client so this process can exit while the container runs on. */
+  release?: () => void;
+}
+
+/** The registry host of an image reference (`host[:port]/path[:tag]`), if it names one. */
+export function registryOf(image: string): string | undefined {
+  const first = image.split('/')[0];
+  return image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost') ? first : undefined;
+}
+
+export class PodmanRuntime implements ContainerRuntime {
+  readonly kind = 'podman';
+  private readonly running = new Map<string, Held>();
+
+  /**
+   * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
+   * container host's stable name; with it a restarted worker adopts the containers the previous
+   * one left running, as the process runtime does.
+   */
+  constructor(
+    readonly logDir: string,
+    private readonly engine: PodmanEngine,
+    private readonly networks: ReplicaNetworks,
+    private readonly opts: { hostId?: string; insecureRegistries?: string[] } = {},
+  ) {}
+
+  logFile(deploymentId: string, replicaId: string): string {
+    return path.join(this.logDir, deploymentId, `${replicaId}.log`);
+  }
+
+  /** The container's name: replica ids are unique per deployment id, and so per installation. */
+  containerName(replicaId: string): string {
+    return `gantry-${replicaId.toLowerCase().replace(/[^a-z0-9_.-]/g, '-')}`;
+  }
+
+  private tlsArgs(image: string): string[] {
+    const registry = registryOf(image);
+    return registry && this.opts.insecureRegistries?.includes(registry) ? ['--tls-verify=false'] : [];
+  }
+
+  /** Pulls the image unless this host has it; a failure says why, in the replica's status. */
+  private async pull(image: string, onProgress: () => void): Promise<void> {
+    const present = await this.engine.podman(['image', 'exists', image]).then(
+      () => true,
+      () => false,
+    );
+    if (present) return;
+    const beat = setInterval(onProgress, 5000);
+    try {
+      await this.engine.podman(['pull', '--quiet', ...this.tlsArgs(image), image], { timeoutMs: 30 * 60_000 });
+    } catch (err) {
+      throw new ReplicaFailed(`The image ${image} could not be pulled: ${(err as Error).message}`);
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
+  async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
+    await this.pull(r.image, onProgress);
+    const network = await this.networks.acquire(r.projectId).catch((err: Error) => {
+      throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
+    });
+    const port = await freePort();
+    const name = this.containerName(r.replicaId);
+    const env: Record<string, string> = { ...r.env, PORT: String(r.containerPort) };
+    const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', CLIENT_VARIABLE.test(k) ? `${k}=${v}` : k]);
+    const clientEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !CLIENT_VARIABLE.test(k)));
+    const args = [
+      'run',
+      '--rm',
+      '--name',
+      name,
+      '--replace', // a container of this name left by a crash before it was adopted
+      '--pull=never',
+      '--log-driver=passthrough',
+      '--network',
+      network,
+      '--publish',
+      `127.0.0.1:${port}:${r.containerPort}`,
+      '--label',
+      `gantry.deployment=${r.deploymentId}`,
+      '--label',
+      `gantry.replica=${r.replicaId}`,
+      '--label',
+      `gantry.project=${r.projectId}`,
+      '--label',
+      `gantry.port=${port}`,
+      ...(this.opts.hostId ? ['--label', `gantry.host=${this.opts.hostId}`] : []),
+      '--pids-limit',
+      String(PIDS_LIMIT),
+      '--security-opt',
+      'no-new-privileges',
+      ...(r.cpu ? ['--cpus', String(r.cpu)] : []),
+      ...(r.memoryGiB ? ['--memory', `${Math.ceil(r.memoryGiB * 1024)}m`] : []),
+      ...r.mounts.flatMap((m) => ['--volume', `${m.hostDir}:${m.mountPath}:ro`]),
+      ...envArgs,
+      ...(r.command.length ? ['--entrypoint', JSON.stringify(r.command)] : []),
+      r.image,
+      ...r.args,
+    ];
+    const logFile = this.logFile(r.deploymentId, r.replicaId);
+    mkdirSync(path.dirname(logFile), { recursive: true });
+    const log = openSync(logFile, 'a');
+    const client = spawn('podman', args, { env: this.engine.env(clientEnv), stdio: ['ignore', log, log] });
+    closeSync(log);
+    const exited = new Promise<ReplicaExit>((resolve) => {
+      client.once('error', (err) => {
+        appendFileSync(logFile, `[gantry] could not start podman: ${err.message}\n`);
+        resolve({ code: null, signal: null });
+      });
+      client.once('exit', (code, signal) => {
+        appendFileSync(logFile, `[gantry] replica exited (code ${code}, signal ${signal})\n`);
+        resolve({ code, signal });
+      });
+    });
+    void exited.then(() => this.networks.release(r.projectId));
+    this.running.set(r.replicaId, { exited, release: () => client.unref() });
+    try {
+      await waitUntilHealthy({
+        port,
+        healthPath: r.healthPath,
+        timeoutMs: r.healthTimeoutMs,
+        exited,
+        onProgress,
+        onTimeout: () => this.stop(r.replicaId, 0),
+      });
+    } catch (err) {
+      this.running.delete(r.replicaId);
+      // What Podman or the program said last (a wrong entrypoint, a crash) is the useful part.
+      const said = tailLines(logFile, 3).lines.filter((l) => !l.startsWith('[gantry]'));
+      if (err instanceof ReplicaFailed && said.length) throw new ReplicaFailed(`${err.message} Last output: ${said.join(' / ')}`);
+      throw err;
+    }
+    return port;
+  }
+
+  /** Resolves when the container exits; null when this host does not hold it (it was lost). */
+  async waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
+    const r = this.running.get(replicaId);
+    if (!r) return null;
+    const aborted = new Promise<'aborted'>((resolve) =>
+      signal.addEventListener('abort', () => resolve('aborted'), { once: true }),
+    );
+    const outcome = await Promise.race([r.exited, aborted]);
+    if (outcome === 'aborted') throw signal.reason ?? new Error('aborted');
+    this.running.delete(replicaId);
+    return outcome;
+  }
+
+  /** `podman stop`: SIGTERM (or the image's stop signal), then SIGKILL after the grace period. */
+  async stop(replicaId: string, graceSeconds: number): Promise<void> {
+    const r = this.running.get(replicaId);
+    if (!r) return;
+    await this.engine
+      .podman(['stop', '--ignore', '--time', String(Math.max(0, Math.round(graceSeconds))), this.containerName(replicaId)])
+      .catch(() => undefined); // it exited meanwhile; `exited` below says so either way
+    await r.exited;
+    this.running.delete(replicaId);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.running.keys()].map((id) => this.stop(id, 2)));
+  }
+
+  release(): void {
+    for (const held of this.running.values()) held.release?.();
+    this.running.clear();
+  }
+
+  /**
+   * Takes over the containers of this host (by its `gantry.host` label) that a previous worker
+   * process left running; `podman wait` tells when each exits.
+   */
+  async adoptSurvivors(): Promise<Array<{ deploymentId: string; replicaId: string }>> {
+    if (!this.opts.hostId) return [];
+    const listed = await this.engine.podman([
+      'ps',
+      '--filter',
+      `label=gantry.host=${this.opts.hostId}`,
+      '--format',
+      'json',
+    ]);
+    const containers = JSON.parse(listed || '[]') as Array<{ Names: string[]; Labels: Record<string, string> }>;
+    const adopted: Array<{ deploymentId: string; replicaId: string }> = [];
+    for (const c of containers) {
+      const deploymentId = c.Labels['gantry.deployment'];
+      const replicaId = c.Labels['gantry.replica'];
+      const projectId = c.Labels['gantry.project'];
+      if (!deploymentId || !replicaId || !projectId || this.running.has(replicaId)) continue;
+      await this.networks.acquire(projectId);
+      // `podman wait` answers the exit code; killed on release, so this process can exit.
+      const waiter = spawn('podman', ['wait', c.Names[0]], { env: this.engine.env(), stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      waiter.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const exited = new Promise<ReplicaExit>((resolve) => {
+        waiter.once('error', () => resolve({ code: null, signal: null }));
+        // A container removed meanwhile has no status left to read: code null.
+        waiter.once('exit', () => resolve({ code: /^\d+$/.test(out.trim()) ? Number(out.trim()) : null, signal: null }));
+      });
+      void exited.then(() => this.networks.release(projectId));
+      this.running.set(replicaId, { exited, release: () => waiter.kill() });
+      adopted.push({ deploymentId, replicaId });
+    }
+    return adopted;
+  }
+}
+
+export { PodmanError };

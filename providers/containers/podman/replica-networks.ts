@@ -1,0 +1,123 @@
+/**
+ * The networks replicas live on: one Podman bridge per project, so a project's
+ * replicas reach each other and nothing else. A replica answers on its
+ * published port, but it opens no connection beyond its own bridge:
+ *
+ * - not to this host (PostgreSQL, Temporal, the API and anything else listening
+ *   on the host's addresses: INPUT from the bridge is dropped), and
+ * - not through it (other projects' bridges, the docker-compose network where
+ *   PostgreSQL and Temporal run, the outside: FORWARD from the bridge is dropped),
+ *
+ * except the replies of connections made to it (conntrack ESTABLISHED), which is
+ * how the gateway and the health checks reach it through the published port.
+ * The rules live in one chain, GANTRY-REPLICAS, jumped to first from INPUT and FORWARD.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { promisify } from 'node:util';
+
+import { PodmanError, SYSTEM_PATH, type PodmanEngine } from './podman-engine';
+
+const run = promisify(execFile);
+const CHAIN = 'GANTRY-REPLICAS';
+
+async function iptables(args: string[]): Promise<boolean> {
+  try {
+    await run('iptables', ['-w', ...args], { env: { PATH: SYSTEM_PATH } });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Adds the rule unless it is there (`-C` answers whether it is). */
+async function ensureRule(where: string, position: 'append' | 'first', rule: string[]): Promise<void> {
+  if (await iptables(['-C', where, ...rule])) return;
+  const added = await iptables(position === 'first' ? ['-I', where, '1', ...rule] : ['-A', where, ...rule]);
+  if (!added) throw new PodmanError(`could not add the replica firewall rule ${where} ${rule.join(' ')}`);
+}
+
+/** The Podman network of a project's replicas. */
+export function projectNetworkName(projectId: string): string {
+  return `gantry-${createHash('sha256').update(projectId).digest('hex').slice(0, 16)}`;
+}
+
+export class ReplicaNetworks {
+  /** Per network: its bridge once set up, and how many replicas of this host use it. */
+  private readonly networks = new Map<string, { bridge: Promise<string>; users: number }>();
+  private chain?: Promise<void>;
+
+  constructor(private readonly engine: PodmanEngine) {}
+
+  /**
+   * The project's network for one more replica, created (with its firewall rules) on first use.
+   * Each acquire is paired with a release when the replica is gone.
+   */
+  async acquire(projectId: string): Promise<string> {
+    const name = projectNetworkName(projectId);
+    let entry = this.networks.get(name);
+    if (!entry) {
+      entry = { bridge: this.ensure(name, projectId), users: 0 };
+      this.networks.set(name, entry);
+    }
+    entry.users++;
+    try {
+      await entry.bridge;
+    } catch (err) {
+      await this.release(projectId);
+      throw err;
+    }
+    return name;
+  }
+
+  /**
+   * A replica of the project is gone: with its last one on this host, the network and its rules
+   * go too (Podman hands out at most 256 bridge subnets, and projects come and go).
+   */
+  async release(projectId: string): Promise<void> {
+    const name = projectNetworkName(projectId);
+    const entry = this.networks.get(name);
+    if (!entry || --entry.users > 0) return;
+    this.networks.delete(name);
+    const bridge = await entry.bridge.catch(() => undefined);
+    // Refused while a container still uses it (one this process does not hold): then it stays.
+    const removed = await this.engine.podman(['network', 'rm', name]).then(
+      () => true,
+      () => false,
+    );
+    if (removed && bridge) for (const rule of bridgeRules(bridge)) await iptables(['-D', CHAIN, ...rule]);
+  }
+
+  private async ensure(name: string, projectId: string): Promise<string> {
+    this.chain ??= (async () => {
+      await iptables(['-N', CHAIN]); // fails harmlessly when it exists
+      await ensureRule('INPUT', 'first', ['-j', CHAIN]);
+      await ensureRule('FORWARD', 'first', ['-j', CHAIN]);
+    })();
+    await this.chain;
+    const exists = () =>
+      this.engine.podman(['network', 'exists', name]).then(
+        () => true,
+        () => false,
+      );
+    if (!(await exists())) {
+      await this.engine
+        .podman(['network', 'create', '--disable-dns', '--label', `gantry.project=${projectId}`, name])
+        .catch(async (err) => {
+          if (!(await exists())) throw err; // else another worker created it meanwhile
+        });
+    }
+    const bridge = (await this.engine.podman(['network', 'inspect', name, '--format', '{{.NetworkInterface}}'])).trim();
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge)) throw new PodmanError(`network ${name} has no bridge (${bridge})`);
+    for (const rule of bridgeRules(bridge)) await ensureRule(CHAIN, 'append', rule);
+    return bridge;
+  }
+}
+
+/** A bridge's rules, in order: replies to connections made to its replicas pass, the rest is dropped. */
+function bridgeRules(bridge: string): string[][] {
+  return [
+    ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'],
+    ['-i', bridge, '-j', 'DROP'],
+  ];
+}

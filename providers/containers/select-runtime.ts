@@ -1,0 +1,44 @@
+/**
+ * The container runtime a container host runs, from GANTRY_CONTAINER_RUNTIME:
+ * one place, so the control worker and `./dev up` agree on what each setting means.
+ */
+import path from 'node:path';
+
+import type { Logger } from 'pino';
+import { PodmanEngine } from './podman/podman-engine';
+import { PodmanRuntime } from './podman/podman-runtime';
+import { ReplicaNetworks } from './podman/replica-networks';
+import { ProcessRuntime } from './process-runtime';
+import type { ContainerRuntime } from './runtime';
+
+export async function selectContainerRuntime(
+  config: {
+    containerRuntime: 'podman' | 'process' | 'none';
+    dataDir: string;
+    containerHostId?: string;
+    insecureRegistries: string[];
+  },
+  logger: Logger,
+): Promise<ContainerRuntime | null> {
+  const logDir = path.join(config.dataDir, 'deployments');
+  switch (config.containerRuntime) {
+    case 'none':
+      return null;
+    case 'process':
+      logger.warn(
+        'SINGLE-TENANT: GANTRY_CONTAINER_RUNTIME=process runs every deployment as a host process with ' +
+          "this worker's user and rights (its data directory, keys and database are within reach) and ignores " +
+          'images. Use it only where one trusted user holds every API key; tenants need GANTRY_CONTAINER_RUNTIME=podman.',
+      );
+      return new ProcessRuntime(logDir, config.containerHostId);
+    case 'podman': {
+      const why = await PodmanEngine.unavailable();
+      if (why) throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${why}.`);
+      const engine = new PodmanEngine(path.join(config.dataDir, 'podman'));
+      return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine), {
+        hostId: config.containerHostId,
+        insecureRegistries: config.insecureRegistries,
+      });
+    }
+  }
+}

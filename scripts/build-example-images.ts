@@ -1,0 +1,88 @@
+/**
+ * Builds the example images with Podman from what this machine has (no public
+ * registry is reachable, so no base image is pulled): each image is FROM
+ * scratch, with this machine's Node.js binary and the shared libraries `ldd`
+ * says it loads, and the example's own files.
+ *
+ *   node --import tsx scripts/build-example-images.ts [--push <registry host:port>] [--insecure]
+ *
+ * Tagged `localhost/gantry-examples/<name>:1`; with --push, also pushed to the
+ * registry as `<registry>/gantry-examples/<name>:1`.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import { PodmanEngine } from '../providers/containers/podman/podman-engine';
+
+const ROOT = path.resolve(__dirname, '..');
+
+/** The example images: the folder holding the Containerfile, and the files it puts under /app. */
+export const EXAMPLE_IMAGES = {
+  'http-replica': { dir: 'examples/http-replica', app: ['server.mjs'] },
+} as const;
+
+export type ExampleImage = keyof typeof EXAMPLE_IMAGES;
+
+export const localTag = (name: ExampleImage) => `localhost/gantry-examples/${name}:1`;
+
+/** The shared libraries a binary loads, with the dynamic loader, as `ldd` lists them. */
+function sharedLibraries(binary: string): string[] {
+  const out = execFileSync('ldd', [binary], { encoding: 'utf8' });
+  return [...out.matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]);
+}
+
+function copyInto(rootfs: string, file: string, at = file): void {
+  const target = path.join(rootfs, at);
+  mkdirSync(path.dirname(target), { recursive: true });
+  copyFileSync(file, target);
+}
+
+/** Builds one example image; answers its local tag. */
+export async function buildExampleImage(engine: PodmanEngine, name: ExampleImage): Promise<string> {
+  const spec = EXAMPLE_IMAGES[name];
+  const context = mkdtempSync(path.join(tmpdir(), `gantry-image-${name}-`));
+  try {
+    const rootfs = path.join(context, 'rootfs');
+    copyInto(rootfs, process.execPath, '/usr/local/bin/node');
+    for (const lib of sharedLibraries(process.execPath)) copyInto(rootfs, lib);
+    for (const f of spec.app) copyInto(rootfs, path.join(ROOT, spec.dir, f), `/app/${f}`);
+    copyFileSync(path.join(ROOT, spec.dir, 'Containerfile'), path.join(context, 'Containerfile'));
+    await engine.podman(['build', '--quiet', '--network=none', '--tag', localTag(name), context], {
+      timeoutMs: 10 * 60_000,
+    });
+    return localTag(name);
+  } finally {
+    rmSync(context, { recursive: true, force: true });
+  }
+}
+
+/** Pushes a built example image to a registry; answers the reference there. */
+export async function pushExampleImage(
+  engine: PodmanEngine,
+  name: ExampleImage,
+  registry: string,
+  insecure: boolean,
+): Promise<string> {
+  const ref = `${registry}/gantry-examples/${name}:1`;
+  await engine.podman(['push', '--quiet', ...(insecure ? ['--tls-verify=false'] : []), localTag(name), ref]);
+  return ref;
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const push = args.includes('--push') ? args[args.indexOf('--push') + 1] : undefined;
+  const engine = new PodmanEngine(path.join(process.env.GANTRY_DATA_DIR ?? path.join(ROOT, '.data'), 'podman'));
+  for (const name of Object.keys(EXAMPLE_IMAGES) as ExampleImage[]) {
+    console.log(await buildExampleImage(engine, name));
+    if (push) console.log(await pushExampleImage(engine, name, push, args.includes('--insecure')));
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,224 @@
+/**
+ * Container deployments on the podman runtime: a replica runs its image (built
+ * by the project, pushed to a local registry, pulled at launch) in a container,
+ * and a tenant's container reaches nothing of the host or of other tenants.
+ *
+ * The probe is the example replica itself (examples/http-replica): /file reads
+ * a path inside the container, /connect opens a TCP connection from it. Every
+ * "cannot" has a "can" beside it, so a broken probe cannot pass for isolation:
+ * the container reads its own volume and /proc, and connects to itself and to
+ * its own project's other replica.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { projectNetworkName } from '../../providers/containers/podman/replica-networks';
+import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
+import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+let registry: LocalRegistry;
+let p: TestPlatform;
+let a: Tenant;
+let b: Tenant;
+let image: string;
+/** A service on every address of this host, as PostgreSQL or Temporal would be on a real one. */
+let hostService: Server;
+let hostServicePort: number;
+
+before(async () => {
+  const dataDir = process.env.GANTRY_DATA_DIR ?? path.resolve(__dirname, '../../.data');
+  registry = await startLocalRegistry(dataDir);
+  image = await registry.publish('http-replica');
+  p = await startTestPlatform({ containerRuntime: 'podman', env: { GANTRY_INSECURE_REGISTRIES: registry.address } });
+  a = await createTenant(p.db);
+  b = await createTenant(p.db);
+  hostService = createServer((s) => s.end('hello\n'));
+  await new Promise<void>((resolve) => hostService.listen(0, '0.0.0.0', resolve));
+  hostServicePort = (hostService.address() as { port: number }).port;
+});
+after(async () => {
+  await p.stop();
+  hostService.close();
+  await registry.stop();
+});
+
+const api = (method: string, url: string, json?: unknown, key = a.key) =>
+  call(p.baseUrl, method, `/v1${url}`, { key, json });
+const line = (n: number) => JSON.stringify({ text: `line ${n}` }) + '\n';
+
+/** What the replica of `key`'s deployment `name` answers on `route`, through the gateway. */
+async function viaGateway(key: string, name: string, route: string): Promise<{ status: number; text: string }> {
+  const res = await call<unknown>(p.gatewayUrl, 'GET', `/v1/deployments/${name}${route}`, { key });
+  return { status: res.status, text: typeof res.body === 'string' ? res.body : JSON.stringify(res.body) };
+}
+const readFrom = (key: string, name: string, file: string) =>
+  viaGateway(key, name, `/file?path=${encodeURIComponent(file)}`);
+const connectFrom = (key: string, name: string, host: string, port: number) =>
+  viaGateway(key, name, `/connect?host=${encodeURIComponent(host)}&port=${port}`).then((r) => r.text);
+
+function podman(args: string[]): string {
+  const conf = path.join(p.config.dataDir, 'podman', 'containers.conf');
+  return execFileSync('podman', args, { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } });
+}
+const containerIp = (replicaId: string) =>
+  podman(['inspect', `gantry-${replicaId}`, '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}']).trim();
+const gatewayOf = (projectId: string) =>
+  podman(['network', 'inspect', projectNetworkName(projectId), '--format', '{{range .Subnets}}{{.Gateway}}{{end}}']).trim();
+
+async function runningReplicas(deploymentId: string): Promise<string[]> {
+  const { rows } = await p.db.query<{ replica_id: string }>(
+    `SELECT replica_id FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' ORDER BY replica_id`,
+    [deploymentId],
+  );
+  return rows.map((r) => r.replica_id);
+}
+
+async function deploy(key: string, spec: Record<string, unknown>): Promise<{ id: string }> {
+  const created = await api(
+    'POST',
+    '/deployments',
+    {
+      name: 'web',
+      image,
+      gpu_type: 'h100-80gb',
+      port: 8080,
+      health_check_path: '/health',
+      min_replicas: 1,
+      max_replicas: 2,
+      termination_grace_period_seconds: 2,
+      ...spec,
+    },
+    key,
+  );
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  return eventually(
+    () => api('GET', '/deployments/web', undefined, key).then((r) => r.body),
+    (d) => d.status === 'Ready',
+    120_000,
+  );
+}
+
+describe('container deployments (podman runtime)', () => {
+  test("a tenant's container runs its image and reaches nothing of the host or of another tenant", async () => {
+    // Project A: a secret, a volume, limits, two replicas. Project B: a deployment of the same name.
+    const secretValue = `s3cr3t-${Date.now()}`;
+    assert.equal((await api('POST', '/deployments/secrets', { name: 'token', value: secretValue })).status, 200);
+    await uploadValidated(p, a.key, 'assets-a.jsonl', line(1));
+    const volume = await api('POST', '/deployments/storage/volumes', {
+      name: 'assets',
+      type: 'readOnly',
+      content: { type: 'files', source_prefix: 'assets-' },
+    });
+    assert.equal(volume.status, 200, JSON.stringify(volume.body));
+    const depA = await deploy(a.key, {
+      min_replicas: 2,
+      cpu: 0.5,
+      memory: 0.25,
+      environment_variables: [{ name: 'TOKEN', value_from_secret: 'token' }],
+      volumes: [{ name: 'assets', mount_path: '/data/assets' }],
+    });
+    const bFile = await uploadValidated(p, b.key, 'private-b.jsonl', line(2));
+    const depB = await deploy(b.key, {});
+
+    // Replica ids are the deployment's id and a number: the same name in two projects never collides.
+    const [a1, a2] = await runningReplicas(depA.id);
+    const [b1] = await runningReplicas(depB.id);
+    assert.ok(a1.startsWith(depA.id) && a2.startsWith(depA.id) && b1.startsWith(depB.id), `${a1} ${a2} ${b1}`);
+
+    // The image's root filesystem, its own PID namespace, its declared volume, its secret.
+    assert.match((await readFrom(a.key, 'web', '/proc/1/cmdline')).text, /\/app\/server\.mjs/);
+    assert.equal((await readFrom(a.key, 'web', '/etc/os-release')).status, 404, 'not the host root filesystem');
+    assert.equal((await readFrom(a.key, 'web', '/data/assets/assets-a.jsonl')).text, line(1));
+    assert.equal((await viaGateway(a.key, 'web', '/env?name=TOKEN')).text, secretValue);
+    assert.equal((await viaGateway(a.key, 'web', '/env?name=DATABASE_URL')).text, '');
+
+    // Nothing of Gantry's data directory: a canary beside the keys, another project's blob, the repository.
+    const canary = path.join(p.config.dataDir, 'isolation-canary');
+    writeFileSync(canary, 'host secret\n');
+    const { rows } = await p.db.query<{ blob_key: string }>('SELECT blob_key FROM files WHERE id = $1', [bFile]);
+    const bBlob = path.join(p.config.blobDir, rows[0].blob_key);
+    assert.ok(existsSync(bBlob), 'the blob is on the host');
+    for (const hostFile of [canary, bBlob, path.resolve(__dirname, '../../package.json')]) {
+      const seen = await readFrom(a.key, 'web', hostFile);
+      assert.deepEqual(seen, { status: 404, text: 'ENOENT' }, hostFile);
+    }
+    // Nor B's view of A's volume.
+    assert.deepEqual(await readFrom(b.key, 'web', '/data/assets/assets-a.jsonl'), { status: 404, text: 'ENOENT' });
+
+    // Limits from cpu and memory (cgroup v1 or v2 files, whichever this host has).
+    const memory = await readFrom(a.key, 'web', '/sys/fs/cgroup/memory/memory.limit_in_bytes');
+    const memoryV2 = await readFrom(a.key, 'web', '/sys/fs/cgroup/memory.max');
+    assert.equal((memory.status === 200 ? memory : memoryV2).text.trim(), String(256 * 1024 * 1024));
+    const quota = await readFrom(a.key, 'web', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us');
+    const cpuV2 = await readFrom(a.key, 'web', '/sys/fs/cgroup/cpu.max');
+    assert.match((quota.status === 200 ? quota : cpuV2).text, /^50000\b/);
+
+    // Network: itself and its own project's other replica, yes; the host and project B, no.
+    assert.equal(await connectFrom(a.key, 'web', '127.0.0.1', 8080), 'connected', 'the probe can connect');
+    const a2Ip = containerIp(a2);
+    const a1Ip = containerIp(a1);
+    const sameProject = await Promise.all([
+      connectFrom(a.key, 'web', a2Ip, 8080),
+      connectFrom(a.key, 'web', a1Ip, 8080),
+    ]);
+    assert.ok(sameProject.includes('connected'), `a replica reaches its sibling: ${sameProject}`);
+    const temporalPort = Number(p.config.temporal.address.split(':').pop());
+    const postgresPort = Number(new URL(p.config.databaseUrl!).port || 5432);
+    const hostAddresses = [
+      gatewayOf(a.projectId),
+      ...Object.values(networkInterfaces())
+        .flat()
+        .filter((i) => i && i.family === 'IPv4' && !i.internal)
+        .map((i) => i!.address),
+    ];
+    for (const host of hostAddresses) {
+      for (const port of [hostServicePort, postgresPort, temporalPort]) {
+        assert.notEqual(await connectFrom(a.key, 'web', host, port), 'connected', `${host}:${port} from a container`);
+      }
+    }
+    assert.notEqual(await connectFrom(a.key, 'web', containerIp(b1), 8080), 'connected', "project B's replica");
+    assert.notEqual(await connectFrom(b.key, 'web', a1Ip, 8080), 'connected', "project A's replica");
+
+    // The secret travelled in no command line on this host.
+    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      let cmdline = '';
+      try {
+        cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      } catch {
+        continue; // exited meanwhile
+      }
+      assert.ok(!cmdline.includes(secretValue), `process ${pid} has the secret on its command line`);
+    }
+
+    // Logs through the API, from the container's own output.
+    await call(p.gatewayUrl, 'POST', '/v1/deployments/web/log?text=hello-from-a-container', { key: a.key });
+    const logs = await eventually(
+      () => api('GET', `/deployments/${depA.id}/logs`).then((r) => r.body.lines as string[]),
+      (lines) => lines.some((l) => l.includes('hello-from-a-container')),
+    );
+    assert.ok(logs.some((l) => l.includes('listening on 8080')));
+
+    // Deleting B's deployment stops B's container and leaves A's running.
+    assert.equal((await api('DELETE', '/deployments/web', undefined, b.key)).status, 200);
+    await eventually(
+      async () => podman(['ps', '--filter', `label=gantry.deployment=${depB.id}`, '--format', '{{.Names}}']).trim(),
+      (names) => names === '',
+    );
+    // Its project network goes with its last replica.
+    await eventually(
+      async () => podman(['network', 'ls', '--format', '{{.Name}}']).split('\n'),
+      (names) => !names.includes(projectNetworkName(b.projectId)),
+    );
+    assert.equal((await viaGateway(a.key, 'web', '/health')).text, 'ok');
+    assert.equal(
+      podman(['ps', '--filter', `label=gantry.deployment=${depA.id}`, '--format', '{{.Names}}']).trim().split('\n').length,
+      2,
+    );
+  });
+});
