@@ -20,7 +20,8 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
 
 # The reference trainer (trainers/reference): Python with JAX on CPU, used by
 # GPU workers. Its packages get their own layer, rebuilt when they change.
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd \
+# Podman, runc and iptables: the container host's runtime (service container-host).
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd podman runc iptables \
     && rm -rf /var/lib/apt/lists/*
 COPY trainers/reference/requirements.txt trainers/reference/requirements.txt
 RUN python3 -m venv /app/.venv \

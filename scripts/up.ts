@@ -51,8 +51,9 @@ async function main() {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     GANTRY_DATA_DIR: config.dataDir,
-    // One machine, one user: deployments' replicas run as local processes unless told otherwise.
-    GANTRY_CONTAINER_RUNTIME: process.env.GANTRY_CONTAINER_RUNTIME ?? 'process',
+    // Deployments' replicas run as isolated containers (rootful Podman, installed by ./dev up);
+    // GANTRY_CONTAINER_RUNTIME=process is the single-tenant alternative, and says so at start.
+    GANTRY_CONTAINER_RUNTIME: process.env.GANTRY_CONTAINER_RUNTIME ?? 'podman',
   };
   if (!config.signingSecret) {
     // One key for pre-signed URLs, kept across restarts so issued URLs stay valid.
