@@ -45,6 +45,25 @@ export function firstUnknownKey(schema: ZodType, input: unknown): string | null 
   return Object.keys(input).find((k) => !known.has(k)) ?? null;
 }
 
+/** NUL, or half of a UTF-16 surrogate pair: text PostgreSQL cannot store (and no client means). */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The path of the first string (value or object key) in `input` that holds unstorable text, if any.
+ * Checked before any schema, for every route: a NUL byte in a query parameter or a lone surrogate
+ * in a JSON string would otherwise reach PostgreSQL and fail there as a 500.
+ */
+export function findUnstorableText(input: unknown, at: string[] = [], depth = 0): string[] | null {
+  if (typeof input === 'string') return UNSTORABLE.test(input) ? at : null;
+  if (typeof input !== 'object' || input === null || depth > 64) return null;
+  for (const [key, value] of Object.entries(input)) {
+    if (UNSTORABLE.test(key)) return at;
+    const found = findUnstorableText(value, [...at, key], depth + 1);
+    if (found) return found;
+  }
+  return null;
+}
+
 export function parseOrThrow<S extends ZodType>(
   schema: S,
   input: unknown,
@@ -61,6 +80,15 @@ export function parseOrThrow<S extends ZodType>(
         location === 'query' ? 'unknown_parameter' : 'unknown_field',
       );
     }
+  }
+  const unstorable = findUnstorableText(input);
+  if (unstorable) {
+    const param = unstorable.join('.') || null;
+    throw badRequest(
+      `Invalid value for '${param ?? location}': text must not contain NUL characters or unpaired UTF-16 surrogates.`,
+      param,
+      'invalid_value',
+    );
   }
   const result = schema.safeParse(input);
   if (!result.success) throw zodErrorToApiError(result.error, location);

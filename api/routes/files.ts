@@ -29,6 +29,7 @@ import { withTransaction, type Queryable } from '../../db/pool';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
+import { parseOrThrow } from '../validation';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
@@ -322,7 +323,8 @@ function presignedUploadHandler(deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
   return async (req: Request, res: Response) => {
     if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
-    const fileId = z.string().min(1).max(128).parse(req.params.id);
+    // Parsed like any route's path: a bad id is a 400 naming `id` (the signed router has no RouteSpec parse).
+    const fileId = parseOrThrow(FileIdParams, req.params, 'path', false).id;
     const grant = verifyUploadUrl(config.signingSecret, fileId, req.query);
     const declared = Number(req.headers['content-length']);
     if (!req.headers['content-length'] || !Number.isSafeInteger(declared) || declared < 0) {

@@ -12,9 +12,9 @@ import {
   REMEDIATION_TRIGGERS,
 } from '../../common/clusters';
 import { GPU_TYPES } from '../../common/gpu-types';
-import { IsoDateTime } from './common';
+import { INT4_MAX, IsoDateTime } from './common';
 
-const count = z.number().int().nonnegative();
+const count = z.number().int().nonnegative().max(INT4_MAX);
 const AddOnConfig = z
   .object(Object.fromEntries(ADD_ON_TYPES.map((t) => [t, z.object({ enabled: z.boolean().optional() }).optional()])))
   .meta({ id: 'ClusterAddOnConfig' });
@@ -62,7 +62,7 @@ const AcceptanceTestsParams = z
 
 const SharedVolumeCreate = z.object({
   region: z.string().min(1),
-  size_tib: z.number().int().positive(),
+  size_tib: z.number().int().positive().max(INT4_MAX),
   volume_name: z.string().min(1).max(128),
   is_lifecycle_independent: z.boolean().optional(),
   project_id: z.string().optional(),
@@ -270,7 +270,7 @@ export const RegionsSchema = z
 
 export const CreateVolumeBody = SharedVolumeCreate.meta({ id: 'ClusterStorageCreateRequest' });
 export const UpdateVolumeBody = z
-  .object({ volume_id: z.string().min(1), size_tib: z.number().int().positive().optional() })
+  .object({ volume_id: z.string().min(1), size_tib: z.number().int().positive().max(INT4_MAX).optional() })
   .meta({ id: 'ClusterStorageUpdateRequest' });
 export const VolumeIdParams = z.object({ volume_id: z.string().min(1) });
 export const VolumeSchema = z

@@ -17,3 +17,6 @@ export function listOf<T extends z.ZodType>(item: T) {
 }
 
 export const IsoDateTime = z.iso.datetime({ offset: true });
+
+/** The largest value of a PostgreSQL `integer` column: counts and sizes stored in one stop here (400, not a 500 from the database). */
+export const INT4_MAX = 2 ** 31 - 1;
