@@ -67,9 +67,20 @@ function podman(args: string[]): string {
   return execFileSync('podman', args, { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } });
 }
 const containerIp = (replicaId: string) =>
-  podman(['inspect', `gantry-${replicaId}`, '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}']).trim();
+  podman([
+    'inspect',
+    `gantry-${replicaId}`,
+    '--format',
+    '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}',
+  ]).trim();
 const gatewayOf = (projectId: string) =>
-  podman(['network', 'inspect', projectNetworkName(projectId), '--format', '{{range .Subnets}}{{.Gateway}}{{end}}']).trim();
+  podman([
+    'network',
+    'inspect',
+    projectNetworkName(projectId),
+    '--format',
+    '{{range .Subnets}}{{.Gateway}}{{end}}',
+  ]).trim();
 
 async function runningReplicas(deploymentId: string): Promise<string[]> {
   const { rows } = await p.db.query<{ replica_id: string }>(
@@ -217,7 +228,9 @@ describe('container deployments (podman runtime)', () => {
     );
     assert.equal((await viaGateway(a.key, 'web', '/health')).text, 'ok');
     assert.equal(
-      podman(['ps', '--filter', `label=gantry.deployment=${depA.id}`, '--format', '{{.Names}}']).trim().split('\n').length,
+      podman(['ps', '--filter', `label=gantry.deployment=${depA.id}`, '--format', '{{.Names}}'])
+        .trim()
+        .split('\n').length,
       2,
     );
   });

@@ -13,12 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { PodmanEngine } from '../../providers/containers/podman/podman-engine';
 import { freePort } from '../../providers/containers/replica-health';
-import {
-  buildExampleImage,
-  localTag,
-  pushExampleImage,
-  type ExampleImage,
-} from '../../scripts/build-example-images';
+import { buildExampleImage, localTag, pushExampleImage, type ExampleImage } from '../../scripts/build-example-images';
 
 export interface LocalRegistry {
   /** host:port, as an image reference names it. */

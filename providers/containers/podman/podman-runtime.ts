@@ -49,7 +49,9 @@ interface Held {
 /** The registry host of an image reference (`host[:port]/path[:tag]`), if it names one. */
 export function registryOf(image: string): string | undefined {
   const first = image.split('/')[0];
-  return image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost') ? first : undefined;
+  return image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost')
+    ? first
+    : undefined;
 }
 
 export class PodmanRuntime implements ContainerRuntime {
@@ -173,7 +175,8 @@ export class PodmanRuntime implements ContainerRuntime {
       this.running.delete(r.replicaId);
       // What Podman or the program said last (a wrong entrypoint, a crash) is the useful part.
       const said = tailLines(logFile, 3).lines.filter((l) => !l.startsWith('[gantry]'));
-      if (err instanceof ReplicaFailed && said.length) throw new ReplicaFailed(`${err.message} Last output: ${said.join(' / ')}`);
+      if (err instanceof ReplicaFailed && said.length)
+        throw new ReplicaFailed(`${err.message} Last output: ${said.join(' / ')}`);
       throw err;
     }
     return port;
@@ -197,7 +200,13 @@ export class PodmanRuntime implements ContainerRuntime {
     const r = this.running.get(replicaId);
     if (!r) return;
     await this.engine
-      .podman(['stop', '--ignore', '--time', String(Math.max(0, Math.round(graceSeconds))), this.containerName(replicaId)])
+      .podman([
+        'stop',
+        '--ignore',
+        '--time',
+        String(Math.max(0, Math.round(graceSeconds))),
+        this.containerName(replicaId),
+      ])
       .catch(() => undefined); // it exited meanwhile; `exited` below says so either way
     await r.exited;
     this.running.delete(replicaId);
@@ -234,13 +243,18 @@ export class PodmanRuntime implements ContainerRuntime {
       if (!deploymentId || !replicaId || !projectId || this.running.has(replicaId)) continue;
       await this.networks.acquire(projectId);
       // `podman wait` answers the exit code; killed on release, so this process can exit.
-      const waiter = spawn('podman', ['wait', c.Names[0]], { env: this.engine.env(), stdio: ['ignore', 'pipe', 'ignore'] });
+      const waiter = spawn('podman', ['wait', c.Names[0]], {
+        env: this.engine.env(),
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
       let out = '';
       waiter.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
       const exited = new Promise<ReplicaExit>((resolve) => {
         waiter.once('error', () => resolve({ code: null, signal: null }));
         // A container removed meanwhile has no status left to read: code null.
-        waiter.once('exit', () => resolve({ code: /^\d+$/.test(out.trim()) ? Number(out.trim()) : null, signal: null }));
+        waiter.once('exit', () =>
+          resolve({ code: /^\d+$/.test(out.trim()) ? Number(out.trim()) : null, signal: null }),
+        );
       });
       void exited.then(() => this.networks.release(projectId));
       this.running.set(replicaId, { exited, release: () => waiter.kill() });
