@@ -177,6 +177,11 @@ const EnvSchema = z.object({
    * `none` runs no replicas here.
    */
   GANTRY_CONTAINER_RUNTIME: z.enum(['podman', 'process', 'none']).default('none'),
+  /**
+   * Gantry's API as a container host reaches it (default: GANTRY_PUBLIC_URL): podman replicas reach
+   * it, and nothing else, through a forwarder on their bridge, and find its address in GANTRY_BASE_URL.
+   */
+  GANTRY_REPLICA_API_URL: z.url().optional(),
   /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
   GANTRY_INSECURE_REGISTRIES: z
     .string()
@@ -270,6 +275,7 @@ export interface GantryConfig {
   queueRetentionSeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
   insecureRegistries: string[];
+  replicaApiUrl: string;
   deploymentMaxRestartBackoffSeconds: number;
   deploymentAutoscaleIntervalSeconds: number;
   deploymentAutoscaleCooldownSeconds: number;
@@ -345,6 +351,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
+    replicaApiUrl: e.GANTRY_REPLICA_API_URL ?? e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
     deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,
     deploymentAutoscaleCooldownSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS,

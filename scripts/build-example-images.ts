@@ -2,7 +2,7 @@
  * Builds the example images with Podman from what this machine has (no public
  * registry is reachable, so no base image is pulled): each image is FROM
  * scratch, with this machine's Node.js binary and the shared libraries `ldd`
- * says it loads, and the example's own files.
+ * says it loads, and the example's own files (TypeScript bundled by esbuild).
  *
  *   node --import tsx scripts/build-example-images.ts [--push <registry host:port>] [--insecure]
  *
@@ -14,16 +14,22 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import { build } from 'esbuild';
+
 import { PodmanEngine } from '../providers/containers/podman/podman-engine';
 
 const ROOT = path.resolve(__dirname, '..');
 
-/** The example images: the folder holding the Containerfile, and the files it puts under /app. */
-export const EXAMPLE_IMAGES = {
-  'http-replica': { dir: 'examples/http-replica', app: ['server.mjs'] },
-} as const;
+/**
+ * The example images: the folder holding the Containerfile, the files it puts under /app as they
+ * are, and the TypeScript entry points it bundles (with what they import) into one file each.
+ */
+export const EXAMPLE_IMAGES: Record<string, { dir: string; copy: string[]; bundle: Record<string, string> }> = {
+  'http-replica': { dir: 'examples/http-replica', copy: ['server.mjs'], bundle: {} },
+  'queue-worker': { dir: 'examples/queue-worker', copy: [], bundle: { 'worker.mjs': 'worker.ts' } },
+};
 
-export type ExampleImage = keyof typeof EXAMPLE_IMAGES;
+export type ExampleImage = 'http-replica' | 'queue-worker';
 
 export const localTag = (name: ExampleImage) => `localhost/gantry-examples/${name}:1`;
 
@@ -47,7 +53,18 @@ export async function buildExampleImage(engine: PodmanEngine, name: ExampleImage
     const rootfs = path.join(context, 'rootfs');
     copyInto(rootfs, process.execPath, '/usr/local/bin/node');
     for (const lib of sharedLibraries(process.execPath)) copyInto(rootfs, lib);
-    for (const f of spec.app) copyInto(rootfs, path.join(ROOT, spec.dir, f), `/app/${f}`);
+    for (const f of spec.copy) copyInto(rootfs, path.join(ROOT, spec.dir, f), `/app/${f}`);
+    for (const [out, entry] of Object.entries(spec.bundle)) {
+      await build({
+        entryPoints: [path.join(ROOT, spec.dir, entry)],
+        outfile: path.join(rootfs, 'app', out),
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node20',
+        logLevel: 'error',
+      });
+    }
     copyFileSync(path.join(ROOT, spec.dir, 'Containerfile'), path.join(context, 'Containerfile'));
     await engine.podman(['build', '--quiet', '--network=none', '--tag', localTag(name), context], {
       timeoutMs: 10 * 60_000,

@@ -11,7 +11,8 @@
  *   {"op": "fail", "message": "..."}         -> fails the job (not retried)
  *   {"op": "hang"}                           -> never answers (the claim times out)
  *
- * It logs one JSON line when it starts, {"worker": id, "pid": n}, and one per
+ * In a podman replica GANTRY_BASE_URL is set by the runtime (the API through
+ * the replica's bridge). It logs one JSON line when it starts, {"worker": id, "pid": n}, and one per
  * job it takes, {"claimed": id, "priority": p, "retries": r}. When PORT is set
  * (it runs as a deployment replica) it answers GET /health there.
  */
@@ -38,7 +39,8 @@ const worker = new QueueWorker({
 
 process.stdout.write(JSON.stringify({ worker: workerId, pid: process.pid }) + '\n');
 const health = process.env.PORT
-  ? createServer((_req, res) => res.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')
+  ? // HOST: the image sets 0.0.0.0 (its port is published from the container's own address).
+    createServer((_req, res) => res.end('ok')).listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1')
   : null;
 process.on('SIGTERM', () => {
   health?.close();

@@ -17,6 +17,7 @@ export async function selectContainerRuntime(
     dataDir: string;
     containerHostId?: string;
     insecureRegistries: string[];
+    replicaApiUrl: string;
   },
   logger: Logger,
 ): Promise<ContainerRuntime | null> {
@@ -35,7 +36,9 @@ export async function selectContainerRuntime(
       const why = await PodmanEngine.unavailable();
       if (why) throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${why}.`);
       const engine = new PodmanEngine(path.join(config.dataDir, 'podman'));
-      return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine), {
+      const api = new URL(config.replicaApiUrl);
+      const target = { host: api.hostname, port: Number(api.port || (api.protocol === 'https:' ? 443 : 80)) };
+      return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
       });

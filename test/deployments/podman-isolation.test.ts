@@ -27,6 +27,7 @@ let p: TestPlatform;
 let a: Tenant;
 let b: Tenant;
 let image: string;
+let queueWorkerImage: string;
 /** A service on every address of this host, as PostgreSQL or Temporal would be on a real one. */
 let hostService: Server;
 let hostServicePort: number;
@@ -35,7 +36,15 @@ before(async () => {
   const dataDir = process.env.GANTRY_DATA_DIR ?? path.resolve(__dirname, '../../.data');
   registry = await startLocalRegistry(dataDir);
   image = await registry.publish('http-replica');
-  p = await startTestPlatform({ containerRuntime: 'podman', env: { GANTRY_INSECURE_REGISTRIES: registry.address } });
+  queueWorkerImage = await registry.publish('queue-worker');
+  p = await startTestPlatform({
+    containerRuntime: 'podman',
+    env: {
+      GANTRY_INSECURE_REGISTRIES: registry.address,
+      GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1',
+      GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1',
+    },
+  });
   a = await createTenant(p.db);
   b = await createTenant(p.db);
   hostService = createServer((s) => s.end('hello\n'));
@@ -90,12 +99,16 @@ async function runningReplicas(deploymentId: string): Promise<string[]> {
   return rows.map((r) => r.replica_id);
 }
 
-async function deploy(key: string, spec: Record<string, unknown>): Promise<{ id: string }> {
+async function deploy(
+  key: string,
+  spec: Record<string, unknown>,
+  name = 'web',
+): Promise<{ id: string; ready_replicas: number }> {
   const created = await api(
     'POST',
     '/deployments',
     {
-      name: 'web',
+      name,
       image,
       gpu_type: 'h100-80gb',
       port: 8080,
@@ -109,7 +122,7 @@ async function deploy(key: string, spec: Record<string, unknown>): Promise<{ id:
   );
   assert.equal(created.status, 200, JSON.stringify(created.body));
   return eventually(
-    () => api('GET', '/deployments/web', undefined, key).then((r) => r.body),
+    () => api('GET', `/deployments/${name}`, undefined, key).then((r) => r.body),
     (d) => d.status === 'Ready',
     120_000,
   );
@@ -233,5 +246,71 @@ describe('container deployments (podman runtime)', () => {
         .split('\n').length,
       2,
     );
+  });
+
+  test("queue workers in containers reach the API, and nothing else; autoscaling reads a container's metric", async () => {
+    // The key the workers claim with, as a secret; GANTRY_BASE_URL is the runtime's (the bridge's forwarder).
+    assert.equal((await api('POST', '/deployments/secrets', { name: 'queue-key', value: a.key })).status, 200);
+    const jobs = await deploy(
+      a.key,
+      {
+        image: queueWorkerImage,
+        min_replicas: 2,
+        environment_variables: [
+          { name: 'GANTRY_API_KEY', value_from_secret: 'queue-key' },
+          { name: 'CLAIM_TIMEOUT_SECONDS', value: '5' },
+        ],
+      },
+      'jobs',
+    );
+    const submitted = await Promise.all(
+      [1, 2, 3].map((n) =>
+        api('POST', '/queue/submit', { model: 'jobs', payload: { op: 'echo', value: n }, priority: 1 }),
+      ),
+    );
+    for (const s of submitted) assert.equal(s.status, 200, JSON.stringify(s.body));
+    for (const [i, s] of submitted.entries()) {
+      const done = await eventually(
+        () => api('GET', `/queue/status?model=jobs&request_id=${s.body.request_id}`).then((r) => r.body),
+        (j) => j.status === 'done' || j.status === 'failed',
+        60_000,
+      );
+      assert.deepEqual([done.status, done.outputs], ['done', { value: i + 1 }]);
+    }
+    const [worker] = await runningReplicas(jobs.id);
+    const workerLogs = (await api('GET', `/deployments/${jobs.id}/logs?replica_id=${worker}`)).body.lines as string[];
+    assert.ok(
+      workerLogs.some((l) => l.includes('"worker"')),
+      workerLogs.join('\n'),
+    );
+    // The forwarder is the API's port on the bridge's gateway, and only that: PostgreSQL beside it is not.
+    const gateway = gatewayOf(a.projectId);
+    const apiPort = Number(new URL(p.baseUrl).port);
+    assert.equal(await connectFrom(a.key, 'web', gateway, apiPort), 'connected', 'the API, through the forwarder');
+    const postgresPort = Number(new URL(p.config.databaseUrl!).port || 5432);
+    assert.notEqual(await connectFrom(a.key, 'web', gateway, postgresPort), 'connected');
+
+    // Autoscaling on a custom metric the container exposes (scraped through its published port).
+    await deploy(
+      a.key,
+      {
+        min_replicas: 1,
+        max_replicas: 2,
+        autoscaling: {
+          metric: 'CustomMetric',
+          custom_metric_name: 'inflight_requests',
+          target: 1,
+          time_interval_minutes: 0,
+        },
+      },
+      'scaled',
+    );
+    await call(p.gatewayUrl, 'POST', '/v1/deployments/scaled/set-metric?value=2', { key: a.key });
+    const up = await eventually(
+      () => api('GET', '/deployments/scaled').then((r) => r.body),
+      (d) => d.ready_replicas === 2,
+      60_000,
+    );
+    assert.equal(up.desired_replicas, 2);
   });
 });

@@ -124,7 +124,7 @@ export async function startTestPlatform(
   ];
   const logs = new LogCapture();
   const containerRuntime = (await selectContainerRuntime(
-    { ...base, containerRuntime: opts.containerRuntime ?? 'process' },
+    { ...base, containerRuntime: opts.containerRuntime ?? 'process', replicaApiUrl: baseUrl },
     createLogger('worker-control', 'warn', logs),
   ))!;
   if (opts.controlWorker !== false && opts.containers !== false) {

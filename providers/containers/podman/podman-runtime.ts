@@ -104,12 +104,17 @@ export class PodmanRuntime implements ContainerRuntime {
   /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
     await this.pull(r.image, onProgress);
-    const network = await this.networks.acquire(r.projectId).catch((err: Error) => {
+    const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
     });
     const port = await freePort();
     const name = this.containerName(r.replicaId);
-    const env: Record<string, string> = { ...r.env, PORT: String(r.containerPort) };
+    // GANTRY_BASE_URL: the API as the replica reaches it (a queue worker's); the deployment may name another.
+    const env: Record<string, string> = {
+      ...(apiUrl ? { GANTRY_BASE_URL: apiUrl } : {}),
+      ...r.env,
+      PORT: String(r.containerPort),
+    };
     const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', CLIENT_VARIABLE.test(k) ? `${k}=${v}` : k]);
     const clientEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !CLIENT_VARIABLE.test(k)));
     const args = [

@@ -9,13 +9,15 @@
  *   PostgreSQL and Temporal run, the outside: FORWARD from the bridge is dropped),
  *
  * except the replies of connections made to it (conntrack ESTABLISHED), which is
- * how the gateway and the health checks reach it through the published port.
+ * how the gateway and the health checks reach it through the published port, and
+ * connections to Gantry's API through the bridge's forwarder (api-forwarder.ts).
  * The rules live in one chain, GANTRY-REPLICAS, jumped to first from INPUT and FORWARD.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 
+import { ApiForwarder } from './api-forwarder';
 import { PodmanError, SYSTEM_PATH, type PodmanEngine } from './podman-engine';
 
 const run = promisify(execFile);
@@ -42,53 +44,70 @@ export function projectNetworkName(projectId: string): string {
   return `gantry-${createHash('sha256').update(projectId).digest('hex').slice(0, 16)}`;
 }
 
+interface Network {
+  /** Its bridge once set up (firewall rules included). */
+  ready: Promise<{ bridge: string; forwarder?: ApiForwarder }>;
+  /** How many replicas of this host use it. */
+  users: number;
+}
+
 export class ReplicaNetworks {
-  /** Per network: its bridge once set up, and how many replicas of this host use it. */
-  private readonly networks = new Map<string, { bridge: Promise<string>; users: number }>();
+  private readonly networks = new Map<string, Network>();
   private chain?: Promise<void>;
 
-  constructor(private readonly engine: PodmanEngine) {}
+  /** `api`: Gantry's API as this host reaches it; replicas reach it through a forwarder on their bridge. */
+  constructor(
+    private readonly engine: PodmanEngine,
+    private readonly api?: { host: string; port: number },
+  ) {}
 
   /**
-   * The project's network for one more replica, created (with its firewall rules) on first use.
-   * Each acquire is paired with a release when the replica is gone.
+   * The project's network for one more replica, created (with its firewall rules) on first use,
+   * and the API's URL as the replica reaches it. Each acquire is paired with a release when the
+   * replica is gone.
    */
-  async acquire(projectId: string): Promise<string> {
+  async acquire(projectId: string): Promise<{ network: string; apiUrl?: string }> {
     const name = projectNetworkName(projectId);
     let entry = this.networks.get(name);
     if (!entry) {
-      entry = { bridge: this.ensure(name, projectId), users: 0 };
+      entry = { ready: this.ensure(name, projectId), users: 0 };
       this.networks.set(name, entry);
     }
     entry.users++;
     try {
-      await entry.bridge;
+      const { forwarder } = await entry.ready;
+      return {
+        network: name,
+        apiUrl: forwarder && `http://${forwarder.listenHost}:${forwarder.port}`,
+      };
     } catch (err) {
       await this.release(projectId);
       throw err;
     }
-    return name;
   }
 
   /**
-   * A replica of the project is gone: with its last one on this host, the network and its rules
-   * go too (Podman hands out at most 256 bridge subnets, and projects come and go).
+   * A replica of the project is gone: with its last one on this host, the network, its forwarder
+   * and its rules go too (Podman hands out at most 256 bridge subnets, and projects come and go).
    */
   async release(projectId: string): Promise<void> {
     const name = projectNetworkName(projectId);
     const entry = this.networks.get(name);
     if (!entry || --entry.users > 0) return;
     this.networks.delete(name);
-    const bridge = await entry.bridge.catch(() => undefined);
+    const ready = await entry.ready.catch(() => undefined);
+    ready?.forwarder?.close();
     // Refused while a container still uses it (one this process does not hold): then it stays.
     const removed = await this.engine.podman(['network', 'rm', name]).then(
       () => true,
       () => false,
     );
-    if (removed && bridge) for (const rule of bridgeRules(bridge)) await iptables(['-D', CHAIN, ...rule]);
+    if (removed && ready) {
+      for (const rule of bridgeRules(ready.bridge, ready.forwarder)) await iptables(['-D', CHAIN, ...rule]);
+    }
   }
 
-  private async ensure(name: string, projectId: string): Promise<string> {
+  private async ensure(name: string, projectId: string): Promise<{ bridge: string; forwarder?: ApiForwarder }> {
     this.chain ??= (async () => {
       await iptables(['-N', CHAIN]); // fails harmlessly when it exists
       await ensureRule('INPUT', 'first', ['-j', CHAIN]);
@@ -107,17 +126,35 @@ export class ReplicaNetworks {
           if (!(await exists())) throw err; // else another worker created it meanwhile
         });
     }
-    const bridge = (await this.engine.podman(['network', 'inspect', name, '--format', '{{.NetworkInterface}}'])).trim();
-    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge)) throw new PodmanError(`network ${name} has no bridge (${bridge})`);
-    for (const rule of bridgeRules(bridge)) await ensureRule(CHAIN, 'append', rule);
-    return bridge;
+    const [bridge, gateway] = (
+      await this.engine.podman([
+        'network',
+        'inspect',
+        name,
+        '--format',
+        '{{.NetworkInterface}} {{range .Subnets}}{{.Gateway}}{{end}}',
+      ])
+    )
+      .trim()
+      .split(' ');
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge ?? '')) throw new PodmanError(`network ${name} has no bridge (${bridge})`);
+    const forwarder = this.api && gateway ? new ApiForwarder(gateway, this.api) : undefined;
+    for (const rule of bridgeRules(bridge, forwarder)) await ensureRule(CHAIN, 'append', rule);
+    void forwarder?.start();
+    return { bridge, forwarder };
   }
 }
 
-/** A bridge's rules, in order: replies to connections made to its replicas pass, the rest is dropped. */
-function bridgeRules(bridge: string): string[][] {
+/**
+ * A bridge's rules, in order: replies to connections made to its replicas pass, and so do
+ * connections to the API forwarder on its gateway address; everything else is dropped.
+ */
+function bridgeRules(bridge: string, forwarder?: ApiForwarder): string[][] {
   return [
     ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'],
+    ...(forwarder
+      ? [['-i', bridge, '-d', `${forwarder.listenHost}/32`, '-p', 'tcp', '--dport', String(forwarder.port), '-j', 'RETURN']]
+      : []),
     ['-i', bridge, '-j', 'DROP'],
   ];
 }
