@@ -186,7 +186,12 @@ const EnvSchema = z.object({
   GANTRY_INSECURE_REGISTRIES: z
     .string()
     .default('')
-    .transform((v) => v.split(',').map((r) => r.trim()).filter(Boolean)),
+    .transform((v) =>
+      v
+        .split(',')
+        .map((r) => r.trim())
+        .filter(Boolean),
+    ),
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
   /** Deployments: how often the autoscaler observes its metric. */

@@ -45,8 +45,7 @@ export class ApiForwarder {
       if (bound && !this.closed) {
         server.unref(); // never what keeps a worker process from exiting
         this.server = server;
-      }
-      else {
+      } else {
         server.close();
         // Not yet: the bridge appears when its first container starts.
         if (!this.closed) await sleep(100, undefined, { ref: false });

@@ -137,7 +137,8 @@ export class ReplicaNetworks {
     )
       .trim()
       .split(' ');
-    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge ?? '')) throw new PodmanError(`network ${name} has no bridge (${bridge})`);
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge ?? ''))
+      throw new PodmanError(`network ${name} has no bridge (${bridge})`);
     const forwarder = this.api && gateway ? new ApiForwarder(gateway, this.api) : undefined;
     for (const rule of bridgeRules(bridge, forwarder)) await ensureRule(CHAIN, 'append', rule);
     void forwarder?.start();
@@ -153,7 +154,20 @@ function bridgeRules(bridge: string, forwarder?: ApiForwarder): string[][] {
   return [
     ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'],
     ...(forwarder
-      ? [['-i', bridge, '-d', `${forwarder.listenHost}/32`, '-p', 'tcp', '--dport', String(forwarder.port), '-j', 'RETURN']]
+      ? [
+          [
+            '-i',
+            bridge,
+            '-d',
+            `${forwarder.listenHost}/32`,
+            '-p',
+            'tcp',
+            '--dport',
+            String(forwarder.port),
+            '-j',
+            'RETURN',
+          ],
+        ]
       : []),
     ['-i', bridge, '-j', 'DROP'],
   ];
