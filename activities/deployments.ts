@@ -8,7 +8,7 @@
  */
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { unseal } from '../common/secret-box';
+import type { Keyring } from '../common/keyring';
 import { HOST_RESTARTING, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
@@ -90,7 +90,8 @@ export function createReplicaActivities(deps: {
   survivors: Array<{ deploymentId: string; replicaId: string }>;
   volumes: VolumeStore;
   hostQueue: string;
-  signingSecret?: string;
+  /** Opens sealed values (common/keyring.ts). */
+  keyring?: Keyring;
   /** How long a replica whose supervisor detached keeps running for another to re-attach. */
   adoptionSeconds: number;
   /**
@@ -153,7 +154,7 @@ export function createReplicaActivities(deps: {
       for (const e of l.spec.environment_variables) {
         if (e.value_from_secret) {
           const box = sealed.get(e.value_from_secret);
-          if (!box || !deps.signingSecret) {
+          if (!box || !deps.keyring) {
             await recordReplicaStatus(db, {
               ...base,
               status: 'Failed',
@@ -165,7 +166,7 @@ export function createReplicaActivities(deps: {
               'ReplicaFailed',
             );
           }
-          env[e.name] = unseal(deps.signingSecret, box);
+          env[e.name] = deps.keyring.unseal(box);
         } else env[e.name] = e.value ?? '';
       }
       try {

@@ -15,7 +15,7 @@ import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import tar from 'tar-stream';
 import type { RemoteFetchPolicy } from '../common/config';
-import { unseal } from '../common/secret-box';
+import type { Keyring } from '../common/keyring';
 import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } from '../db/model-uploads';
 import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/registry';
@@ -107,7 +107,8 @@ export function createModelUploadActivities(deps: {
   db: Db;
   blobs: BlobStore;
   policy: RemoteFetchPolicy;
-  signingSecret?: string;
+  /** Opens sealed values (common/keyring.ts). */
+  keyring?: Keyring;
 }) {
   const { db, blobs, policy } = deps;
   const event = (uploadId: string, level: 'LEVEL_INFO' | 'LEVEL_WARN' | 'LEVEL_ERROR', type: string, message: string) =>
@@ -135,7 +136,7 @@ export function createModelUploadActivities(deps: {
         attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
       );
       const token =
-        upload.sealed_token && deps.signingSecret ? unseal(deps.signingSecret, upload.sealed_token) : undefined;
+        upload.sealed_token && deps.keyring ? deps.keyring.unseal(upload.sealed_token) : undefined;
       const revisionId = 'rv_' + createHash('sha256').update(uploadId).digest('hex').slice(0, 24);
       const prefix = `registry/${upload.model_id}/${revisionId}`;
 

@@ -30,7 +30,7 @@ async function main() {
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
   await ensureUsageMeteringSchedule(temporal, config.usageMeterSeconds, logger);
 
-  if (!config.signingSecret) {
+  if (!config.keyring) {
     logger.warn('GANTRY_SIGNING_SECRET is not set: pre-signed upload URLs (POST /v1/files) are refused');
   }
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);

@@ -4,6 +4,7 @@
  */
 import type { ClusterSettings } from './clusters';
 import path from 'node:path';
+import { Keyring } from './keyring';
 import { z } from 'zod';
 import { GPU_TYPES, type GpuType } from './gpu-types';
 
@@ -31,6 +32,12 @@ const csvGpuTypes = z
       .filter(Boolean),
   )
   .pipe(z.array(z.enum(GPU_TYPES)));
+
+/** A root secret: long enough, and not one published in this repository. */
+const rootSecret = z
+  .string()
+  .min(32)
+  .refine((v) => !PUBLISHED_SECRETS.includes(v), 'is a published example value; set a random one (openssl rand -hex 32)');
 
 const EnvSchema = z.object({
   GANTRY_DATA_DIR: z.string().default('.data'),
@@ -60,18 +67,21 @@ const EnvSchema = z.object({
   /** Base URL clients reach the API at; pre-signed upload URLs point here. */
   GANTRY_PUBLIC_URL: z.url().optional(),
   /**
-   * HMAC key for pre-signed URLs, and the root of the key that seals deployment secrets and source
-   * tokens. Every API replica and control worker needs the same one. A value published in this
-   * repository's history is refused: anyone could forge URLs and open sealed values with it.
+   * The root of the installation's keys (common/keyring.ts): the key that signs pre-signed URLs and
+   * the key that seals deployment secrets and source tokens are derived from it, separately. Every
+   * API replica and control worker needs the same one. A value published in this repository's
+   * history is refused: anyone could forge URLs and open sealed values with it.
    */
-  GANTRY_SIGNING_SECRET: z
+  GANTRY_SIGNING_SECRET: rootSecret.optional(),
+  /**
+   * Earlier GANTRY_SIGNING_SECRETs, newest first, comma-separated: after a rotation, values sealed
+   * and URLs signed under them still open until `scripts/reseal.ts` has moved what is stored.
+   */
+  GANTRY_PREVIOUS_SIGNING_SECRETS: z
     .string()
-    .min(32)
-    .refine(
-      (v) => !PUBLISHED_SECRETS.includes(v),
-      'is a published example value; set a random one (openssl rand -hex 32)',
-    )
-    .optional(),
+    .default('')
+    .transform((v) => v.split(',').map((r) => r.trim()).filter(Boolean))
+    .pipe(z.array(rootSecret)),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
   /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
   GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce
@@ -241,7 +251,8 @@ export interface GantryConfig {
   jsonBodyLimit: string;
   maxUploadBytes: number;
   publicUrl: string;
-  signingSecret?: string;
+  /** The installation's signing and sealing keys; absent when GANTRY_SIGNING_SECRET is not set. */
+  keyring?: Keyring;
   uploadUrlTtlSeconds: number;
   maxSinglePutBytes: number;
   multipartPartBytes: number;
@@ -315,7 +326,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
     maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,
     publicUrl: (e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`).replace(/\/+$/, ''),
-    signingSecret: e.GANTRY_SIGNING_SECRET,
+    keyring: e.GANTRY_SIGNING_SECRET
+      ? new Keyring(e.GANTRY_SIGNING_SECRET, e.GANTRY_PREVIOUS_SIGNING_SECRETS)
+      : undefined,
     uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
     maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES,
     multipartPartBytes: e.GANTRY_MULTIPART_PART_BYTES,

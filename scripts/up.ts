@@ -55,7 +55,7 @@ async function main() {
     // GANTRY_CONTAINER_RUNTIME=process is the single-tenant alternative, and says so at start.
     GANTRY_CONTAINER_RUNTIME: process.env.GANTRY_CONTAINER_RUNTIME ?? 'podman',
   };
-  if (!config.signingSecret) {
+  if (!config.keyring) {
     // One key for pre-signed URLs, kept across restarts so issued URLs stay valid.
     const secretFile = path.join(config.dataDir, 'signing-secret');
     if (!existsSync(secretFile)) writeSecretFile(secretFile, randomBytes(32).toString('hex'));

@@ -43,7 +43,7 @@ async function main() {
     db,
     blobs,
     remoteFetch: config.remoteFetch,
-    signingSecret: config.signingSecret,
+    keyring: config.keyring,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
   const runtime = await selectContainerRuntime(config, logger);
@@ -55,7 +55,7 @@ async function main() {
         db,
         runtime,
         volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
-        signingSecret: config.signingSecret,
+        keyring: config.keyring,
         replicaAdoptionSeconds: config.replicaAdoptionSeconds,
         hostId: config.containerHostId,
       })

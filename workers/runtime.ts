@@ -14,6 +14,7 @@ import {
   type WorkerOptions,
 } from '@temporalio/worker';
 import type { GantryConfig } from '../common/config';
+import type { Keyring } from '../common/keyring';
 import type { Logger } from '../common/logger';
 import { retryUntilReady } from '../common/lifecycle';
 import { temporalConnectionOptions } from '../common/temporal';
@@ -102,7 +103,7 @@ export function createControlWorker(
     fleet: ComputeProvider;
     /** What model uploads may fetch (default: public hosts only, 500 GiB). */
     remoteFetch?: RemoteFetchPolicy;
-    signingSecret?: string;
+    keyring?: Keyring;
   },
 ): Promise<Worker> {
   return Worker.create({
@@ -120,7 +121,7 @@ export function createControlWorker(
         db: deps.db,
         blobs: deps.blobs,
         policy: deps.remoteFetch ?? { allowPrivateHosts: false, maxBytes: 500 * 1024 ** 3 },
-        signingSecret: deps.signingSecret,
+        keyring: deps.keyring,
       }),
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
       ...createQueueActivities({ db: deps.db }),
@@ -217,7 +218,7 @@ export async function createContainerWorkers(
     db: Db;
     runtime: ContainerRuntime;
     volumes: VolumeStore;
-    signingSecret?: string;
+    keyring?: Keyring;
     replicaAdoptionSeconds: number;
     /** The host's stable name (GANTRY_CONTAINER_HOST_ID); absent: this process is a new host. */
     hostId?: string;
@@ -235,7 +236,7 @@ export async function createContainerWorkers(
       survivors,
       volumes: deps.volumes,
       hostQueue,
-      signingSecret: deps.signingSecret,
+      keyring: deps.keyring,
       adoptionSeconds: deps.replicaAdoptionSeconds,
       restartsInPlace: deps.hostId !== undefined,
     }),

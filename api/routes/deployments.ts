@@ -10,7 +10,6 @@ import { z } from 'zod';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
-import { seal } from '../../common/secret-box';
 import {
   deleteDeploymentRow,
   deleteSecret,
@@ -356,7 +355,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ body, principal }) => {
       if (body.project_id && body.project_id !== principal.projectId)
         throw badRequest("project_id must be the key's project.", 'project_id');
-      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       if (await getSecret(db, principal.projectId, body.name))
         throw conflict(`A secret named '${body.name}' exists.`, 'secret_exists');
       const id = newId('sec');
@@ -365,7 +364,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         projectId: principal.projectId,
         name: body.name,
         description: body.description,
-        sealed: seal(config.signingSecret, body.value),
+        sealed: config.keyring.seal(body.value),
         by: who(principal.apiKeyId),
       });
       return toSecret((await getSecret(db, principal.projectId, id))!);
@@ -423,7 +422,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       await updateSecret(db, s.id, {
         name: body.name,
         description: body.description,
-        sealed: body.value !== undefined ? seal(config.signingSecret!, body.value) : undefined,
+        sealed: body.value !== undefined ? config.keyring!.seal(body.value) : undefined,
         by: who(principal.apiKeyId),
       });
       return toSecret((await getSecret(db, principal.projectId, s.id))!);

@@ -66,7 +66,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [413, 503],
     response: { status: 200, description: 'The upload and its part URLs', schema: MultipartUploadSchema },
     handler: async ({ body, principal }) => {
-      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       if (body.file_size > config.maxUploadBytes) {
         throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'file_size');
       }
@@ -101,7 +101,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       const parts = Array.from({ length: partCount }, (_, i) => {
         const size = i === partCount - 1 ? body.file_size - partSize * (partCount - 1) : partSize;
         const grant = { fileId, tokenId: uploadId, maxBytes: size, exactBytes: size, expires, part: i + 1 };
-        return { part_number: i + 1, size, url: uploadUrl(config.publicUrl, config.signingSecret!, grant) };
+        return { part_number: i + 1, size, url: uploadUrl(config.publicUrl, config.keyring!, grant) };
       });
       return {
         object: 'file.multipart_upload' as const,
@@ -237,9 +237,9 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
 function multipartPartHandler(deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
   return async (req: Request, res: Response) => {
-    if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const { id: fileId, part } = parseOrThrow(PartParams, req.params, 'path', false);
-    const grant = verifyUploadUrl(config.signingSecret, fileId, req.query, part);
+    const grant = verifyUploadUrl(config.keyring, fileId, req.query, part);
     const declared = Number(req.headers['content-length']);
     if (!req.headers['content-length'] || !Number.isSafeInteger(declared)) {
       throw badRequest('Send the part with a Content-Length header.', 'Content-Length', 'length_required');

@@ -116,7 +116,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: FileObjectSchema,
     },
     handler: async ({ body, principal, res }) => {
-      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       if (body.bytes !== undefined && body.bytes > config.maxUploadBytes) {
         throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'bytes');
       }
@@ -155,7 +155,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       await startFileWorkflow(row, expiresAt);
       res
         .status(302)
-        .set({ Location: uploadUrl(config.publicUrl, config.signingSecret, grant), 'X-Together-File-Id': fileId })
+        .set({ Location: uploadUrl(config.publicUrl, config.keyring, grant), 'X-Together-File-Id': fileId })
         .json(toFileObject(row));
       return undefined;
     },
@@ -322,10 +322,10 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
 function presignedUploadHandler(deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
   return async (req: Request, res: Response) => {
-    if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     // Parsed like any route's path: a bad id is a 400 naming `id` (the signed router has no RouteSpec parse).
     const fileId = parseOrThrow(FileIdParams, req.params, 'path', false).id;
-    const grant = verifyUploadUrl(config.signingSecret, fileId, req.query);
+    const grant = verifyUploadUrl(config.keyring, fileId, req.query);
     const declared = Number(req.headers['content-length']);
     if (!req.headers['content-length'] || !Number.isSafeInteger(declared) || declared < 0) {
       throw badRequest('Send the upload with a Content-Length header.', 'Content-Length', 'length_required');

@@ -146,10 +146,10 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       const size = await blobs.size(tokenizedDatasetArchiveKey(job.id));
       if (size === null)
         throw notFound(`Job '${job.id}' has no tokenized dataset archive yet.`, 'tokenized_dataset_not_ready');
-      if (!config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_TTL_SECONDS;
       return {
-        url: downloadUrl(config.publicUrl, config.signingSecret, tokenizedPath(job.id), expires),
+        url: downloadUrl(config.publicUrl, config.keyring, tokenizedPath(job.id), expires),
         filename: `${job.id}-tokenized-dataset.tar.zst`,
         content_type: 'application/zstd',
         size,
@@ -225,9 +225,9 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
 /** GET of the tokenized dataset archive at its signed URL (no API key). */
 function tokenizedDatasetHandler(deps: ApiDeps) {
   return async (req: Request, res: Response) => {
-    if (!deps.config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    if (!deps.config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const jobId = String(req.params.id);
-    verifyDownloadUrl(deps.config.signingSecret, tokenizedPath(jobId), req.query);
+    verifyDownloadUrl(deps.config.keyring, tokenizedPath(jobId), req.query);
     const job = await getFineTuneById(deps.db, jobId);
     const key = tokenizedDatasetArchiveKey(jobId);
     const size = job ? await deps.blobs.size(key) : null;

@@ -8,7 +8,6 @@
  */
 import { z } from 'zod';
 import { newId } from '../../common/ids';
-import { seal } from '../../common/secret-box';
 import {
   deleteUploadRow,
   getUpload,
@@ -104,14 +103,14 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
         if (err instanceof RemoteFetchRefused) throw badRequest(err.message, 'remoteUrl');
         throw badRequest(`The host of remoteUrl could not be resolved: ${(err as Error).message}`, 'remoteUrl');
       }
-      if (body.token && !config.signingSecret) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      if (body.token && !config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       const id = newId('mu', '_');
       await insertUpload(db, {
         id,
         projectId: principal.projectId,
         modelId: model.id,
         remoteUrl: body.remoteUrl,
-        sealedToken: body.token ? seal(config.signingSecret!, body.token) : undefined,
+        sealedToken: body.token ? config.keyring!.seal(body.token) : undefined,
         maxRestarts: MAX_RESTARTS,
       });
       try {

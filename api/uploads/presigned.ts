@@ -1,13 +1,14 @@
 /**
  * Pre-signed upload URLs for the official SDKs' flow (POST /files answers 302
  * to a URL that takes a PUT of the bytes without an API key). A URL is bound
- * to one file, one token, a size bound and an expiry, all under an HMAC; the
+ * to one file, one token, a size bound and an expiry, all under an HMAC with the
+ * installation's signing key (common/keyring.ts, current or previous); the
  * token is single-use in PostgreSQL, so a URL cannot be replayed. Multipart
  * part URLs are signed the same way and also name their part; a part may be
  * sent again (a retry) until its upload completes, never after.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { Keyring } from '../../common/keyring';
 import { forbidden } from '../errors';
 import { parseOrThrow } from '../validation';
 
@@ -23,17 +24,16 @@ export interface UploadGrant {
   part?: number;
 }
 
-function sign(secret: string, g: UploadGrant): string {
-  const payload = ['v1', g.fileId, g.tokenId, g.maxBytes, g.exactBytes ?? '', g.expires, g.part ?? ''].join('\n');
-  return createHmac('sha256', secret).update(payload).digest('hex');
+function signedPayload(g: UploadGrant): string {
+  return ['v1', g.fileId, g.tokenId, g.maxBytes, g.exactBytes ?? '', g.expires, g.part ?? ''].join('\n');
 }
 
-export function uploadUrl(publicUrl: string, secret: string, g: UploadGrant): string {
+export function uploadUrl(publicUrl: string, keys: Keyring, g: UploadGrant): string {
   const q = new URLSearchParams({
     token: g.tokenId,
     max_bytes: String(g.maxBytes),
     expires: String(g.expires),
-    signature: sign(secret, g),
+    signature: keys.sign(signedPayload(g)),
   });
   if (g.exactBytes !== null) q.set('bytes', String(g.exactBytes));
   const file = `${publicUrl}/v1/files/${encodeURIComponent(g.fileId)}`;
@@ -50,7 +50,7 @@ export const UploadUrlQuery = z.object({
 
 /** Checks signature and expiry; the caller then consumes the token once. */
 export function verifyUploadUrl(
-  secret: string,
+  keys: Keyring,
   fileId: string,
   query: unknown,
   part?: number,
@@ -65,8 +65,7 @@ export function verifyUploadUrl(
     expires: q.expires,
     ...(part === undefined ? {} : { part }),
   };
-  const expected = Buffer.from(sign(secret, grant), 'hex');
-  if (!timingSafeEqual(expected, Buffer.from(q.signature, 'hex'))) {
+  if (!keys.verify(signedPayload(grant), q.signature)) {
     throw forbidden('The upload URL is not valid (its signature does not match).', 'invalid_signature');
   }
   if (now / 1000 > q.expires) {
@@ -79,12 +78,13 @@ export function verifyUploadUrl(
  * Pre-signed download URLs: an HMAC over the resource path and the expiry.
  * Used where a client expects a URL it can fetch without its API key.
  */
-function signDownload(secret: string, resourcePath: string, expires: number): string {
-  return createHmac('sha256', secret).update(['v1-download', resourcePath, expires].join('\n')).digest('hex');
-}
+const downloadPayload = (resourcePath: string, expires: number) => ['v1-download', resourcePath, expires].join('\n');
 
-export function downloadUrl(publicUrl: string, secret: string, resourcePath: string, expires: number): string {
-  const q = new URLSearchParams({ expires: String(expires), signature: signDownload(secret, resourcePath, expires) });
+export function downloadUrl(publicUrl: string, keys: Keyring, resourcePath: string, expires: number): string {
+  const q = new URLSearchParams({
+    expires: String(expires),
+    signature: keys.sign(downloadPayload(resourcePath, expires)),
+  });
   return `${publicUrl}${resourcePath}?${q}`;
 }
 
@@ -93,10 +93,9 @@ export const DownloadUrlQuery = z.object({
   signature: z.string().regex(/^[0-9a-f]{64}$/),
 });
 
-export function verifyDownloadUrl(secret: string, resourcePath: string, query: unknown, now = Date.now()): void {
+export function verifyDownloadUrl(keys: Keyring, resourcePath: string, query: unknown, now = Date.now()): void {
   const q = parseOrThrow(DownloadUrlQuery, query, 'query', true);
-  const expected = Buffer.from(signDownload(secret, resourcePath, q.expires), 'hex');
-  if (!timingSafeEqual(expected, Buffer.from(q.signature, 'hex'))) {
+  if (!keys.verify(downloadPayload(resourcePath, q.expires), q.signature)) {
     throw forbidden('The download URL is not valid (its signature does not match).', 'invalid_signature');
   }
   if (now / 1000 > q.expires)

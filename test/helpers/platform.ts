@@ -106,7 +106,7 @@ export async function startTestPlatform(
             blobs,
             fleet,
             remoteFetch: config.remoteFetch,
-            signingSecret: config.signingSecret,
+            keyring: config.keyring,
           }),
         ]),
     ...(await createGpuWorkers({
@@ -134,7 +134,7 @@ export async function startTestPlatform(
         db,
         runtime: containerRuntime,
         volumes: new VolumeStore(path.join(base.dataDir, 'deployment-volumes'), blobs),
-        signingSecret: base.signingSecret,
+        keyring: base.keyring,
         replicaAdoptionSeconds: base.replicaAdoptionSeconds,
       })),
     );

@@ -31,6 +31,15 @@ describe('the signing secret in docker-compose', () => {
       () => loadConfig({ GANTRY_SIGNING_SECRET: 'dev-only-signing-secret-change-me-0123456789' }),
       (err) => err instanceof ConfigError && /GANTRY_SIGNING_SECRET: is a published example value/.test(err.message),
     );
-    assert.equal(loadConfig({ GANTRY_SIGNING_SECRET: 'a'.repeat(64) }).signingSecret, 'a'.repeat(64));
+    assert.ok(loadConfig({ GANTRY_SIGNING_SECRET: 'a'.repeat(64) }).keyring, 'a random value is taken');
+    assert.throws(
+      () =>
+        loadConfig({
+          GANTRY_SIGNING_SECRET: 'a'.repeat(64),
+          GANTRY_PREVIOUS_SIGNING_SECRETS: 'dev-only-signing-secret-change-me-0123456789',
+        }),
+      (err) => err instanceof ConfigError && /GANTRY_PREVIOUS_SIGNING_SECRETS/.test(err.message),
+      'nor as a previous secret',
+    );
   });
 });
