@@ -8,7 +8,7 @@
  */
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { Keyring } from '../common/keyring';
+import { SealedValueUnreadable, type Keyring } from '../common/keyring';
 import { HOST_RESTARTING, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
@@ -154,19 +154,20 @@ export function createReplicaActivities(deps: {
       for (const e of l.spec.environment_variables) {
         if (e.value_from_secret) {
           const box = sealed.get(e.value_from_secret);
-          if (!box || !deps.keyring) {
-            await recordReplicaStatus(db, {
-              ...base,
-              status: 'Failed',
-              reason: 'SecretNotFound',
-              message: `secret '${e.value_from_secret}' does not exist`,
-            });
-            throw ApplicationFailure.nonRetryable(
-              `Secret '${e.value_from_secret}' (for ${e.name}) does not exist.`,
-              'ReplicaFailed',
-            );
+          let value: string | undefined;
+          let why = `secret '${e.value_from_secret}' does not exist`;
+          try {
+            value = box && deps.keyring?.unseal(box);
+          } catch (err) {
+            // Sealed under a key this installation no longer has: retrying cannot help.
+            if (!(err instanceof SealedValueUnreadable)) throw err;
+            why = `secret '${e.value_from_secret}' cannot be opened: ${err.message}`;
           }
-          env[e.name] = deps.keyring.unseal(box);
+          if (value === undefined) {
+            await recordReplicaStatus(db, { ...base, status: 'Failed', reason: 'SecretNotFound', message: why });
+            throw ApplicationFailure.nonRetryable(`For ${e.name}: ${why}.`, 'ReplicaFailed');
+          }
+          env[e.name] = value;
         } else env[e.name] = e.value ?? '';
       }
       try {
