@@ -3,6 +3,7 @@ import type { GantryConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { Db } from '../db/pool';
 import type { PrincipalCache } from '../db/principal-cache';
+import type { QueueWakeups } from '../db/queue-wakeups';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { HttpMetrics } from './metrics';
 
@@ -15,6 +16,8 @@ export interface ApiDeps {
   blobs: BlobStore;
   /** Cached key lookups (api/server.ts starts one); without it every request queries its key. */
   principals?: PrincipalCache;
+  /** Wakes claim long-polls (api/server.ts starts one); without it a waiting claim re-checks every 250 ms. */
+  queueWakeups?: QueueWakeups;
   /** Where request metrics go (the process serves them on GANTRY_METRICS_PORT); one is made when absent. */
   metrics?: HttpMetrics;
 }

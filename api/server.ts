@@ -7,6 +7,7 @@ import { ensureSearchAttributes, temporalConnectionOptions } from '../common/tem
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
+import { QueueWakeups } from '../db/queue-wakeups';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { listen } from './listen';
 import { createApp } from './app';
@@ -35,6 +36,8 @@ async function main() {
   }
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();
+  const queueWakeups = new QueueWakeups(requireDatabaseUrl(config), logger);
+  await queueWakeups.start();
   const metrics = createHttpMetrics('api');
   const app = createApp({
     config,
@@ -43,6 +46,7 @@ async function main() {
     logger,
     blobs: new FilesystemBlobStore(config.blobDir),
     principals,
+    queueWakeups,
     metrics,
   });
   const http = await listen(app, config.apiPort, config.host);
@@ -57,6 +61,7 @@ async function main() {
     await http.close();
     metricsServer?.close();
     await principals.stop();
+    await queueWakeups.stop();
     await db.end();
     await connection.close();
   });

@@ -8,11 +8,13 @@
  *
  * Safe by default: while the LISTEN connection is not up (starting, lost,
  * reconnecting) nothing is cached and every request looks its key up. Unknown
- * keys are never cached, so a new key works at once.
+ * keys are cached too (a stream of made-up keys costs one query each per
+ * `ttlMs`, not one per request); creating a key notifies the same channel
+ * (migration 021), so a new key works at once.
  */
 import { createHash } from 'node:crypto';
-import pg from 'pg';
 import type { Logger } from '../common/logger';
+import { NotificationListener } from './notification-listener';
 import { findPrincipalByApiKey, recordApiKeyUse, type Principal } from './accounts';
 import type { Db } from './pool';
 
@@ -27,66 +29,46 @@ interface Entry {
 
 export class PrincipalCache {
   private readonly entries = new Map<string, Entry>();
-  private listener: pg.Client | null = null;
-  private listening = false;
-  private stopped = false;
+  /** Keys looked up and found to be no key at all (hashes), so a flood of them costs no queries. */
+  private readonly unknown = new Map<string, number>();
+  private readonly channel: NotificationListener;
   /** Bumped on every drop: a lookup that started before a drop must not store its (maybe stale) result. */
   private generation = 0;
 
   constructor(
     private readonly db: Db,
-    private readonly databaseUrl: string,
+    databaseUrl: string,
     private readonly logger: Logger,
     private readonly opts: { ttlMs: number; maxEntries: number } = { ttlMs: 30_000, maxEntries: 10_000 },
-  ) {}
+  ) {
+    // Anything could have changed while nobody listened: drop on every change of state.
+    this.channel = new NotificationListener(databaseUrl, logger, 'principal cache')
+      .on(CHANNEL, () => this.drop())
+      .onState(() => this.drop());
+  }
 
   /** Connects the LISTEN session; caching starts once it is up, and stops whenever it is down. */
-  async start(): Promise<void> {
-    if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    const lost = (why: string) => {
-      if (this.listener !== client) return;
-      this.listener = null;
-      this.listening = false;
-      this.drop();
-      if (this.stopped) return;
-      this.logger.warn({ reason: why }, 'principal cache off until its notification channel reconnects');
-      setTimeout(() => void this.start(), 1000).unref();
-    };
-    client.on('error', (err) => lost(err.message));
-    client.on('end', () => lost('connection ended'));
-    client.on('notification', () => this.drop());
-    this.listener = client;
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
-      if (this.listener !== client) return;
-      this.drop(); // anything could have changed while nobody listened
-      this.listening = true;
-    } catch (err) {
-      lost((err as Error).message);
-      await client.end().catch(() => undefined);
-    }
+  start(): Promise<void> {
+    return this.channel.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    const client = this.listener;
-    this.listener = null;
-    this.listening = false;
+    await this.channel.stop();
     this.drop();
-    await client?.end().catch(() => undefined);
   }
 
   drop(): void {
     this.generation++;
     this.entries.clear();
+    this.unknown.clear();
   }
 
   async lookup(secret: string): Promise<Principal | null> {
-    if (!this.listening) return findPrincipalByApiKey(this.db, secret);
+    if (!this.channel.up) return findPrincipalByApiKey(this.db, secret);
     const key = createHash('sha256').update(secret, 'utf8').digest('base64');
     const now = Date.now();
+    const missed = this.unknown.get(key);
+    if (missed !== undefined && now - missed < this.opts.ttlMs) return null;
     const hit = this.entries.get(key);
     if (hit && now - hit.cachedAt < this.opts.ttlMs) {
       if (now - hit.useRecordedAt >= USE_RECORD_MS) {
@@ -99,9 +81,14 @@ export class PrincipalCache {
     }
     const generation = this.generation;
     const principal = await findPrincipalByApiKey(this.db, secret);
-    if (principal && generation === this.generation && this.listening) {
-      if (this.entries.size >= this.opts.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-      this.entries.set(key, { principal, cachedAt: now, useRecordedAt: now });
+    if (generation === this.generation && this.channel.up) {
+      if (principal) {
+        if (this.entries.size >= this.opts.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+        this.entries.set(key, { principal, cachedAt: now, useRecordedAt: now });
+      } else {
+        if (this.unknown.size >= this.opts.maxEntries) this.unknown.delete(this.unknown.keys().next().value!);
+        this.unknown.set(key, now);
+      }
     }
     return principal;
   }

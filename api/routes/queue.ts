@@ -5,6 +5,7 @@
  * claim alive), complete, fail. Order comes from PostgreSQL (db/queue.ts);
  * each claim's timers from the workflow queueJob.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { newId } from '../../common/ids';
 import {
@@ -98,7 +99,7 @@ export function toJobStatus(j: JobRow) {
 }
 
 export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db, temporal, config, queueWakeups: wakeups } = deps;
 
   async function requireDeployment(projectId: string, model: string) {
     const d = await findDeploymentByName(db, projectId, model);
@@ -261,7 +262,11 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
       const deployment = await requireDeployment(principal.projectId, body.model);
       const timeoutMs = body.claim_timeout_seconds * 1000;
       const deadline = Date.now() + body.wait_seconds * 1000;
+      // The client going away ends the wait (and the claim is not made for nobody).
+      const gone = new AbortController();
+      res.once('close', () => gone.abort());
       for (;;) {
+        const seen = wakeups?.version(deployment.id) ?? 0;
         const claim = await claimNextJob(
           db,
           { deploymentId: deployment.id, worker: body.worker_id ?? `api-key:${principal.apiKeyId}`, timeoutMs },
@@ -279,8 +284,11 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
             claim_timeout_seconds: body.claim_timeout_seconds,
           };
         }
-        if (Date.now() >= deadline || req.socket.destroyed) break;
-        await new Promise((r) => setTimeout(r, 20));
+        const left = deadline - Date.now();
+        if (left <= 0 || gone.signal.aborted) break;
+        // Waiting holds no database connection: a notification (or the deadline) wakes it.
+        if (wakeups) await wakeups.wait(deployment.id, seen, left, gone.signal);
+        else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
       }
       res.status(204).end();
       return undefined;

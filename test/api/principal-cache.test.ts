@@ -2,7 +2,8 @@
  * API keys are resolved through a per-process cache, and the cache never
  * outlives a change: a revoked key is refused, and a changed role shows, as
  * soon as PostgreSQL's notification arrives (well under a second here), even
- * though the key was just used and sits in the cache.
+ * though the key was just used and sits in the cache. Unknown keys are cached
+ * too, and a key created since is known at once.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -32,7 +33,11 @@ describe('API key lookups (cached per process)', () => {
     const t = await createTenant(p.db);
     for (let i = 0; i < 3; i++) assert.equal((await whoami(t.key)).status, 200);
     await p.db.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [t.keyId]);
-    const ms = await within(1000, () => whoami(t.key), (r) => r.status === 401);
+    const ms = await within(
+      1000,
+      () => whoami(t.key),
+      (r) => r.status === 401,
+    );
     assert.ok(ms < 1000);
     const later = await whoami(t.key);
     assert.equal(later.status, 401);
@@ -47,7 +52,11 @@ describe('API key lookups (cached per process)', () => {
       t.projectId,
       t.userId,
     ]);
-    await within(1000, () => whoami(t.key), (r) => r.body.project_role === 'Admin');
+    await within(
+      1000,
+      () => whoami(t.key),
+      (r) => r.body.project_role === 'Admin',
+    );
     assert.equal((await whoami(bystander.key)).status, 200);
   });
 
@@ -59,5 +68,35 @@ describe('API key lookups (cached per process)', () => {
     await whoami(t.key);
     await whoami(t.key);
     assert.ok((await lastUsed()) instanceof Date);
+  });
+
+  test('a made-up key costs one lookup, not one per request; a key created since works at once', async () => {
+    const t = await createTenant(p.db);
+    const { rows } = await p.db.query('SELECT * FROM api_keys WHERE id = $1', [t.keyId]);
+    await p.db.query('DELETE FROM api_keys WHERE id = $1', [t.keyId]);
+    await within(
+      1000,
+      () => whoami(t.key),
+      (r) => r.status === 401,
+    );
+
+    let lookups = 0;
+    const count = () => lookups++;
+    p.db.on('acquire', count);
+    for (let i = 0; i < 50; i++) assert.equal((await whoami(t.key)).status, 401);
+    p.db.off('acquire', count);
+    assert.ok(lookups < 10, `${lookups} connections taken for 50 requests with one unknown key`);
+
+    // The same key comes (back) into existence: the cached "unknown" is dropped by the notification.
+    const columns = Object.keys(rows[0]);
+    await p.db.query(
+      `INSERT INTO api_keys (${columns.join(', ')}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(', ')})`,
+      columns.map((c) => rows[0][c]),
+    );
+    await within(
+      1000,
+      () => whoami(t.key),
+      (r) => r.status === 200,
+    );
   });
 });

@@ -16,6 +16,7 @@ import type { GpuType } from '../../common/gpu-types';
 import { createLogger } from '../../common/logger';
 import { temporalConnectionOptions } from '../../common/temporal';
 import { createPool, type Db } from '../../db/pool';
+import { QueueWakeups } from '../../db/queue-wakeups';
 import { SimulatedHost } from '../../providers/accelerator/host';
 import type { BlobStore } from '../../providers/storage/blob-store';
 import { LocalFleet } from '../../providers/compute/local-fleet';
@@ -155,7 +156,9 @@ export async function startTestPlatform(
   const logger = createLogger('api', 'info', logs);
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();
-  const app = createApp({ config, db, temporal, logger, blobs, principals });
+  const queueWakeups = new QueueWakeups(requireDatabaseUrl(config), logger);
+  await queueWakeups.start();
+  const app = createApp({ config, db, temporal, logger, blobs, principals, queueWakeups });
   server.on('request', app);
   const gateway = createServer(createGatewayApp({ config, db, logger, principals }));
   await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
@@ -186,6 +189,7 @@ export async function startTestPlatform(
       await Promise.all(running);
       await containerRuntime.stopAll();
       await principals.stop();
+      await queueWakeups.stop();
       await native.close();
       await connection.close();
       await db.end();

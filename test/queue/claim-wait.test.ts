@@ -1,0 +1,46 @@
+/**
+ * Claim long-polls wait on a notification, not on the table: many workers
+ * waiting on an empty queue hold no database connection and make no queries,
+ * and a job submitted while they wait goes to one of them at once.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { newId } from '../../common/ids';
+import { insertDeployment } from '../../db/deployments';
+import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startTestPlatform({ containers: false });
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+const post = (path: string, json: unknown) => call(p.baseUrl, 'POST', `/v1/queue/${path}`, { key: t.key, json });
+
+test('30 waiting claims hold no connection of the 10-connection pool; a new job wakes one', async () => {
+  const model = `model-${newId('d').slice(2, 10)}`;
+  await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
+  const claims = Array.from({ length: 30 }, () => post('claim', { model, claim_timeout_seconds: 30, wait_seconds: 4 }));
+  await new Promise((r) => setTimeout(r, 500)); // every claim has looked once and is waiting
+
+  // What the waiting costs: connections taken from the pool (the API's and the workers' pool) over 1.5 s.
+  let checkouts = 0;
+  const count = () => checkouts++;
+  p.db.on('acquire', count);
+  await new Promise((r) => setTimeout(r, 1500));
+  p.db.off('acquire', count);
+  assert.ok(checkouts < 30, `${checkouts} connections taken while 30 claims waited (a 20 ms poll takes ~2,000)`);
+
+  // Other requests are served meanwhile, and a job submitted now is claimed before the waits end.
+  const submitted = await post('submit', { model, payload: { op: 'echo', value: 1 }, priority: 1 });
+  assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+  const answers = await Promise.all(claims);
+  const got = answers.filter((a) => a.status === 200);
+  assert.equal(got.length, 1, 'exactly one waiting worker got the job');
+  assert.equal(got[0].body.request_id, submitted.body.request_id);
+  assert.equal(answers.filter((a) => a.status === 204).length, 29, 'the others found nothing when their wait ended');
+});
