@@ -9,7 +9,7 @@ import { badRequest } from './errors';
 import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
-import { rateLimit } from './middleware/rate-limit';
+import { rateLimits, trustProxy } from './middleware/rate-limit';
 import { createHttpMetrics } from './metrics';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
@@ -46,6 +46,8 @@ import { addSystemRoutes } from './routes/system';
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
+  if (deps.config.trustProxy) app.set('trust proxy', trustProxy(deps.config.trustProxy));
   app.use((deps.metrics ?? createHttpMetrics('api')).middleware);
   app.use(requestLogging(deps.logger));
 
@@ -109,12 +111,8 @@ export function createApp(deps: ApiDeps): express.Express {
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
   const form = express.urlencoded({ extended: false, limit: '64kb' });
-  app.use(
-    authenticate(principalLookup(deps)),
-    rateLimit({ perSecond: deps.config.rateLimitPerSecond, burst: deps.config.rateLimitBurst }),
-    json,
-    form,
-  );
+  const limits = rateLimits(deps.config);
+  app.use(limits.beforeAuth, authenticate(principalLookup(deps)), limits.afterAuth, json, form);
 
   // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
   app.all('/v1/compute/clusters/regions', () => {

@@ -8,6 +8,7 @@
 import express from 'express';
 import type { ApiDeps } from './deps';
 import { authenticate, principalLookup } from './middleware/auth';
+import { rateLimits, trustProxy } from './middleware/rate-limit';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { deploymentProxy } from './gateway-proxy';
@@ -22,12 +23,16 @@ export function createGatewayApp(
 ): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
+  if (deps.config.trustProxy) app.set('trust proxy', trustProxy(deps.config.trustProxy));
   app.use((deps.metrics ?? createHttpMetrics('gateway')).middleware);
   app.use(requestLogging(deps.logger));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.use(authenticate(principalLookup(deps)));
+  // The same limits as the API: inference traffic is requests too.
+  const limits = rateLimits(deps.config);
+  app.use(limits.beforeAuth, authenticate(principalLookup(deps)), limits.afterAuth);
   const counter = new RequestCounter(deps.db);
   const stats = new RouterStats(deps.db);
   const tokens = new TokenUsage(deps.db, (err) =>

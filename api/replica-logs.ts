@@ -5,29 +5,12 @@
  * deployment does. Log files are written by this host's container runtime
  * (process or podman); a Kubernetes runtime would read the pod log API instead (KUBERNETES.md).
  */
-import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import type { Request, Response } from 'express';
-import { TAIL_BYTES, tailLines } from '../providers/containers/log-tail';
+import { linesSince, tailLines } from '../providers/containers/log-tail';
 
 const POLL_MS = 250;
-
-/** Bytes appended since `offset`, as complete lines; the new offset stops after the last newline. */
-function readNew(file: string, offset: number): { lines: string[]; offset: number } {
-  if (!existsSync(file)) return { lines: [], offset };
-  const fd = openSync(file, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    if (size <= offset) return { lines: [], offset };
-    const buf = Buffer.alloc(Math.min(size - offset, TAIL_BYTES));
-    readSync(fd, buf, 0, buf.length, offset);
-    const end = buf.lastIndexOf(0x0a);
-    if (end < 0) return { lines: [], offset };
-    const lines = buf.subarray(0, end).toString('utf8').split('\n').filter(Boolean);
-    return { lines, offset: offset + end + 1 };
-  } finally {
-    closeSync(fd);
-  }
-}
+/** Which replicas to follow is a database query: asked every this many rounds, not every round. */
+const SOURCES_EVERY_ROUNDS = 8;
 
 export interface LogSource {
   replicaId: string;
@@ -52,12 +35,13 @@ export async function followLogs(
   const send = (replicaId: string, lines: string[]) => {
     for (const line of lines) res.write(JSON.stringify({ replica_id: replicaId, line }) + '\n');
   };
-  while (!closed) {
-    const sources = await opts.sources();
+  let sources: LogSource[] | null = [];
+  for (let round = 0; !closed; round++) {
+    if (round % SOURCES_EVERY_ROUNDS === 0) sources = await opts.sources();
     if (!sources) break; // the deployment is gone
     for (const s of sources) {
       const seen = offsets.get(s.replicaId);
-      const next = seen === undefined ? tailLines(s.file, opts.tail) : readNew(s.file, seen);
+      const next = seen === undefined ? await tailLines(s.file, opts.tail) : await linesSince(s.file, seen);
       send(s.replicaId, next.lines);
       offsets.set(s.replicaId, next.offset);
     }

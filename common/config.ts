@@ -51,6 +51,17 @@ const EnvSchema = z.object({
   /** Requests per second each API key may make on average (0: no limit), and the burst it may reach. */
   GANTRY_RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(500),
   GANTRY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(1000),
+  /** Per project (all its keys together): requests a second, and burst. */
+  GANTRY_RATE_LIMIT_PROJECT_PER_SECOND: z.coerce.number().min(0).default(1000),
+  GANTRY_RATE_LIMIT_PROJECT_BURST: z.coerce.number().int().min(1).default(2000),
+  /** Per client address, before authentication (made-up keys included): requests a second, and burst. */
+  GANTRY_RATE_LIMIT_ADDRESS_PER_SECOND: z.coerce.number().min(0).default(1000),
+  GANTRY_RATE_LIMIT_ADDRESS_BURST: z.coerce.number().int().min(1).default(2000),
+  /**
+   * Express's `trust proxy` (e.g. `loopback`, or a hop count): behind a reverse proxy, the client
+   * address the per-address limit sees is the proxy's unless this names it as trusted.
+   */
+  GANTRY_TRUST_PROXY: z.string().optional(),
   /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
   GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
   /** Rollouts: how long each rolling batch or blue-green cut-over soaks before its gate (canaries set their own). */
@@ -246,6 +257,9 @@ export interface GantryConfig {
   metricsPort?: number;
   rateLimitPerSecond: number;
   rateLimitBurst: number;
+  projectRateLimit: { perSecond: number; burst: number };
+  addressRateLimit: { perSecond: number; burst: number };
+  trustProxy?: string;
   adapterResyncSeconds: number;
   rolloutBatchSoakSeconds: number;
   jsonBodyLimit: string;
@@ -321,6 +335,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     metricsPort: e.GANTRY_METRICS_PORT,
     rateLimitPerSecond: e.GANTRY_RATE_LIMIT_PER_SECOND,
     rateLimitBurst: e.GANTRY_RATE_LIMIT_BURST,
+    projectRateLimit: { perSecond: e.GANTRY_RATE_LIMIT_PROJECT_PER_SECOND, burst: e.GANTRY_RATE_LIMIT_PROJECT_BURST },
+    addressRateLimit: { perSecond: e.GANTRY_RATE_LIMIT_ADDRESS_PER_SECOND, burst: e.GANTRY_RATE_LIMIT_ADDRESS_BURST },
+    trustProxy: e.GANTRY_TRUST_PROXY,
     adapterResyncSeconds: e.GANTRY_ADAPTER_RESYNC_SECONDS,
     rolloutBatchSoakSeconds: e.GANTRY_ROLLOUT_BATCH_SOAK_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,

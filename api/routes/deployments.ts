@@ -600,11 +600,13 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         });
         return undefined;
       }
-      const lines = first.flatMap((s) => {
-        const { lines } = tailLines(s.file, 1000);
-        return query.replica_id ? lines : lines.map((l) => `[${s.replicaId}] ${l}`);
-      });
-      return { lines };
+      const tails = await Promise.all(
+        first.map(async (s) => {
+          const { lines } = await tailLines(s.file, 1000);
+          return query.replica_id ? lines : lines.map((l) => `[${s.replicaId}] ${l}`);
+        }),
+      );
+      return { lines: tails.flat() };
     },
   });
 }

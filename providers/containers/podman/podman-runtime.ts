@@ -179,7 +179,7 @@ export class PodmanRuntime implements ContainerRuntime {
     } catch (err) {
       this.running.delete(r.replicaId);
       // What Podman or the program said last (a wrong entrypoint, a crash) is the useful part.
-      const said = tailLines(logFile, 3).lines.filter((l) => !l.startsWith('[gantry]'));
+      const said = (await tailLines(logFile, 3)).lines.filter((l) => !l.startsWith('[gantry]'));
       if (err instanceof ReplicaFailed && said.length)
         throw new ReplicaFailed(`${err.message} Last output: ${said.join(' / ')}`);
       throw err;
