@@ -1,7 +1,9 @@
 /**
- * What a fine-tuning job costs. The job is charged the price its estimate
- * quotes (finetune/estimate.ts priceFineTuneJob) when training starts, as
- * training and evaluation tokens. When it ends early (early stopping, cancel,
+ * What a fine-tuning job costs. The job is charged when training starts, for
+ * the exact training and evaluation tokens its own tokenization counted
+ * (finetune/estimate.ts billedTokens; a job tokenized before those counts were
+ * recorded is counted in full instead). The quote before creation samples the
+ * files, so it can differ from the charge. When it ends early (early stopping, cancel,
  * an error), the tokens of the steps and evaluations that did not run are
  * refunded, with a `refund` event on the job.
  */
@@ -14,7 +16,7 @@ import { withTransaction, type Db } from '../db/pool';
 import { remainingCredit } from '../db/credit';
 import { ApplicationFailure } from '@temporalio/common';
 import { recordedUnder, recordUsage } from '../db/usage';
-import { priceFineTuneJob, type PricedFile } from '../finetune/estimate';
+import { billedTokens, priceFineTuneJob, priceFromOnePass, type PricedFile } from '../finetune/estimate';
 import { findFineTuneModel } from '../finetune/models';
 import type { BlobStore } from '../providers/storage/blob-store';
 
@@ -38,9 +40,21 @@ export async function chargeFineTune(db: Db, blobs: BlobStore, jobId: string): P
       format: f.validation_report.dataset_format as DatasetFormat,
     };
   };
-  const train = await priced(job.plan.training_file);
-  const evalFile = job.plan.validation_file ? await priced(job.plan.validation_file) : null;
-  const price = await priceFineTuneJob(train, evalFile, job.plan, model);
+  const counts = job.tokenized_counts;
+  const price = counts
+    ? priceFromOnePass(
+        billedTokens(counts.train, job.plan),
+        counts.eval ? billedTokens(counts.eval, job.plan) : 0,
+        job.plan,
+        model,
+      )
+    : await priceFineTuneJob(
+        await priced(job.plan.training_file),
+        job.plan.validation_file ? await priced(job.plan.validation_file) : null,
+        job.plan,
+        model,
+        Infinity,
+      );
   const trainAmount = price.unitPrice.mul(price.trainTokens).toDecimalPlaces(6, Decimal.ROUND_HALF_UP);
   const common = {
     projectId: job.project_id,

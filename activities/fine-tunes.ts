@@ -27,9 +27,11 @@ import {
   getFineTuneById,
   recordCheckpoint,
   recordMetric,
+  setTokenizedCounts,
   updateFineTune,
   type FineTuneUpdate,
 } from '../db/fine-tunes';
+import type { TokenizedCounts } from '../finetune/estimate';
 import type { Db } from '../db/pool';
 import { chargeFineTune, refundFineTune } from './fine-tune-billing';
 import { findFineTuneModel } from '../finetune/models';
@@ -212,6 +214,7 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
       });
       const train = await tokenizeFile(job.plan.training_file, 'train');
       let evalKey: string | null = null;
+      let evalCounts: TokenizedCounts | null = null;
       if (job.plan.validation_file) {
         await recordJob(db, {
           jobId,
@@ -221,7 +224,9 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
             dedupKey: 'tokenize-eval',
           },
         });
-        evalKey = (await tokenizeFile(job.plan.validation_file, 'eval')).key;
+        const evaluated = await tokenizeFile(job.plan.validation_file, 'eval');
+        evalKey = evaluated.key;
+        evalCounts = { samples: evaluated.samples, tokens: evaluated.tokens };
         await recordJob(db, {
           jobId,
           event: {
@@ -231,6 +236,11 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
           },
         });
       }
+      // The charge at training start is computed from these counts, exactly.
+      await setTokenizedCounts(db, jobId, {
+        train: { samples: train.samples, tokens: train.tokens },
+        eval: evalCounts,
+      });
       await recordJob(db, {
         jobId,
         update: { token_count: train.tokens, trainingfile_numlines: train.samples },

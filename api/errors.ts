@@ -9,6 +9,7 @@ export type ErrorType =
   | 'not_found_error'
   | 'conflict_error'
   | 'request_too_large'
+  | 'insufficient_credit'
   | 'rate_limit_error'
   | 'api_error'
   | 'service_unavailable';
@@ -47,6 +48,8 @@ export const conflict = (message: string, code: string | null = null) =>
   new ApiError(409, message, 'conflict_error', null, code);
 export const payloadTooLarge = (message: string, param: string | null = null) =>
   new ApiError(413, message, 'request_too_large', param, 'request_too_large');
+export const paymentRequired = (message: string, code = 'insufficient_credit') =>
+  new ApiError(402, message, 'insufficient_credit', null, code);
 export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
   new ApiError(429, message, 'rate_limit_error', null, 'rate_limit_exceeded', {
     'Retry-After': String(Math.ceil(retryAfterSeconds)),

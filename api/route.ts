@@ -84,6 +84,7 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Invalid request; `param` names the offending field',
   401: 'Missing or invalid API key',
+  402: "The organization's remaining credit does not cover it",
   403: 'The key may not use this route',
   404: 'Not found in this project',
   409: 'Conflicts with the resource state',

@@ -1,3 +1,4 @@
+import type { TokenizedCounts } from '../finetune/estimate';
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
 import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../common/fine-tunes';
 import type { Queryable } from './pool';
@@ -28,6 +29,8 @@ export interface FineTuneRow {
   adapter_object_id: string | null;
   adapter_object_revision_id: string | null;
   adapter_output_name: string | null;
+  /** One pass over each file, as the job's tokenization counted it (absent before tokenization). */
+  tokenized_counts: { train: TokenizedCounts; eval: TokenizedCounts | null } | null;
 }
 
 export interface FineTuneEventRow {
@@ -56,6 +59,15 @@ export async function getFineTune(db: Queryable, projectId: string, id: string):
     projectId,
   ]);
   return rows[0] ?? null;
+}
+
+/** Records what the job's tokenization counted; the charge is computed from it. */
+export async function setTokenizedCounts(
+  db: Queryable,
+  id: string,
+  counts: { train: TokenizedCounts; eval: TokenizedCounts | null },
+): Promise<void> {
+  await db.query('UPDATE fine_tunes SET tokenized_counts = $2 WHERE id = $1', [id, JSON.stringify(counts)]);
 }
 
 export async function getFineTuneById(db: Queryable, id: string): Promise<FineTuneRow | null> {

@@ -1,19 +1,16 @@
 /**
  * POST /fine-tunes/estimate-price: the price of a job before it is created,
  * from the same parameters, the base model's tokenizer and the files' real
- * contents (finetune/estimate.ts says what is counted), with the
- * organization's remaining credit.
+ * contents (finetune/estimate.ts says what is counted, and how far the quote
+ * reads), with the organization's remaining credit.
  */
 import { z } from 'zod';
-import type { DatasetFormat } from '../../datasets/records';
-import { remainingCredit } from '../../db/credit';
 import { getFile, type FileRow } from '../../db/files';
-import { priceFineTuneJob } from '../../finetune/estimate';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { CreateFineTuneBody } from '../schemas/fine-tunes';
 import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
-import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
+import { checkFile, quoteFineTune, resolveModel, resolvePlan } from './fine-tunes-plan';
 
 const EstimateResponse = z
   .union([
@@ -49,7 +46,7 @@ function unavailable(file: FileRow | null, which: 'train' | 'eval') {
 }
 
 export function addFineTuneEstimateRoute(router: ApiRouter, deps: ApiDeps) {
-  const { db, blobs } = deps;
+  const { db } = deps;
   router.add({
     method: 'post',
     path: '/fine-tunes/estimate-price',
@@ -73,14 +70,14 @@ export function addFineTuneEstimateRoute(router: ApiRouter, deps: ApiDeps) {
       const evalFile = body.validation_file ? checkFile(validation, body.validation_file, 'validation_file') : null;
       const plan = resolvePlan(body, model, train, evalFile, source);
 
-      const priced = (f: FileRow) => ({
-        read: () => blobs.read(f.blob_key),
-        bytes: Number(f.bytes),
-        format: f.validation_report!.dataset_format as DatasetFormat,
-      });
-      const job = await priceFineTuneJob(priced(train), evalFile ? priced(evalFile) : null, plan, model);
+      const { price: job, credit } = await quoteFineTune(
+        deps,
+        principal.projectId,
+        { train, eval: evalFile },
+        plan,
+        model,
+      );
       const { trainTokens, evalTokens, total: price } = job;
-      const credit = await remainingCredit(db, principal.projectId);
       return {
         estimation_available: true as const,
         allowed_to_proceed: price.lte(credit),

@@ -5,7 +5,12 @@
  */
 import { randomInt } from 'node:crypto';
 import type { TrainingPlan } from '../../common/fine-tunes';
+import type Decimal from 'decimal.js';
+import type { DatasetFormat } from '../../datasets/records';
+import { remainingCredit } from '../../db/credit';
 import type { FileRow } from '../../db/files';
+import { ESTIMATE_SCAN_BYTES, priceFineTuneJob, type JobPrice } from '../../finetune/estimate';
+import type { ApiDeps } from '../deps';
 import { FINE_TUNE_MODELS, findFineTuneModel, type FineTuneModel } from '../../finetune/models';
 import { badRequest } from '../errors';
 import type { CreateFineTuneInput } from '../schemas/fine-tunes';
@@ -269,4 +274,31 @@ function inheritFromCheckpoint(plan: TrainingPlan, body: CreateFineTuneInput, so
     from_checkpoint: source.spec,
     init_from: source.init,
   };
+}
+
+/**
+ * The quote of a job: its files counted over their first ESTIMATE_SCAN_BYTES each (bounded work in
+ * the request) and priced, beside the organization's remaining credit. The charge at training start
+ * is exact and checked against the credit again.
+ */
+export async function quoteFineTune(
+  deps: Pick<ApiDeps, 'db' | 'blobs'>,
+  projectId: string,
+  files: { train: FileRow; eval: FileRow | null },
+  plan: TrainingPlan,
+  model: FineTuneModel,
+): Promise<{ price: JobPrice; credit: Decimal }> {
+  const priced = (f: FileRow) => ({
+    read: () => deps.blobs.read(f.blob_key),
+    bytes: Number(f.bytes),
+    format: f.validation_report!.dataset_format as DatasetFormat,
+  });
+  const price = await priceFineTuneJob(
+    priced(files.train),
+    files.eval ? priced(files.eval) : null,
+    plan,
+    model,
+    ESTIMATE_SCAN_BYTES,
+  );
+  return { price, credit: await remainingCredit(deps.db, projectId) };
 }

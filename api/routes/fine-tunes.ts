@@ -27,7 +27,8 @@ import { findFineTuneModel } from '../../finetune/models';
 import type { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
 import { startResourceWorkflow } from '../workflows';
-import { conflict, notFound } from '../errors';
+import { conflict, notFound, paymentRequired } from '../errors';
+import Decimal from 'decimal.js';
 import type { ApiRouter } from '../route';
 import {
   CreateFineTuneBody,
@@ -39,7 +40,7 @@ import {
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
 import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
-import { checkFile, resolveModel, resolvePlan } from './fine-tunes-plan';
+import { checkFile, quoteFineTune, resolveModel, resolvePlan } from './fine-tunes-plan';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 
@@ -171,7 +172,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Start a fine-tuning job',
     tags: ['fine-tuning'],
     body: CreateFineTuneBody,
-    errors: [503],
+    errors: [402, 503],
     response: { status: 200, description: 'The job, status pending', schema: FineTuneSchema },
     handler: async ({ body, principal }) => {
       const source =
@@ -192,6 +193,19 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
           )
         : null;
       const plan = resolvePlan(body, model, training, validation, source);
+      // Credit is checked here on the quote, and again on the exact price when training starts.
+      const { price, credit } = await quoteFineTune(
+        deps,
+        principal.projectId,
+        { train: training, eval: validation },
+        plan,
+        model,
+      );
+      if (price.total.gt(credit)) {
+        throw paymentRequired(
+          `The job is estimated at ${price.total.toFixed()} USD and the organization has ${Decimal.max(credit, 0).toFixed()} USD of credit left.`,
+        );
+      }
       const id = newId('ft');
       const baseName = model.name.split('/').pop();
       const modelOutputName = `${principal.projectSlug}/${baseName}${plan.suffix ? `-${plan.suffix}` : ''}-${id.slice(3, 11)}`;

@@ -187,7 +187,7 @@ describe('billing usage', () => {
     assert.ok((await lineItems(t.key)).every((i: any) => i.product_name !== 'Test product'));
   });
 
-  test('a fine-tune the remaining credit does not cover fails before training, and nothing is charged', async () => {
+  test('a fine-tune the remaining credit does not cover is refused at creation (402), and nothing is created', async () => {
     const poor = await createTenant(p.db);
     await setBillingUsageEnabled(p.db, poor.organizationId, true);
     await p.db.query('UPDATE organizations SET credit_limit = 0.000001 WHERE id = $1', [poor.organizationId]);
@@ -203,17 +203,48 @@ describe('billing usage', () => {
         max_seq_length: 64,
       },
     });
-    assert.equal(job.status, 200, JSON.stringify(job.body));
-    const done = await jobEnded(poor.key, job.body.id);
-    assert.equal(done.body.status, 'error');
-    assert.match(done.body.error, /credit left; nothing was charged/);
-    const events = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${job.body.id}/events`, { key: poor.key })).body.data;
+    assert.equal(job.status, 402, JSON.stringify(job.body));
+    assert.equal(job.body.error.code, 'insufficient_credit');
+    assert.match(job.body.error.message, /credit left/);
+    assert.deepEqual((await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: poor.key })).body.data, []);
+    assert.equal((await call(p.baseUrl, 'DELETE', `/v1/files/${train}`, { key: poor.key })).status, 200, 'not in use');
+  });
+
+  test('credit for one job, two created at once: the second fails before training, charged nothing', async () => {
+    const tight = await createTenant(p.db);
+    await setBillingUsageEnabled(p.db, tight.organizationId, true);
+    const records = Array.from({ length: 16 }, (_, i) => chat(`What is ${i} + 3?`, `${i} + 3 = ${i + 3}.`));
+    const train = await uploadValidated(p, tight.key, 'tight-train.jsonl', jsonl(...records));
+    const body = {
+      model: 'gantry/reference-byte-tiny',
+      training_file: train,
+      n_epochs: 1,
+      batch_size: 8,
+      max_seq_length: 64,
+    };
+    const quote = await call(p.baseUrl, 'POST', '/v1/fine-tunes/estimate-price', { key: tight.key, json: body });
+    // Exactly one job's price: each creation's check passes, the second charge at training start cannot.
+    await p.db.query('UPDATE organizations SET credit_limit = $2 WHERE id = $1', [
+      tight.organizationId,
+      quote.body.estimated_total_price,
+    ]);
+    const created = await Promise.all(
+      [1, 2].map(() => call(p.baseUrl, 'POST', '/v1/fine-tunes', { key: tight.key, json: body })),
+    );
+    for (const c of created) assert.equal(c.status, 200, JSON.stringify(c.body));
+    const ended = await Promise.all(created.map((c) => jobEnded(tight.key, c.body.id)));
+    const statuses = ended.map((e) => e.body.status).sort();
+    assert.deepEqual(statuses, ['completed', 'error']);
+    const failed = ended.find((e) => e.body.status === 'error')!;
+    assert.match(failed.body.error, /credit left; nothing was charged/);
+    const events = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${failed.body.id}/events`, { key: tight.key })).body
+      .data;
     assert.ok(!events.some((e: any) => e.type === 'job_start'), 'training never started');
-    const charged = (await lineItems(poor.key)).filter((i: any) => i.attributes.resource_id === job.body.id);
+    const charged = (await lineItems(tight.key)).filter((i: any) => i.attributes.resource_id === failed.body.id);
     assert.deepEqual(charged, []);
   });
 
-  test('a fine-tune is charged what its estimate quoted; a cancelled one gets its unused tokens back', async () => {
+  test('a fine-tune is charged the tokens its tokenization counted (here what the quote said); a cancelled one gets its unused tokens back', async () => {
     const records = Array.from({ length: 32 }, (_, i) => chat(`What is ${i} + 5?`, `${i} + 5 = ${i + 5}.`));
     const train = await uploadValidated(p, t.key, 'bill-train.jsonl', jsonl(...records));
     const evalFile = await uploadValidated(p, t.key, 'bill-eval.jsonl', jsonl(...records.slice(0, 8)));
@@ -239,6 +270,8 @@ describe('billing usage', () => {
     const trainItem = items.find((i: any) => i.product_name === 'Fine-tuning - Training Tokens');
     const evalItem = items.find((i: any) => i.product_name === 'Fine-tuning - Evaluation Tokens');
     assert.equal(Number(trainItem.quantity), estimate.body.estimated_train_token_count);
+    // Packed rows: the charge is every token the job's tokenization counted (its token_count), per epoch.
+    assert.equal(Number(trainItem.quantity), Number(done.body.token_count) * 2);
     assert.equal(Number(evalItem.quantity), estimate.body.estimated_eval_token_count);
     assert.equal(sum(items, 'cost').toString(), new Decimal(estimate.body.estimated_total_price).toString());
     assert.deepEqual(trainItem.pricing_dimensions, {
