@@ -223,6 +223,16 @@ export async function getMultipartUpload(
   return rows[0] ?? null;
 }
 
+/** The blobs of every part of the file's multipart upload, if it has one. */
+export async function partBlobKeysOfFile(db: Queryable, fileId: string): Promise<string[]> {
+  const { rows } = await db.query<{ blob_key: string }>(
+    `SELECT p.blob_key FROM file_multipart_parts p JOIN file_multipart_uploads u ON u.id = p.upload_id
+      WHERE u.file_id = $1`,
+    [fileId],
+  );
+  return rows.map((r) => r.blob_key);
+}
+
 export async function getMultipartUploadForFile(
   db: Queryable,
   fileId: string,

@@ -270,13 +270,19 @@ function multipartPartHandler(deps: ApiDeps) {
       await blobs.delete(key);
       throw badRequest(`The part ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
     }
-    await recordPart(db, {
-      uploadId: upload.id,
-      partNumber: part,
-      bytes: stored.bytes,
-      sha256: stored.sha256,
-      blobKey: key,
-    });
+    try {
+      await recordPart(db, {
+        uploadId: upload.id,
+        partNumber: part,
+        bytes: stored.bytes,
+        sha256: stored.sha256,
+        blobKey: key,
+      });
+    } catch (err) {
+      // The file was deleted (or the upload aborted) while this part arrived: its blob goes too.
+      await blobs.delete(key);
+      throw err;
+    }
     if (previous) await blobs.delete(previous.blob_key);
     await temporal.workflow.getHandle(fileValidationWorkflowId(fileId)).signal(uploadStartedSignal);
     res

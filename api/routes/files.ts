@@ -23,6 +23,7 @@ import {
   listFileEvents,
   listFiles,
   markUploaded,
+  partBlobKeysOfFile,
   type FileRow,
 } from '../../db/files';
 import { withTransaction, type Queryable } from '../../db/pool';
@@ -278,12 +279,16 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       }
       // Checked again under the row lock: a job created meanwhile leases the file through a
       // foreign key, which waits on this lock, so exactly one of the two wins.
-      await withTransaction(db, async (tx) => {
+      // The parts of an unfinished multipart upload are blobs of their own; their rows go with the file's.
+      const partKeys = await withTransaction(db, async (tx) => {
         await tx.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [row.id]);
         await refuseIfLeased(tx);
+        const keys = await partBlobKeysOfFile(tx, row.id);
         await deleteFileRow(tx, row.id);
+        return keys;
       });
       await blobs.delete(row.blob_key);
+      for (const key of partKeys) await blobs.delete(key);
       return { id: row.id, object: 'file' as const, deleted: true as const };
     },
   });

@@ -147,6 +147,18 @@ describe('multipart uploads', () => {
     assert.equal(partFiles().length, 0);
   });
 
+  test('deleting a file mid-upload removes the parts it had received', async () => {
+    const init = await initiate(a.key, { file_name: 'dropped.jsonl', purpose: 'fine-tune', file_size: 2 * PART });
+    assert.equal((await putPart(init.body.parts[0].url, Buffer.alloc(PART, 0x63))).status, 200);
+    assert.ok(partFiles().length >= 1);
+    const res = await call(p.baseUrl, 'DELETE', `/v1/files/${init.body.file_id}`, { key: a.key });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(partFiles(), [], 'no part is left on disk');
+    // A part arriving after the delete is refused, and leaves nothing behind either.
+    assert.notEqual((await putPart(init.body.parts[1].url, Buffer.alloc(PART, 0x64))).status, 200);
+    assert.deepEqual(partFiles(), []);
+  });
+
   test('parts of an upload that is never completed are discarded by the workflow timer', async () => {
     const init = await initiate(a.key, { file_name: 'stale.jsonl', purpose: 'fine-tune', file_size: 2 * PART });
     assert.equal((await putPart(init.body.parts[0].url, Buffer.alloc(PART, 0x62))).status, 200);
