@@ -37,7 +37,10 @@ const csvGpuTypes = z
 const rootSecret = z
   .string()
   .min(32)
-  .refine((v) => !PUBLISHED_SECRETS.includes(v), 'is a published example value; set a random one (openssl rand -hex 32)');
+  .refine(
+    (v) => !PUBLISHED_SECRETS.includes(v),
+    'is a published example value; set a random one (openssl rand -hex 32)',
+  );
 
 const EnvSchema = z.object({
   GANTRY_DATA_DIR: z.string().default('.data'),
@@ -91,9 +94,20 @@ const EnvSchema = z.object({
   GANTRY_PREVIOUS_SIGNING_SECRETS: z
     .string()
     .default('')
-    .transform((v) => v.split(',').map((r) => r.trim()).filter(Boolean))
+    .transform((v) =>
+      v
+        .split(',')
+        .map((r) => r.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(rootSecret)),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
+  /** Bytes of files one project may hold (uploaded, and multipart uploads in progress); 0: no quota. */
+  GANTRY_PROJECT_STORAGE_QUOTA_BYTES: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .default(1024 ** 4),
   /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
   GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce
     .number()
@@ -269,6 +283,7 @@ export interface GantryConfig {
   keyring?: Keyring;
   uploadUrlTtlSeconds: number;
   maxSinglePutBytes: number;
+  projectStorageQuotaBytes: number;
   multipartPartBytes: number;
   validationHeartbeatTimeoutSeconds: number;
   blobDir: string;
@@ -348,6 +363,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
       : undefined,
     uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
     maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES,
+    projectStorageQuotaBytes: e.GANTRY_PROJECT_STORAGE_QUOTA_BYTES,
     multipartPartBytes: e.GANTRY_MULTIPART_PART_BYTES,
     validationHeartbeatTimeoutSeconds: e.GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS,
     blobDir: path.resolve(e.GANTRY_DATA_DIR, 'blobs'),

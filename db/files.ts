@@ -223,6 +223,20 @@ export async function getMultipartUpload(
   return rows[0] ?? null;
 }
 
+/**
+ * Bytes a project holds in files: uploaded files by their size, and multipart uploads still open by
+ * the size they declared (their parts are already on disk, or about to be).
+ */
+export async function projectStoredBytes(db: Queryable, projectId: string): Promise<number> {
+  const { rows } = await db.query<{ total: string }>(
+    `SELECT COALESCE(SUM(COALESCE(f.bytes, u.file_size, 0)), 0) AS total
+       FROM files f LEFT JOIN file_multipart_uploads u ON u.file_id = f.id AND u.state IN ('open', 'completing')
+      WHERE f.project_id = $1`,
+    [projectId],
+  );
+  return Number(rows[0].total);
+}
+
 /** The blobs of every part of the file's multipart upload, if it has one. */
 export async function partBlobKeysOfFile(db: Queryable, fileId: string): Promise<string[]> {
   const { rows } = await db.query<{ blob_key: string }>(

@@ -44,6 +44,7 @@ import {
   PartUploadedSchema,
 } from '../schemas/files';
 import { fileBlobKey } from '../uploads/blob-storage-engine';
+import { requireStorageRoom } from '../uploads/storage-quota';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
 import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
@@ -70,6 +71,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       if (body.file_size > config.maxUploadBytes) {
         throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'file_size');
       }
+      await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.file_size, 'file_size');
       const fileType = inferFileType(body.file_name, body.file_type);
       const partSize = Math.max(config.multipartPartBytes, Math.ceil(body.file_size / MAX_PARTS));
       const partCount = Math.ceil(body.file_size / partSize);

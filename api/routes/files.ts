@@ -31,6 +31,7 @@ import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
 import { parseOrThrow } from '../validation';
+import { requireStorageRoom } from '../uploads/storage-quota';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
@@ -81,6 +82,8 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ body, principal, req }) => {
       const stored = req.file as unknown as StoredUpload | undefined;
       if (!stored) throw badRequest("Missing required field 'file'.", 'file', 'invalid_value');
+      // Over the quota, `cleanup` removes the stored blob.
+      await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, stored.size, 'file');
       const row = await insertFile(db, {
         id: stored.fileId,
         projectId: principal.projectId,
@@ -127,6 +130,10 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
           'bytes',
           'use_multipart',
         );
+      }
+      // Checked here with the declared size, and again at the PUT with its Content-Length.
+      if (body.bytes !== undefined) {
+        await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.bytes, 'bytes');
       }
       const fileId = newId('file');
       const fileType = inferFileType(body.file_name, body.file_type);
@@ -340,6 +347,9 @@ function presignedUploadHandler(deps: ApiDeps) {
         `This upload URL accepts at most ${grant.maxBytes} bytes; the request declares ${declared}.`,
       );
     }
+    const owner = await getFileById(db, fileId);
+    if (owner)
+      await requireStorageRoom(db, config.projectStorageQuotaBytes, owner.project_id, declared, 'Content-Length');
     if (grant.exactBytes !== null && declared !== grant.exactBytes) {
       throw badRequest(
         `This upload URL is for exactly ${grant.exactBytes} bytes; the request declares ${declared}.`,

@@ -1,0 +1,77 @@
+/**
+ * A project's files stay within its storage quota (GANTRY_PROJECT_STORAGE_QUOTA_BYTES):
+ * every way bytes arrive is checked (a direct upload, a pre-signed upload's
+ * declared size and its PUT, a multipart upload), a refused upload stores
+ * nothing, deleting files makes room, and other projects are not affected.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const QUOTA = 4096;
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startTestPlatform({ containers: false, env: { GANTRY_PROJECT_STORAGE_QUOTA_BYTES: String(QUOTA) } });
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+const line = JSON.stringify({ text: 'x'.repeat(90) }) + '\n'; // 104 bytes
+const content = (bytes: number) => line.repeat(Math.floor(bytes / line.length));
+
+function upload(key: string, name: string, text: string) {
+  const body = new FormData();
+  body.append('purpose', 'fine-tune');
+  body.append('file_name', name);
+  body.append('file', new Blob([text]), name);
+  return call(p.baseUrl, 'POST', '/v1/files/upload', { key, body });
+}
+const files = async (key: string) =>
+  (await call(p.baseUrl, 'GET', '/v1/files', { key })).body.data as Array<{ id: string }>;
+
+test('uploads stop at the quota, a refusal stores nothing, and deleting makes room', async () => {
+  const first = await upload(t.key, 'a.jsonl', content(3000));
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+
+  const direct = await upload(t.key, 'b.jsonl', content(2000));
+  assert.equal(direct.status, 413);
+  assert.deepEqual([direct.body.error.code, direct.body.error.param], ['storage_quota_exceeded', 'file']);
+  assert.equal((await files(t.key)).length, 1, 'the refused upload left no file');
+  const { rows } = await p.db.query('SELECT count(*)::int AS n FROM files WHERE project_id = $1', [t.projectId]);
+  assert.equal(rows[0].n, 1);
+
+  const declared = await call(p.baseUrl, 'POST', '/v1/files', {
+    key: t.key,
+    json: { purpose: 'fine-tune', file_name: 'c.jsonl', bytes: 2000 },
+  });
+  assert.deepEqual([declared.status, declared.body.error?.param], [413, 'bytes']);
+
+  const multipart = await call(p.baseUrl, 'POST', '/v1/files/multipart/initiate', {
+    key: t.key,
+    json: { purpose: 'fine-tune', file_name: 'd.jsonl', file_size: 2000 },
+  });
+  assert.deepEqual([multipart.status, multipart.body.error?.param], [413, 'file_size']);
+
+  // Another project has a quota of its own.
+  const other = await createTenant(p.db);
+  assert.equal((await upload(other.key, 'b.jsonl', content(2000))).status, 200);
+
+  assert.equal((await call(p.baseUrl, 'DELETE', `/v1/files/${first.body.id}`, { key: t.key })).status, 200);
+  assert.equal((await upload(t.key, 'b.jsonl', content(2000))).status, 200, 'room again');
+});
+
+test('a pre-signed PUT is checked against the quota with its Content-Length', async () => {
+  const tenant = await createTenant(p.db);
+  // No declared size: the URL is granted, and the PUT says how much is coming.
+  const granted = await call(p.baseUrl, 'POST', '/v1/files', {
+    key: tenant.key,
+    json: { purpose: 'fine-tune', file_name: 'big.jsonl' },
+  });
+  assert.equal(granted.status, 302, JSON.stringify(granted.body));
+  const put = await fetch(granted.headers.get('location')!, { method: 'PUT', body: content(QUOTA + 500) });
+  assert.equal(put.status, 413);
+  assert.equal(((await put.json()) as { error: { code: string } }).error.code, 'storage_quota_exceeded');
+});
