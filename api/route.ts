@@ -75,6 +75,8 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
   /** Undoes what `before` did (e.g. a stored upload) when validation or the handler fails. */
   cleanup?: (req: Request) => Promise<void>;
   response: { status: number; description: string; schema: R; mediaType?: string };
+  /** Other answers without a body, e.g. 204 from a long-poll that found nothing: status and meaning. */
+  emptyResponses?: Record<number, string>;
   /** Error statuses worth documenting beyond 400/401. */
   errors?: number[];
   /** Returns the body; or writes `res` itself (streams, redirects) and returns undefined. */
@@ -179,7 +181,8 @@ export class ApiRouter {
   private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, keyed = true) {
     const statuses = [
       400,
-      ...(keyed ? [401] : []),
+      // Keyed routes pass the rate limits (api/middleware/rate-limit.ts).
+      ...(keyed ? [401, 429] : []),
       ...(spec.access === 'platform-admin' ? [403] : []),
       ...(spec.errors ?? []),
     ];
@@ -189,6 +192,7 @@ export class ApiRouter {
         content: { [spec.response.mediaType ?? 'application/json']: { schema: spec.response.schema } },
       },
     };
+    for (const [status, description] of Object.entries(spec.emptyResponses ?? {})) responses[status] = { description };
     for (const s of new Set(statuses)) {
       responses[s] = {
         description: ERROR_DESCRIPTIONS[s] ?? 'Error',

@@ -6,6 +6,7 @@
  * version they mount (the current one when they were deployed or updated).
  */
 import { z } from 'zod';
+import { INT4_MAX } from '../schemas/common';
 import { newId } from '../../common/ids';
 import {
   addVolumeVersion,
@@ -169,7 +170,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'A volume by id or name; `version` describes an earlier version',
     tags: ['deployments'],
     params: IdParams,
-    query: z.object({ version: z.coerce.number().int().min(1).optional() }),
+    query: z.object({ version: z.coerce.number().int().min(1).max(INT4_MAX).optional() }),
     errors: [404],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
     handler: async ({ params, query, principal }) => {

@@ -7,6 +7,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
@@ -91,7 +92,9 @@ const SpecFields = {
   capacity_type: z.string().optional(),
   environment_variables: z.array(EnvVar),
   volumes: z
-    .array(z.object({ mount_path: z.string(), name: z.string(), version: z.number().int().optional() }))
+    .array(
+      z.object({ mount_path: z.string(), name: z.string(), version: z.number().int().min(1).max(INT4_MAX).optional() }),
+    )
     .optional(),
   model_mounts: z
     .array(z.object({ model_id: z.string(), mount_path: z.string(), revision_id: z.string().optional() }))

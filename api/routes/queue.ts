@@ -258,6 +258,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     body: ClaimBody,
     errors: [404, 503],
     response: { status: 200, description: 'The claimed job', schema: ClaimSchema },
+    emptyResponses: { 204: 'No job was pending, or none arrived within wait_seconds' },
     handler: async ({ body, principal, req, res }) => {
       const deployment = await requireDeployment(principal.projectId, body.model);
       const timeoutMs = body.claim_timeout_seconds * 1000;

@@ -340,7 +340,7 @@ export const FleetFaultBody = z.object({
 export const FleetCapacityBody = z.object({
   region: z.string().min(1),
   gpu_type: z.enum(GPU_TYPES),
-  preemptible_nodes: z.number().int().nonnegative().nullable(),
+  preemptible_nodes: z.number().int().nonnegative().max(INT4_MAX).nullable(),
 });
 export const FleetWorkloadBody = z.object({
   pending_gpu_requests: count,
