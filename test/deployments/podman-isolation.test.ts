@@ -3,7 +3,8 @@
  * by the project, pushed to a local registry, pulled at launch) in a container,
  * and a tenant's container reaches nothing of the host or of other tenants.
  *
- * The probe is the example replica itself (examples/http-replica): /file reads
+ * Its volume and its model revision are mounted read-only; nothing else of the
+ * host is. The probe is the example replica itself (examples/http-replica): /file reads
  * a path inside the container, /connect opens a TCP connection from it. Every
  * "cannot" has a "can" beside it, so a broken probe cannot pass for isolation:
  * the container reads its own volume and /proc, and connects to itself and to
@@ -20,6 +21,7 @@ import { after, before, describe, test } from 'node:test';
 import { projectNetworkName } from '../../providers/containers/podman/replica-networks';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import { storeValidatedRevision } from '../helpers/registry';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let registry: LocalRegistry;
@@ -140,7 +142,17 @@ describe('container deployments (podman runtime)', () => {
       content: { type: 'files', source_prefix: 'assets-' },
     });
     assert.equal(volume.status, 200, JSON.stringify(volume.body));
+    // A registered model revision to mount.
+    const model = (
+      await call(p.baseUrl, 'POST', `/v2/projects/${a.projectId}/models`, {
+        key: a.key,
+        json: { baseModelId: 'gantry/reference-byte-tiny', name: 'mounted', type: 'model' },
+      })
+    ).body;
+    const weights = Buffer.from('pretend safetensors');
+    await storeValidatedRevision(p, model.id, 'rv_pm1', { 'model.safetensors': weights });
     const depA = await deploy(a.key, {
+      model_mounts: [{ model_id: 'mounted', mount_path: '/models/m' }],
       min_replicas: 2,
       cpu: 0.5,
       memory: 0.25,
@@ -159,6 +171,7 @@ describe('container deployments (podman runtime)', () => {
     assert.match((await readFrom(a.key, 'web', '/proc/1/cmdline')).text, /\/app\/server\.mjs/);
     assert.equal((await readFrom(a.key, 'web', '/etc/os-release')).status, 404, 'not the host root filesystem');
     assert.equal((await readFrom(a.key, 'web', '/data/assets/assets-a.jsonl')).text, line(1));
+    assert.equal((await readFrom(a.key, 'web', '/models/m/model.safetensors')).text, weights.toString());
     assert.equal((await viaGateway(a.key, 'web', '/env?name=TOKEN')).text, secretValue);
     assert.equal((await viaGateway(a.key, 'web', '/env?name=DATABASE_URL')).text, '');
 

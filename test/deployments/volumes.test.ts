@@ -9,9 +9,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Readable } from 'node:stream';
-import { insertRevision } from '../../db/registry';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import { storeValidatedRevision } from '../helpers/registry';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
@@ -206,14 +205,7 @@ describe('deployment volumes', () => {
     assert.equal(early.body.error.param, 'model_mounts[0].model_id');
 
     const weights = Buffer.from('pretend safetensors');
-    await p.blobs.put(`registry/${model.id}/rv_m1/model.safetensors`, Readable.from([weights]), { maxBytes: 1 << 20 });
-    await insertRevision(p.db, {
-      id: 'rv_m1',
-      modelId: model.id,
-      blobPrefix: `registry/${model.id}/rv_m1`,
-      files: [{ path: 'model.safetensors', bytes: weights.length, sha256: 'x' }],
-      validationStatus: 'REVISION_VALIDATION_STATUS_SUCCESS',
-    });
+    await storeValidatedRevision(p, model.id, 'rv_m1', { 'model.safetensors': weights });
     const dep = await api('POST', '/deployments', {
       ...base,
       name: 'model-reader',

@@ -11,7 +11,8 @@
  * except the replies of connections made to it (conntrack ESTABLISHED), which is
  * how the gateway and the health checks reach it through the published port, and
  * connections to Gantry's API through the bridge's forwarder (api-forwarder.ts).
- * The rules live in one chain, GANTRY-REPLICAS, jumped to first from INPUT and FORWARD.
+ * The rules live in two chains, GANTRY-REPLICAS-IN and GANTRY-REPLICAS-FWD, jumped
+ * to first from INPUT and FORWARD.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -21,7 +22,8 @@ import { ApiForwarder } from './api-forwarder';
 import { PodmanError, SYSTEM_PATH, type PodmanEngine } from './podman-engine';
 
 const run = promisify(execFile);
-const CHAIN = 'GANTRY-REPLICAS';
+/** Rules for what replicas send to this host (jumped to from INPUT) and through it (from FORWARD). */
+const CHAINS = { INPUT: 'GANTRY-REPLICAS-IN', FORWARD: 'GANTRY-REPLICAS-FWD' } as const;
 
 async function iptables(args: string[]): Promise<boolean> {
   try {
@@ -103,15 +105,18 @@ export class ReplicaNetworks {
       () => false,
     );
     if (removed && ready) {
-      for (const rule of bridgeRules(ready.bridge, ready.forwarder)) await iptables(['-D', CHAIN, ...rule]);
+      for (const [chain, rules] of bridgeRules(ready.bridge, ready.forwarder)) {
+        for (const rule of rules) await iptables(['-D', chain, ...rule]);
+      }
     }
   }
 
   private async ensure(name: string, projectId: string): Promise<{ bridge: string; forwarder?: ApiForwarder }> {
     this.chain ??= (async () => {
-      await iptables(['-N', CHAIN]); // fails harmlessly when it exists
-      await ensureRule('INPUT', 'first', ['-j', CHAIN]);
-      await ensureRule('FORWARD', 'first', ['-j', CHAIN]);
+      for (const [hook, chain] of Object.entries(CHAINS)) {
+        await iptables(['-N', chain]); // fails harmlessly when it exists
+        await ensureRule(hook, 'first', ['-j', chain]);
+      }
     })();
     await this.chain;
     const exists = () =>
@@ -140,35 +145,47 @@ export class ReplicaNetworks {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge ?? ''))
       throw new PodmanError(`network ${name} has no bridge (${bridge})`);
     const forwarder = this.api && gateway ? new ApiForwarder(gateway, this.api) : undefined;
-    for (const rule of bridgeRules(bridge, forwarder)) await ensureRule(CHAIN, 'append', rule);
+    for (const [chain, rules] of bridgeRules(bridge, forwarder)) {
+      for (const rule of rules) await ensureRule(chain, 'append', rule);
+    }
     void forwarder?.start();
     return { bridge, forwarder };
   }
 }
 
 /**
- * A bridge's rules, in order: replies to connections made to its replicas pass, and so do
- * connections to the API forwarder on its gateway address; everything else is dropped.
+ * A bridge's rules, per chain and in order. To this host: replies to connections made to its
+ * replicas, and connections to the API forwarder on its gateway address; nothing else. Through
+ * this host: replies, and traffic between the bridge's own replicas (which crosses FORWARD where
+ * br_netfilter is loaded); nothing else.
  */
-function bridgeRules(bridge: string, forwarder?: ApiForwarder): string[][] {
+function bridgeRules(bridge: string, forwarder?: ApiForwarder): Array<[string, string[][]]> {
+  const replies = ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'];
+  const drop = ['-i', bridge, '-j', 'DROP'];
   return [
-    ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'],
-    ...(forwarder
-      ? [
-          [
-            '-i',
-            bridge,
-            '-d',
-            `${forwarder.listenHost}/32`,
-            '-p',
-            'tcp',
-            '--dport',
-            String(forwarder.port),
-            '-j',
-            'RETURN',
-          ],
-        ]
-      : []),
-    ['-i', bridge, '-j', 'DROP'],
+    [
+      CHAINS.INPUT,
+      [
+        replies,
+        ...(forwarder
+          ? [
+              [
+                '-i',
+                bridge,
+                '-d',
+                `${forwarder.listenHost}/32`,
+                '-p',
+                'tcp',
+                '--dport',
+                String(forwarder.port),
+                '-j',
+                'RETURN',
+              ],
+            ]
+          : []),
+        drop,
+      ],
+    ],
+    [CHAINS.FORWARD, [replies, ['-i', bridge, '-o', bridge, '-j', 'RETURN'], drop]],
   ];
 }
