@@ -33,6 +33,17 @@ const csvGpuTypes = z
   )
   .pipe(z.array(z.enum(GPU_TYPES)));
 
+/** A comma-separated list, its items trimmed, empty ones dropped (unset: none). */
+const commaList = z
+  .string()
+  .default('')
+  .transform((v) =>
+    v
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  );
+
 /** A root secret: long enough, and not one published in this repository. */
 const rootSecret = z
   .string()
@@ -91,16 +102,7 @@ const EnvSchema = z.object({
    * Earlier GANTRY_SIGNING_SECRETs, newest first, comma-separated: after a rotation, values sealed
    * and URLs signed under them still open until `scripts/reseal.ts` has moved what is stored.
    */
-  GANTRY_PREVIOUS_SIGNING_SECRETS: z
-    .string()
-    .default('')
-    .transform((v) =>
-      v
-        .split(',')
-        .map((r) => r.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(rootSecret)),
+  GANTRY_PREVIOUS_SIGNING_SECRETS: commaList.pipe(z.array(rootSecret)),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
   /** Bytes of files one project may hold (uploaded, and multipart uploads in progress); 0: no quota. */
   GANTRY_PROJECT_STORAGE_QUOTA_BYTES: z.coerce
@@ -218,15 +220,7 @@ const EnvSchema = z.object({
    */
   GANTRY_REPLICA_API_URL: z.url().optional(),
   /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
-  GANTRY_INSECURE_REGISTRIES: z
-    .string()
-    .default('')
-    .transform((v) =>
-      v
-        .split(',')
-        .map((r) => r.trim())
-        .filter(Boolean),
-    ),
+  GANTRY_INSECURE_REGISTRIES: commaList,
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
   /** Deployments: how often the autoscaler observes its metric. */

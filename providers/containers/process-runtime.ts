@@ -29,6 +29,7 @@ import {
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { HeldReplicas, type HeldReplica } from './held-replicas';
 import { freePort, waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 
@@ -44,11 +45,8 @@ export interface ReplicaRecordOnDisk {
 }
 
 /** A replica this runtime holds: how to signal it and when it ended. */
-interface Held {
+interface Held extends HeldReplica {
   kill(signal: NodeJS.Signals): void;
-  exited: Promise<ReplicaExit>;
-  /** Lets go of the child process so that this one can exit while it runs on (absent: not our child). */
-  release?: () => void;
 }
 
 /** Whether `pid` is alive and still runs `command` (a pid can be reused after a reboot). */
@@ -63,7 +61,7 @@ function runsCommand(pid: number, command: string): boolean {
 
 export class ProcessRuntime implements ContainerRuntime {
   readonly kind = 'process';
-  private readonly running = new Map<string, Held>();
+  private readonly running = new HeldReplicas<Held>();
 
   /**
    * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
@@ -198,17 +196,8 @@ export class ProcessRuntime implements ContainerRuntime {
     return root;
   }
 
-  /** Resolves when the replica's process exits; null when this host does not hold it (it was lost). */
-  async waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
-    const r = this.running.get(replicaId);
-    if (!r) return null;
-    const aborted = new Promise<'aborted'>((resolve) =>
-      signal.addEventListener('abort', () => resolve('aborted'), { once: true }),
-    );
-    const outcome = await Promise.race([r.exited, aborted]);
-    if (outcome === 'aborted') throw signal.reason ?? new Error('aborted');
-    this.running.delete(replicaId);
-    return outcome;
+  waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
+    return this.running.waitForExit(replicaId, signal);
   }
 
   /** SIGTERM, then SIGKILL after the grace period. */
@@ -240,7 +229,6 @@ export class ProcessRuntime implements ContainerRuntime {
    * their records) and lets go of them, so that this process can exit.
    */
   release(): void {
-    for (const held of this.running.values()) held.release?.();
-    this.running.clear();
+    this.running.releaseAll();
   }
 }

@@ -25,6 +25,7 @@ import { spawn } from 'node:child_process';
 import { appendFileSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 
+import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
 import { freePort, waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
@@ -40,12 +41,6 @@ const PIDS_LIMIT = 4096;
  */
 const CLIENT_VARIABLE = /^(PATH|HOME|TMPDIR|CONTAINERS_.*|XDG_.*|PODMAN_.*|BUILDAH_.*|STORAGE_.*|REGISTRY_.*)$/;
 
-interface Held {
-  exited: Promise<ReplicaExit>;
-  /** Lets go of the Podman client so this process can exit while the container runs on. */
-  release?: () => void;
-}
-
 /** The registry host of an image reference (`host[:port]/path[:tag]`), if it names one. */
 export function registryOf(image: string): string | undefined {
   const first = image.split('/')[0];
@@ -56,7 +51,7 @@ export function registryOf(image: string): string | undefined {
 
 export class PodmanRuntime implements ContainerRuntime {
   readonly kind = 'podman';
-  private readonly running = new Map<string, Held>();
+  private readonly running = new HeldReplicas<HeldReplica>();
 
   /**
    * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
@@ -187,17 +182,8 @@ export class PodmanRuntime implements ContainerRuntime {
     return port;
   }
 
-  /** Resolves when the container exits; null when this host does not hold it (it was lost). */
-  async waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
-    const r = this.running.get(replicaId);
-    if (!r) return null;
-    const aborted = new Promise<'aborted'>((resolve) =>
-      signal.addEventListener('abort', () => resolve('aborted'), { once: true }),
-    );
-    const outcome = await Promise.race([r.exited, aborted]);
-    if (outcome === 'aborted') throw signal.reason ?? new Error('aborted');
-    this.running.delete(replicaId);
-    return outcome;
+  waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
+    return this.running.waitForExit(replicaId, signal);
   }
 
   /** `podman stop`: SIGTERM (or the image's stop signal), then SIGKILL after the grace period. */
@@ -222,8 +208,7 @@ export class PodmanRuntime implements ContainerRuntime {
   }
 
   release(): void {
-    for (const held of this.running.values()) held.release?.();
-    this.running.clear();
+    this.running.releaseAll();
   }
 
   /**
