@@ -75,7 +75,9 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
     'off',
   ];
   return new Promise((resolve, reject) => {
+    // Run in the scratch directory: schemathesis keeps state (.schemathesis/) in its working directory.
     const child = spawn(SCHEMATHESIS, args, {
+      cwd: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, NO_COLOR: '1' },
     });
