@@ -10,10 +10,11 @@ import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
 import { rateLimits, trustProxy } from './middleware/rate-limit';
+import { collapseVersionPrefix } from './middleware/version-prefix';
 import { createHttpMetrics } from './metrics';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter } from './route';
-import { addAccountRoutes } from './routes/account';
+import { addAccountRoutes, addTypedWhoamiRoute } from './routes/account';
 import { addApiKeyRoutes } from './routes/api-keys';
 import { addBillingAdminRoutes, addBillingUsageRoute } from './routes/billing';
 import { addOrganizationMemberRoutes } from './routes/organization-members';
@@ -48,16 +49,19 @@ export function createApp(deps: ApiDeps): express.Express {
   app.disable('x-powered-by');
   // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
   if (deps.config.trustProxy) app.set('trust proxy', trustProxy(deps.config.trustProxy));
+  app.use(collapseVersionPrefix);
   app.use((deps.metrics ?? createHttpMetrics('api')).middleware);
   app.use(requestLogging(deps.logger));
 
   const registry = createRegistry();
   const v1 = new ApiRouter(registry, '/v1');
   const v2 = new ApiRouter(registry, '/v2');
+  const v3 = new ApiRouter(registry, '/v3');
   const unversioned = new ApiRouter(registry, '');
 
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
+  addTypedWhoamiRoute(v3); // the Python CLI's identity call
   addProjectRoutes(v1, deps);
   addOrganizationMemberRoutes(v1, deps);
   addApiKeyRoutes(v1, deps);
@@ -125,6 +129,7 @@ export function createApp(deps: ApiDeps): express.Express {
 
   app.use('/v1', v1.router);
   app.use('/v2', v2.router);
+  app.use('/v3', v3.router);
   // The official SDK sends its v2 calls (beta.models, beta.endpoints) to the client's one baseURL
   // when it is set: a client configured with `<gantry>/v1` reaches them here.
   app.use('/v1', v2.router);

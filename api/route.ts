@@ -124,7 +124,9 @@ export class ApiRouter {
       const principal = req.principal;
       if (!principal) throw new Error(`route ${spec.operationId} reached without authentication`);
       checkAccess(principal, access);
-      if (spec.body && (hasBody(req) || bodyTypes.includes('multipart')) && !req.is(accepted)) {
+      // A bodiless request to a route that takes only multipart (a file) is refused here too.
+      const onlyMultipart = bodyTypes.length === 1 && bodyTypes[0] === 'multipart';
+      if (spec.body && (hasBody(req) || onlyMultipart) && !req.is(accepted)) {
         throw badRequest(
           `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as ${accepted.join(' or ')}.`,
           null,

@@ -64,12 +64,46 @@ export function findUnstorableText(input: unknown, at: string[] = [], depth = 0)
   return null;
 }
 
+/**
+ * The official Python SDK and CLI send every option they were not given as JSON `null`. For a
+ * field that may be left out and has no meaning for `null`, `null` is taken as left out; where a
+ * schema gives `null` a meaning (nullable), it is kept. Applies to nested objects and to unions of
+ * objects too (a key counts as left out only where every option could leave it out).
+ */
+export function withoutNullOptionals(schema: ZodType, input: unknown, depth = 0): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input) || depth > 16) return input;
+  const shapes = objectShapes(schema);
+  if (!shapes.length) return input;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(input)) {
+    const fields = shapes.map((shape) => shape[key]).filter((f): f is ZodType => f !== undefined);
+    if (value === null && fields.length && fields.every((f) => absentNotNull(f))) continue;
+    out[key] = fields.length === 1 ? withoutNullOptionals(fields[0]!, value, depth + 1) : value;
+  }
+  return out;
+}
+
+const absentNotNull = (field: ZodType) => field.safeParse(undefined).success && !field.safeParse(null).success;
+
+/** The object shapes a value of `schema` may take, through optional, default, pipe and union wrappers. */
+function objectShapes(schema: ZodType, depth = 0): Array<Record<string, ZodType>> {
+  if (depth > 8) return [];
+  if (schema instanceof z.ZodObject) return [schema.shape as Record<string, ZodType>];
+  if (schema instanceof z.ZodUnion) return (schema.options as ZodType[]).flatMap((o) => objectShapes(o, depth + 1));
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodNullable || schema instanceof z.ZodDefault) {
+    return objectShapes(schema.def.innerType as ZodType, depth + 1);
+  }
+  if (schema instanceof z.ZodPipe) return objectShapes(schema.def.in as ZodType, depth + 1);
+  return [];
+}
+
 export function parseOrThrow<S extends ZodType>(
   schema: S,
   input: unknown,
   location: Location,
   strict: boolean,
 ): z.output<S> {
+  if (location === 'body') input = withoutNullOptionals(schema, input);
   if (strict) {
     const unknown = firstUnknownKey(schema, input);
     if (unknown !== null) {

@@ -21,6 +21,7 @@ import type { Queryable } from './pool';
 export interface ProjectRow {
   id: string;
   organization_id: string;
+  organization_name: string;
   name: string;
   slug: string;
   visibility: ProjectVisibility;
@@ -30,7 +31,9 @@ export interface ProjectRow {
   role: ProjectRole | null;
 }
 
-const PROJECT_COLUMNS = `p.id, p.organization_id, p.name, p.slug, p.visibility, p.is_default, p.created_at`;
+/** Over `p` (projects) joined to `o` (its organization): see PROJECT_FROM. */
+const PROJECT_COLUMNS = `p.id, p.organization_id, o.name AS organization_name, p.name, p.slug, p.visibility, p.is_default, p.created_at`;
+const PROJECT_FROM = `projects p JOIN organizations o ON o.id = p.organization_id`;
 
 /**
  * Projects of an organization that a user can see: the ones they belong to,
@@ -53,7 +56,7 @@ export async function listVisibleProjects(
 ): Promise<ProjectRow[]> {
   const { rows } = await db.query<ProjectRow>(
     `SELECT ${PROJECT_COLUMNS}, pm.role
-       FROM projects p
+       FROM ${PROJECT_FROM}
        LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = $2
       WHERE p.organization_id = $1 AND ${visibleToCaller('$3')}
       ORDER BY p.is_default DESC, p.created_at, p.id`,
@@ -70,7 +73,7 @@ export async function findProjectForUser(
 ): Promise<ProjectRow | null> {
   const { rows } = await db.query<ProjectRow>(
     `SELECT ${PROJECT_COLUMNS}, pm.role
-       FROM projects p
+       FROM ${PROJECT_FROM}
        LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = $3
       WHERE p.organization_id = $1 AND p.id = $2`,
     [organizationId, projectId, userId],

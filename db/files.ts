@@ -85,6 +85,20 @@ export async function listFiles(db: Queryable, projectId: string): Promise<FileR
 }
 
 /**
+ * The project's file with these bytes (by SHA-256, hex), oldest first; a file whose processing
+ * FAILED (the platform could not finish, not the data) does not count, so its bytes can be sent again.
+ */
+export async function findFileByChecksum(db: Queryable, projectId: string, sha256: string): Promise<string | null> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM files
+      WHERE project_id = $1 AND sha256 = $2 AND processing_status <> 'FAILED'
+      ORDER BY created_at, id LIMIT 1`,
+    [projectId, sha256.toLowerCase()],
+  );
+  return rows[0]?.id ?? null;
+}
+
+/**
  * Moves processing_status and records the move. Idempotent for retried
  * activities: repeating the same move records nothing new.
  */

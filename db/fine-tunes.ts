@@ -6,6 +6,8 @@ import { qualifiedModelName } from './registry';
 
 export interface FineTuneRow {
   id: string;
+  /** USD charged so far, net of refunds (decimal text); read by getFineTune and listFineTunes only. */
+  charged?: string;
   project_id: string;
   created_by: string;
   status: FineTuneStatus;
@@ -53,8 +55,13 @@ export async function insertFineTune(
   return rows[0];
 }
 
+/** A job with what it has been charged so far, net of refunds (USD; usage_records by resource). */
+const SELECT_WITH_CHARGE = `
+  SELECT f.*, (SELECT coalesce(sum(u.amount), 0) FROM usage_records u WHERE u.resource_id = f.id)::text AS charged
+    FROM fine_tunes f`;
+
 export async function getFineTune(db: Queryable, projectId: string, id: string): Promise<FineTuneRow | null> {
-  const { rows } = await db.query<FineTuneRow>('SELECT * FROM fine_tunes WHERE id = $1 AND project_id = $2', [
+  const { rows } = await db.query<FineTuneRow>(`${SELECT_WITH_CHARGE} WHERE f.id = $1 AND f.project_id = $2`, [
     id,
     projectId,
   ]);
@@ -77,7 +84,7 @@ export async function getFineTuneById(db: Queryable, id: string): Promise<FineTu
 
 export async function listFineTunes(db: Queryable, projectId: string): Promise<FineTuneRow[]> {
   const { rows } = await db.query<FineTuneRow>(
-    'SELECT * FROM fine_tunes WHERE project_id = $1 ORDER BY created_at DESC, id DESC',
+    `${SELECT_WITH_CHARGE} WHERE f.project_id = $1 ORDER BY f.created_at DESC, f.id DESC`,
     [projectId],
   );
   return rows;

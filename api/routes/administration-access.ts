@@ -52,6 +52,7 @@ export const projectView = (r: ProjectRow) => ({
   id: r.id,
   object: 'project' as const,
   organization_id: r.organization_id,
+  organization_name: r.organization_name,
   name: r.name,
   slug: r.slug,
   visibility: r.visibility,

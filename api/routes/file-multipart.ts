@@ -47,7 +47,7 @@ import { fileBlobKey } from '../uploads/blob-storage-engine';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
-import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from './files-shared';
 
 const MAX_PARTS = 10_000;
 
@@ -64,13 +64,14 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['files'],
     body: InitiateMultipartBody,
     strict: true,
-    errors: [413, 503],
+    errors: [409, 413, 503],
     response: { status: 200, description: 'The upload and its part URLs', schema: MultipartUploadSchema },
     handler: async ({ body, principal }) => {
       if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       if (body.file_size > config.maxUploadBytes) {
         throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'file_size');
       }
+      await refuseHeldBytes(db, principal.projectId, body.checksum);
       await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.file_size, 'file_size');
       const fileType = inferFileType(body.file_name, body.file_type);
       const partSize = Math.max(config.multipartPartBytes, Math.ceil(body.file_size / MAX_PARTS));

@@ -1,10 +1,11 @@
 /** What both file route modules need: the file object, type inference, the workflow start. */
 import path from 'node:path';
 import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
-import { deleteFileRow, type FileRow } from '../../db/files';
+import { deleteFileRow, findFileByChecksum, type FileRow } from '../../db/files';
+import type { Queryable } from '../../db/pool';
 import type { fileValidation, FileWorkflowInput } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
-import { badRequest } from '../errors';
+import { ApiError, badRequest, type ErrorBody } from '../errors';
 import { startResourceWorkflow } from '../workflows';
 
 export function toFileObject(row: FileRow) {
@@ -21,6 +22,23 @@ export function toFileObject(row: FileRow) {
     ...(row.validation_report ? { validation_report: row.validation_report } : {}),
     ...(row.processing_note ? { processing_note: row.processing_note } : {}),
   };
+}
+
+/** 409 with the existing file's id at the top level, where the official SDKs read it (`file_id`). */
+export class FileExistsError extends ApiError {
+  constructor(readonly fileId: string) {
+    super(409, `This project already holds these bytes as file '${fileId}'.`, 'conflict_error', 'checksum', 'file_exists');
+  }
+  override toBody(): ErrorBody & { file_id: string } {
+    return { ...super.toBody(), file_id: this.fileId };
+  }
+}
+
+/** Before an upload starts: refuses bytes (by their SHA-256) that the project already holds. */
+export async function refuseHeldBytes(db: Queryable, projectId: string, checksum: string | undefined): Promise<void> {
+  if (checksum === undefined) return;
+  const existing = await findFileByChecksum(db, projectId, checksum);
+  if (existing) throw new FileExistsError(existing);
 }
 
 export function inferFileType(fileName: string, given: FileType | undefined): FileType {

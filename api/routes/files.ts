@@ -6,7 +6,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -29,13 +28,14 @@ import {
 import { withTransaction, type Queryable } from '../../db/pool';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
+import { sendBlob } from '../blob-response';
 import type { ApiDeps } from '../deps';
 import { parseOrThrow } from '../validation';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
-import { inferFileType, startFileWorkflowFor, toFileObject } from './files-shared';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from './files-shared';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,
@@ -104,16 +104,18 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'createFileUpload',
     summary: "Start the official SDKs' upload flow: 302 to a pre-signed URL that takes a PUT of the bytes",
     tags: ['files'],
-    bodyTypes: ['form', 'json'],
-    // The Python SDK sends these fields in the query string of an empty POST.
+    // The Python SDK sends these fields as a multipart form without a file (3.x), or in the query
+    // string of an empty POST (earlier releases); the npm SDK as a URL-encoded form.
+    bodyTypes: ['form', 'json', 'multipart'],
     body: CreateFileUploadBody,
     before: [
+      multer({ limits: { files: 0, fields: 8, fieldSize: 4096, parts: 8 } }).none(),
       (req, _res, next) => {
         if (!req.body || Object.keys(req.body).length === 0) req.body = { ...(req.query as object) };
         next();
       },
     ],
-    errors: [413, 503],
+    errors: [409, 413, 503],
     response: {
       status: 302,
       description: 'Location: the pre-signed upload URL; X-Together-File-Id: the new file id',
@@ -131,6 +133,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
           'use_multipart',
         );
       }
+      await refuseHeldBytes(db, principal.projectId, body.checksum);
       // Checked here with the declared size, and again at the PUT with its Content-Length.
       if (body.bytes !== undefined) {
         await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.bytes, 'bytes');
@@ -252,7 +255,13 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal, req, res }) => {
       const row = await findFile(principal.projectId, params.id);
       if (row.bytes === null) throw notFound(`File '${params.id}' has no content yet: its upload has not completed.`);
-      await sendBlob(req, res, row);
+      await sendBlob(req, res, blobs, {
+        key: row.blob_key,
+        size: Number(row.bytes),
+        filename: path.basename(row.filename),
+        contentType: 'application/octet-stream',
+        ...(row.sha256 ? { etag: row.sha256 } : {}),
+      });
       return undefined;
     },
   });
@@ -299,35 +308,6 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       return { id: row.id, object: 'file' as const, deleted: true as const };
     },
   });
-
-  async function sendBlob(req: Request, res: Response, row: FileRow) {
-    const size = Number(row.bytes);
-    const ranges = req.headers.range ? req.range(size, { combine: true }) : undefined;
-    if (ranges === -1) {
-      throw new ApiError(
-        416,
-        `The requested range is outside the file's ${size} bytes.`,
-        'invalid_request_error',
-        'Range',
-        'range_not_satisfiable',
-        { 'Content-Range': `bytes */${size}` },
-      );
-    }
-    res.set({ 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', ETag: `"${row.sha256}"` });
-    res.attachment(path.basename(row.filename));
-    if (Array.isArray(ranges) && ranges.length === 1 && size > 0) {
-      const { start, end } = ranges[0];
-      res
-        .status(206)
-        .set({ 'Content-Range': `bytes ${start}-${end}/${size}`, 'Content-Length': String(end - start + 1) });
-      await pipeline(blobs.read(row.blob_key, { start, end }), res);
-      return;
-    }
-    // No Range, a malformed one (-2), or several: the whole file, as HTTP allows.
-    res.status(200).set('Content-Length', String(size));
-    if (size === 0) return void res.end();
-    await pipeline(blobs.read(row.blob_key), res);
-  }
 }
 
 /** PUT of the bytes to a pre-signed URL (no API key: the URL's signature is the credential). */

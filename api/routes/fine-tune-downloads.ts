@@ -7,7 +7,6 @@
  *   DELETE /v1/fine-tunes/{id}                                       the job and everything it stored
  */
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../common/fine-tunes';
@@ -20,6 +19,7 @@ import type { ApiRouter } from '../route';
 import { IsoDateTime } from '../schemas/common';
 import { FineTuneIdParams } from '../schemas/fine-tunes';
 import { downloadUrl, DownloadUrlQuery, verifyDownloadUrl } from '../uploads/presigned';
+import { sendBlob } from '../blob-response';
 
 const DownloadQuery = z.object({
   // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
@@ -30,6 +30,11 @@ const DownloadQuery = z.object({
 });
 
 const DOWNLOAD_TTL_SECONDS = 3600;
+/** A download's archive, once made (see packagedArchive); `variant` tells the downloads of one job apart. */
+const downloadKey = (jobId: string, variant: string) => `fine-tunes/${jobId}/downloads/${variant}.tar.zst`;
+const checkpointVariant = (step: number) => `checkpoint-${step}`;
+/** The final model's downloads: `checkpoint` values. */
+const FINAL_VARIANTS = ['merged', 'adapter', 'model_output_path'];
 const tokenizedPath = (jobId: string) => `/v1/fine-tunes/${encodeURIComponent(jobId)}/tokenized-dataset`;
 
 export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -55,6 +60,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       return {
         files: c.files.filter((f) => f !== 'optimizer.safetensors').map((f) => `${c.blob_prefix}/${f}`),
         suffix: `-checkpoint-${step}`,
+        variant: checkpointVariant(step),
       };
     }
     if (job.status !== 'completed' || !final) {
@@ -76,20 +82,30 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     return {
       files: wanted.map((f) => `${finalOutputPrefix(job.id)}/${f}`),
       suffix: kind === 'adapter' ? '-adapter' : '',
+      variant: kind,
     };
   }
 
-  async function sendArchive(res: Response, keys: string[], filename: string) {
+  /**
+   * The archive of `keys`, made once and kept with the job's blobs (`downloadKey`): a download's
+   * bytes and size must not change between requests, since clients probe the size with a Range
+   * request first and resume interrupted downloads from an offset. Deleted with the job.
+   */
+  async function packagedArchive(cacheKey: string, keys: string[]): Promise<number> {
+    const made = await blobs.size(cacheKey);
+    if (made !== null) return made;
     await assertZstdAvailable();
     const entries = [];
+    let total = 0;
     for (const key of keys) {
       const size = await blobs.size(key);
       if (size === null) throw notFound(`A file of this download is missing from storage: ${path.basename(key)}.`);
       entries.push({ name: path.basename(key), size, open: () => blobs.read(key) });
+      total += size;
     }
-    // attachment() sets a type from the extension; ours goes after it.
-    res.status(200).attachment(filename).set('Content-Type', 'application/zstd');
-    await pipeline(tarZstStream(entries), res);
+    // Compressed weights are not larger than the weights, plus tar's headers and zstd's frame.
+    const stored = await blobs.put(cacheKey, tarZstStream(entries), { maxBytes: total + 1024 * (keys.length + 8) });
+    return stored.bytes;
   }
 
   router.add({
@@ -103,20 +119,22 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: {
       status: 200,
-      description: 'A .tar.zst archive',
+      description: 'A .tar.zst archive (206 for a range)',
       schema: z.string().meta({ format: 'binary' }),
       mediaType: 'application/zstd',
     },
-    handler: async ({ query, principal, res }) => {
+    handler: async ({ query, principal, req, res }) => {
       const [jobId, stepPart] = query.ft_id.split(':');
       const step = query.checkpoint_step ?? (stepPart !== undefined ? Number(stepPart) : undefined);
       if (step !== undefined && !Number.isInteger(step))
         throw badRequest(`Invalid checkpoint id '${query.ft_id}'.`, 'ft_id');
       const job = await getFineTune(db, principal.projectId, jobId);
       if (!job) throw notFound(`Fine-tuning job '${jobId}' not found.`);
-      const { files, suffix } = await selectFiles(job, query, step);
+      const { files, suffix, variant } = await selectFiles(job, query, step);
       const base = job.model_output_name.split('/').pop()!;
-      await sendArchive(res, files, `${base}${suffix}.tar.zst`);
+      const key = downloadKey(job.id, variant);
+      const size = await packagedArchive(key, files);
+      await sendBlob(req, res, blobs, { key, size, filename: `${base}${suffix}.tar.zst`, contentType: 'application/zstd' });
       return undefined;
     },
   });
@@ -208,7 +226,11 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
         `fine-tunes/${job.id}/tokenized/train.jsonl`,
         `fine-tunes/${job.id}/tokenized/eval.jsonl`,
       ];
-      for (const c of await listCheckpoints(db, job.id)) keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
+      for (const c of await listCheckpoints(db, job.id)) {
+        keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
+        if (c.checkpoint_type === 'intermediate') keys.push(downloadKey(job.id, checkpointVariant(c.step)));
+      }
+      keys.push(...FINAL_VARIANTS.map((variant) => downloadKey(job.id, variant)));
       // One transaction: an activity still finishing after the terminate cannot re-create a lease
       // or an event for a job that is gone (it needs the job row, which this locks and deletes).
       await withTransaction(db, async (tx) => {
@@ -232,10 +254,11 @@ function tokenizedDatasetHandler(deps: ApiDeps) {
     const key = tokenizedDatasetArchiveKey(jobId);
     const size = job ? await deps.blobs.size(key) : null;
     if (size === null) throw notFound(`The tokenized dataset of '${jobId}' no longer exists.`);
-    res
-      .status(200)
-      .attachment(`${jobId}-tokenized-dataset.tar.zst`)
-      .set({ 'Content-Type': 'application/zstd', 'Content-Length': String(size) });
-    await pipeline(deps.blobs.read(key), res);
+    await sendBlob(req, res, deps.blobs, {
+      key,
+      size,
+      filename: `${jobId}-tokenized-dataset.tar.zst`,
+      contentType: 'application/zstd',
+    });
   };
 }

@@ -72,6 +72,19 @@ function toEvent(e: FineTuneEventRow) {
   };
 }
 
+/** Metric rows' names for the recorded columns. */
+const METRIC_NAMES = [
+  ['train/epoch', 'epoch'],
+  ['train/loss', 'loss'],
+  ['train/learning_rate', 'learning_rate'],
+  ['train/grad_norm', 'grad_norm'],
+  ['train/tokens', 'tokens'],
+  ['train/reward_margin', 'reward_margin'],
+  ['eval/loss', 'eval_loss'],
+] as const;
+
+const nanodollars = (usd: string) => new Decimal(usd).mul(1e9).round().toNumber();
+
 /** The job as the SDK reads it; `names` (resolved registry names) only on retrieve, per the spec. */
 export function toFineTune(
   row: FineTuneRow,
@@ -119,6 +132,8 @@ export function toFineTune(
           lora_trainable_modules: p.lora.target_modules.join(','),
         }
       : { type: 'Full' as const },
+    // Nanodollars, as the SDKs read it: charged when training starts, less any refund.
+    ...(row.charged !== undefined ? { total_price: nanodollars(row.charged) } : {}),
     ...(row.token_count !== null ? { token_count: Number(row.token_count) } : {}),
     ...(row.trainingfile_numlines !== null ? { trainingfile_numlines: row.trainingfile_numlines } : {}),
     ...(row.param_count !== null ? { param_count: Number(row.param_count) } : {}),
@@ -391,7 +406,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Metrics',
-      schema: z.object({ metrics: z.array(z.record(z.string(), z.unknown())) }),
+      schema: z.object({ metrics: z.array(z.record(z.string(), z.number())) }),
     },
     handler: async ({ params, query, principal }) => {
       const row = await findJob(principal.projectId, params.id);
@@ -407,19 +422,15 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
         );
       });
       return {
+        // One row per logged step, every value a number as both SDKs type it, under the names
+        // experiment trackers use (the Python CLI plots by `train/global_step`); `timestamp` is
+        // when the step was logged, in Unix seconds.
         metrics: sampleUniformly(metrics, query.resolution).map((m) => {
-          const out: Record<string, unknown> = { global_step: m.step, logged_at: new Date(m.logged_at).toISOString() };
-          for (const k of [
-            'epoch',
-            'loss',
-            'learning_rate',
-            'grad_norm',
-            'tokens',
-            'eval_loss',
-            'reward_margin',
-          ] as const) {
-            if (m[k] !== null) out[k] = m[k];
-          }
+          const out: Record<string, number> = {
+            'train/global_step': m.step,
+            timestamp: new Date(m.logged_at).getTime() / 1000,
+          };
+          for (const [name, k] of METRIC_NAMES) if (m[k] !== null) out[name] = m[k];
           return out;
         }),
       };

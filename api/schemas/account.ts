@@ -14,3 +14,13 @@ export const WhoamiSchema = z
     organization_role: z.enum(['Admin', 'Developer']).nullable(),
   })
   .meta({ id: 'Whoami' });
+
+/** GET /v3/whoami: the official SDK's WhoamiProjectAPIKey, the only kind of credential Gantry issues. */
+export const WhoamiV3Schema = z
+  .object({
+    type: z.literal('project_api_key'),
+    api_key: z.object({ id: z.string() }),
+    organization: z.object({ id: z.string(), name: z.string() }),
+    project: z.object({ id: z.string(), name: z.string(), slug: z.string() }),
+  })
+  .meta({ id: 'WhoamiTyped' });

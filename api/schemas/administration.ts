@@ -15,6 +15,7 @@ export const ProjectSchema = z
     id: z.string(),
     object: z.literal('project'),
     organization_id: z.string(),
+    organization_name: z.string(),
     name: z.string(),
     slug: z.string(),
     visibility: VisibilitySchema,

@@ -11,6 +11,13 @@ export const FileName = z
   .refine((s) => !s.includes('\uFFFD'), 'must be valid UTF-8')
   .refine((s) => Buffer.byteLength(s, 'utf8') <= 128, 'must be at most 128 bytes of UTF-8');
 
+/** A file's SHA-256, as the official SDKs send it before an upload: a project holding those bytes gets 409. */
+const Checksum = z
+  .string()
+  .regex(/^[0-9a-fA-F]{64}$/, 'must be the SHA-256 of the file, 64 hex digits')
+  .optional()
+  .describe('SHA-256 of the file (hex); a project that already holds these bytes gets 409 with their file_id');
+
 export const FileIdParams = z.object({ id: z.string().min(1).max(128) });
 
 export const UploadFileFields = z
@@ -28,6 +35,7 @@ export const CreateFileUploadBody = z
     file_name: FileName,
     file_type: z.enum(FILE_TYPES).optional(),
     bytes: z.coerce.number().int().nonnegative().optional().describe('Size of the upload, to bind the URL to it'),
+    checksum: Checksum,
   })
   .meta({ id: 'CreateFileUploadRequest' });
 
@@ -76,6 +84,9 @@ export const InitiateMultipartBody = z
     file_name: FileName,
     file_type: z.enum(FILE_TYPES).optional(),
     file_size: z.number().int().positive().describe('Total size of the file in bytes'),
+    checksum: Checksum,
+    /** Sent by the Python SDK; the part count follows from file_size and the part size Gantry answers with. */
+    num_parts: z.number().int().positive().optional(),
   })
   .meta({ id: 'InitiateMultipartUploadRequest' });
 

@@ -17,7 +17,8 @@ const TrainOnInputs = z.union([z.boolean(), z.literal('auto')]);
 export const CreateFineTuneBody = z
   .object({
     model: z.string().min(1).optional(),
-    from_checkpoint: z.string().optional(),
+    // The Python CLI sends "" when no checkpoint is named.
+    from_checkpoint: z.preprocess((v) => (v === '' ? undefined : v), z.string().optional()),
     training_file: z.string().min(1),
     validation_file: z.string().min(1).optional(),
     suffix: z.string().max(40, 'must be at most 40 characters').optional(),
@@ -131,6 +132,7 @@ export const FineTuneSchema = z
         lora_trainable_modules: z.string(),
       }),
     ]),
+    total_price: z.number().int().optional().describe('Charged so far, net of refunds, in nanodollars'),
     token_count: z.number().int().optional(),
     trainingfile_numlines: z.number().int().optional(),
     param_count: z.number().int().optional(),

@@ -510,7 +510,7 @@ export function addFineTuningCommands(program: Command) {
     .argument('<job-id>')
     .action(async (id: string, _o, cmd: Command) => {
       const { client, out } = context(cmd);
-      const res = await client.get<{ metrics: Record<string, any>[] }>(`${jobPath(id)}/metrics`);
+      const res = await client.get<{ metrics: Record<string, number>[] }>(`${jobPath(id)}/metrics`);
       const num = (v: unknown, digits = 4) => (typeof v === 'number' ? Number(v.toPrecision(digits)) : undefined);
       out.result(res, () =>
         print(
@@ -518,13 +518,13 @@ export function addFineTuningCommands(program: Command) {
             ? table(
                 ['step', 'epoch', 'loss', 'learning rate', 'grad norm', 'eval loss', 'reward margin'],
                 res.metrics.map((m) => [
-                  m.global_step,
-                  num(m.epoch, 3),
-                  num(m.loss),
-                  num(m.learning_rate, 3),
-                  num(m.grad_norm),
-                  num(m.eval_loss),
-                  num(m.reward_margin),
+                  m['train/global_step'],
+                  num(m['train/epoch'], 3),
+                  num(m['train/loss']),
+                  num(m['train/learning_rate'], 3),
+                  num(m['train/grad_norm']),
+                  num(m['eval/loss']),
+                  num(m['train/reward_margin']),
                 ]),
               )
             : 'No metrics yet.',

@@ -347,7 +347,7 @@ describe('gantry fine-tuning', () => {
     assert.ok(table.stdout.includes(`${jobId}:${intermediate[0].step}`), table.stdout);
 
     const metrics = await json(['fine-tuning', 'metrics', jobId]);
-    assert.ok(metrics.metrics.some((m: any) => typeof m.loss === 'number'));
+    assert.ok(metrics.metrics.some((m: any) => typeof m['train/loss'] === 'number'));
 
     // The final weights (merged, the default for LoRA), the adapter, and one intermediate checkpoint.
     const download = await gantry(['fine-tuning', 'download', jobId]);

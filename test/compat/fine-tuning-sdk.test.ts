@@ -317,7 +317,7 @@ describe('official SDK: fineTuning', () => {
 
   test('listMetrics: per-step numbers, filtered by step range and sampled by resolution', async () => {
     const all = (await client.fineTuning.listMetrics(jobId)).metrics ?? [];
-    const steps = all.map((m) => m.global_step);
+    const steps = all.map((m) => m['train/global_step']);
     assert.ok(steps.length >= 4, `steps: ${steps.join(',')}`);
     assert.deepEqual(
       steps,
@@ -325,19 +325,19 @@ describe('official SDK: fineTuning', () => {
       'chronological',
     );
     for (const m of all) {
-      for (const k of ['global_step', 'loss', 'learning_rate', 'grad_norm', 'epoch'])
-        assert.equal(typeof m[k], 'number', `${k} of step ${m.global_step}`);
+      for (const k of ['train/global_step', 'train/loss', 'train/learning_rate', 'train/grad_norm', 'train/epoch', 'timestamp'])
+        assert.equal(typeof m[k], 'number', `${k} of step ${m['train/global_step']}`);
     }
-    assert.equal(all.filter((m) => typeof m.eval_loss === 'number').length, 1, 'n_evals = 1');
+    assert.equal(all.filter((m) => typeof m['eval/loss'] === 'number').length, 1, 'n_evals = 1');
 
     const range = (await client.fineTuning.listMetrics(jobId, { global_step_from: 2, global_step_to: 3 })).metrics;
     assert.deepEqual(
-      range?.map((m) => m.global_step),
+      range?.map((m) => m['train/global_step']),
       [2, 3],
     );
     const sampled = (await client.fineTuning.listMetrics(jobId, { resolution: 2 })).metrics;
     assert.deepEqual(
-      sampled?.map((m) => m.global_step),
+      sampled?.map((m) => m['train/global_step']),
       [steps[0], steps.at(-1)],
       'uniformly sampled: first and last',
     );

@@ -102,11 +102,11 @@ describe('fine-tuning jobs', () => {
 
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/metrics`, { key: a.key })).body
       .metrics;
-    const losses = metrics.filter((m: any) => m.loss !== undefined).map((m: any) => m.loss);
+    const losses = metrics.filter((m: any) => m['train/loss'] !== undefined).map((m: any) => m['train/loss']);
     assert.ok(losses.length >= 8);
     const avg = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
     assert.ok(avg(losses.slice(-3)) < avg(losses.slice(0, 3)) - 0.2, `loss ${losses[0]} -> ${losses.at(-1)}`);
-    assert.equal(metrics.filter((m: any) => m.eval_loss !== undefined).length, 2);
+    assert.equal(metrics.filter((m: any) => m['eval/loss'] !== undefined).length, 2);
 
     const checkpoints = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${completedId}/checkpoints`, { key: a.key })).body
       .data;
@@ -213,8 +213,8 @@ describe('fine-tuning jobs', () => {
 
     const firstLoss = async (id: string) =>
       (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.find(
-        (m: any) => m.loss !== undefined,
-      ).loss;
+        (m: any) => m['train/loss'] !== undefined,
+      )['train/loss'];
     const fresh = await firstLoss(completedId);
     const continued = await firstLoss(res.body.id);
     assert.ok(continued < fresh - 0.2, `first loss: fresh ${fresh}, continued ${continued}`);

@@ -105,7 +105,7 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics;
     // Every planned step is recorded exactly once, across both workers.
     assert.deepEqual(
-      metrics.map((m: any) => m.global_step),
+      metrics.map((m: any) => m['train/global_step']),
       Array.from({ length: metrics.length }, (_, i) => i + 1),
     );
   });
@@ -138,11 +138,11 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     assert.equal(done.body.early_stopped, true);
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${res.body.id}/metrics`, { key: a.key })).body
       .metrics;
-    const evals = metrics.filter((m: any) => m.eval_loss !== undefined);
+    const evals = metrics.filter((m: any) => m['eval/loss'] !== undefined);
     assert.equal(evals.length, 3, 'stopped after 3 of 6 evaluations');
     assert.equal(done.body.epochs_completed, 2, 'the stop came at the end of the third epoch, before it counted');
-    assert.equal(done.body.early_stopping_best_step, evals[0].global_step);
-    assert.equal(done.body.early_stopping_best_metric, evals[0].eval_loss);
+    assert.equal(done.body.early_stopping_best_step, evals[0]['train/global_step']);
+    assert.equal(done.body.early_stopping_best_metric, evals[0]['eval/loss']);
     assert.ok(done.body.events.some((e: any) => e.type === 'early_stopped'));
   });
 
@@ -171,8 +171,8 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
     assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events.slice(-3)));
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${res.body.id}/metrics`, { key: a.key })).body
       .metrics;
-    assert.ok(Math.abs(metrics[0].reward_margin) < 0.05);
-    assert.ok(metrics.at(-1).reward_margin > 0.5, `margin ${metrics.at(-1).reward_margin}`);
+    assert.ok(Math.abs(metrics[0]['train/reward_margin']) < 0.05);
+    assert.ok(metrics.at(-1)['train/reward_margin'] > 0.5, `margin ${metrics.at(-1)['train/reward_margin']}`);
   });
 
   // Last: it replaces the GPU workers with one that declares a trainer hung after 15 s of silence.
