@@ -34,7 +34,9 @@ export async function sendBlob(req: Request, res: Response, blobs: BlobStore, b:
   res.set({ 'Accept-Ranges': 'bytes', 'Content-Type': b.contentType, ...(b.etag ? { ETag: `"${b.etag}"` } : {}) });
   if (Array.isArray(ranges) && ranges.length === 1 && b.size > 0) {
     const { start, end } = ranges[0]!;
-    res.status(206).set({ 'Content-Range': `bytes ${start}-${end}/${b.size}`, 'Content-Length': String(end - start + 1) });
+    res
+      .status(206)
+      .set({ 'Content-Range': `bytes ${start}-${end}/${b.size}`, 'Content-Length': String(end - start + 1) });
     await pipeline(blobs.read(b.key, { start, end }), res);
     return;
   }

@@ -31,7 +31,8 @@ export function toCluster(row: ClusterRow, volumes: VolumeRow[], latest: Map<str
       phase_transitions: n.phase_transitions,
     })),
     gpu_worker_nodes: s.gpu_worker_nodes.map((n) => workerNode(n, latest)),
-    kube_config: row.kube_config ?? '',
+    // Base64 of the kubeconfig YAML, as the official CLI decodes it; GET .../credentials has the YAML.
+    kube_config: Buffer.from(row.kube_config ?? '', 'utf8').toString('base64'),
     num_gpus: s.counts.num_gpus,
     ...(spec.slurm_shm_size_gib !== undefined ? { slurm_shm_size_gib: spec.slurm_shm_size_gib } : {}),
     ...(spec.capacity_pool_id ? { capacity_pool_id: spec.capacity_pool_id } : {}),

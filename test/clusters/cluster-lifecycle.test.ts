@@ -76,7 +76,8 @@ describe('cluster lifecycle', () => {
     assert.equal(c.cuda_version, '12.6');
     assert.equal(c.nvidia_driver_version, '560');
     assert.equal(c.os_image, 'ubuntu-22.04');
-    assert.match(c.kube_config, /kind: Config/);
+    const kubeconfig = Buffer.from(c.kube_config, 'base64').toString('utf8');
+    assert.match(kubeconfig, /kind: Config/, 'kube_config is the kubeconfig, base64');
     assert.deepEqual(
       c.add_ons.map((a: any) => [a.name, a.add_on_type]),
       [['dash', 'dashboard']],
@@ -86,7 +87,7 @@ describe('cluster lifecycle', () => {
     const creds = await call(p.baseUrl, 'GET', `/v1/compute/clusters/${c.cluster_id}/credentials`, { key: t.key });
     assert.equal(creds.status, 200);
     assert.match(creds.headers.get('content-type') ?? '', /yaml/);
-    assert.equal(creds.body, c.kube_config);
+    assert.equal(creds.body, kubeconfig);
 
     const listed = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
     assert.ok(listed.body.clusters.some((x: any) => x.cluster_id === c.cluster_id));
