@@ -86,7 +86,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addModelCatalogRoutes(v1, deps);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
-  addSupportedModelRoutes(v2);
+  addSupportedModelRoutes(v2, deps);
   addModelConfigRoutes(v2, v1, deps);
   addEndpointAdapterRoutes(v2, deps);
   addRolloutRoutes(v2, deps);

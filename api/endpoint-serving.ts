@@ -11,7 +11,7 @@ import type { GantryConfig } from '../common/config';
 import type { DeploymentSpec } from '../common/deployments';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/registry';
-import { FINE_TUNE_MODELS } from '../finetune/models';
+import { findCatalogModel } from '../finetune/models';
 import { REFERENCE_TRAINER_DIR } from '../providers/trainer/process-trainer';
 
 /** The endpoint autoscaling of the SDK (DeploymentAutoscaling). */
@@ -38,6 +38,12 @@ export type ServingPlan =
     }
   | { servable: false; model: string; modelId: string; revisionId?: string; reason: string };
 
+/**
+ * The container deployment that serves an endpoint deployment is named after it; container names
+ * take no `_`, deployment ids (`dep_<uuid>`, as the SDKs and the Python CLI recognize them) do.
+ */
+export const servingContainerName = (deploymentId: string) => deploymentId.replaceAll('_', '-');
+
 const REFERENCE_BASE = 'gantry/reference-byte-tiny';
 
 /** What to serve for `modelId` (a registry model of the project, or a catalog base model); null if unknown. */
@@ -47,7 +53,7 @@ export async function planServing(
   modelId: string,
   revisionId?: string,
 ): Promise<ServingPlan | null> {
-  const base = FINE_TUNE_MODELS.find((m) => m.name === modelId);
+  const base = findCatalogModel(modelId);
   if (base) {
     if (base.trainer.kind !== 'reference') {
       return {

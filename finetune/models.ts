@@ -24,7 +24,14 @@ export type ModelTrainer =
   | {
       kind: 'reference';
       /** The reference trainer's model configuration and the seed its base weights come from. */
-      model: { vocab_size: number; d_model: number; n_layers: number; n_heads: number; d_ff: number; max_seq_len: number };
+      model: {
+        vocab_size: number;
+        d_model: number;
+        n_layers: number;
+        n_heads: number;
+        d_ff: number;
+        max_seq_len: number;
+      };
       base_seed: number;
     }
   | {
@@ -201,4 +208,15 @@ function realFamily(f: {
 
 export function findFineTuneModel(name: string): FineTuneModel | undefined {
   return FINE_TUNE_MODELS.find((m) => m.name === name);
+}
+
+/**
+ * A catalog model's id inside resource names (`projects/public/models/<id>`), where a `/` would
+ * read as a path separator: the name with `/` as `--` (`gantry--reference-byte-tiny`).
+ */
+export const catalogModelId = (name: string) => name.replaceAll('/', '--');
+
+/** A catalog model by its name (`gantry/reference-byte-tiny`) or its resource id (`gantry--reference-byte-tiny`). */
+export function findCatalogModel(nameOrId: string): FineTuneModel | undefined {
+  return FINE_TUNE_MODELS.find((m) => m.name === nameOrId || catalogModelId(m.name) === nameOrId);
 }

@@ -25,6 +25,9 @@ import {
 } from '../schemas/clusters';
 import { requireCluster } from './clusters';
 
+/** The instance id that lists the remediations of every instance of a cluster. */
+const ANY_INSTANCE = '-';
+
 const who = (p: Principal) => `api-key:${p.apiKeyId}`;
 
 export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -51,14 +54,18 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: BASE,
     operationId: 'listRemediations',
-    summary: "An instance's remediations, newest first by default",
+    summary: "An instance's remediations (instance `-`: the whole cluster's), newest first by default",
     tags: ['clusters'],
     params: InstanceParams,
     query: ListRemediationsQuery,
     errors: [404],
     response: { status: 200, description: 'Remediations', schema: RemediationListSchema },
     handler: async ({ params, query, principal }) => {
-      const { instanceId } = await resolveInstance(principal.projectId, params.cluster_id, params.instance_id);
+      // `-` stands for every instance of the cluster (the Python CLI finds a remediation by id so).
+      const instanceId =
+        params.instance_id === ANY_INSTANCE
+          ? (await requireCluster(db, principal.projectId, params.cluster_id), undefined)
+          : (await resolveInstance(principal.projectId, params.cluster_id, params.instance_id)).instanceId;
       const offset = Number(query.page_token ?? 0);
       const page = await listRemediations(db, {
         clusterId: params.cluster_id,

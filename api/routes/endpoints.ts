@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { deploymentWorkflowId } from '../../common/deployments';
 import { newId } from '../../common/ids';
+import { findCatalogModel } from '../../finetune/models';
 import type { Principal } from '../../db/accounts';
 import {
   addEndpointEvent,
@@ -34,6 +35,7 @@ import type { ApiDeps } from '../deps';
 import {
   modelServerSpec,
   planServing,
+  servingContainerName,
   profileArgs,
   type EndpointAutoscaling,
   type ServingPlan,
@@ -384,16 +386,21 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The deployment', schema: Any },
     handler: async ({ params, query, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
-      // `model` is the resource name projects/{project}/models/{id}; modelId the bare id.
-      const fromName = body.model?.match(/^projects\/([^/]+)\/models\/(.+)$/);
+      // `model` is the resource name projects/{project}/models/{id}[/revisions/{revision}] (a catalog
+      // model's project is `public`, as its deployment profiles name it); modelId the bare id.
+      const fromName = body.model?.match(/^projects\/([^/]+)\/models\/([^/]+)(?:\/revisions\/([^/]+))?$/);
       if (body.model && !fromName && !body.modelId) {
-        throw badRequest('model is a resource name, projects/{projectId}/models/{modelId}; or give modelId.', 'model');
+        throw badRequest(
+          'model is a resource name, projects/{projectId}/models/{modelId}[/revisions/{revisionId}]; or give modelId.',
+          'model',
+        );
       }
-      if (fromName && fromName[1] !== principal.projectId && fromName[1] !== principal.projectSlug)
+      const ownProject = fromName && (fromName[1] === principal.projectId || fromName[1] === principal.projectSlug);
+      if (fromName && !ownProject && !(fromName[1] === 'public' && findCatalogModel(fromName[2]!)))
         throw badRequest(`model names another project's model.`, 'model');
       const modelId = body.modelId ?? fromName?.[2];
       if (!modelId) throw badRequest('Give modelId (or model) to deploy.', 'modelId');
-      const plan = await planServing(db, principal.projectId, modelId, body.modelRevisionId);
+      const plan = await planServing(db, principal.projectId, modelId, body.modelRevisionId ?? fromName?.[3]);
       if (!plan)
         throw badRequest(
           `Model '${modelId}' is neither registered in this project nor a supported base model.`,
@@ -407,7 +414,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       if ((body.autoscaling.maxReplicas ?? Math.max(min, 1)) < min)
         throw badRequest('maxReplicas must be at least minReplicas.', 'autoscaling.maxReplicas');
       const validateOnly = body.validateOnly ?? query.validateOnly === 'true';
-      const id = validateOnly ? '' : newId('dp');
+      const id = validateOnly ? '' : newId('dep', '_');
       const base = {
         id,
         endpointId: e.id,
@@ -460,7 +467,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
             projectSlug: principal.projectSlug,
             apiKeyId: principal.apiKeyId,
             spec: modelServerSpec(config, {
-              containerName: id,
+              containerName: servingContainerName(id),
               plan,
               autoscaling: body.autoscaling as EndpointAutoscaling,
             }),
@@ -531,14 +538,12 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, body.etag, 'deployment');
-      if (body.autoscaling && d.container_deployment_id) {
+      // What an update leaves out of autoscaling keeps its value (the SDK's DeploymentAutoscaling).
+      const autoscaling = body.autoscaling && { ...(d.autoscaling as EndpointAutoscaling), ...body.autoscaling };
+      if (autoscaling && d.container_deployment_id) {
         const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
         if (plan?.servable) {
-          const spec = modelServerSpec(config, {
-            containerName: d.id,
-            plan,
-            autoscaling: body.autoscaling as EndpointAutoscaling,
-          });
+          const spec = modelServerSpec(config, { containerName: servingContainerName(d.id), plan, autoscaling });
           await executeEntityUpdate(
             temporal,
             deploymentWorkflowId(d.container_deployment_id),
@@ -548,11 +553,11 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
           );
         }
       }
-      await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling: body.autoscaling });
+      await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling });
       // Bounds of 0..0 are how a deployment is paused (DEPLOYMENT_STATE_STOPPED); raising them resumes it.
-      const stopped = (a: Record<string, unknown>) => Number(a.maxReplicas ?? 1) < 1;
-      if (body.autoscaling && stopped(body.autoscaling) !== stopped(d.autoscaling)) {
-        const pausing = stopped(body.autoscaling);
+      const stopped = (a: EndpointAutoscaling) => Number(a.maxReplicas ?? 1) < 1;
+      if (autoscaling && stopped(autoscaling) !== stopped(d.autoscaling as EndpointAutoscaling)) {
+        const pausing = stopped(autoscaling);
         await addEndpointEvent(db, {
           endpointId: e.id,
           deploymentId: d.id,
@@ -561,7 +566,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
           type: pausing ? 'deployment.paused' : 'deployment.resumed',
           message: pausing
             ? `Paused by API key ${principal.apiKeyId}: replicas 0..0; its replicas stop.`
-            : `Resumed by API key ${principal.apiKeyId}: replicas ${body.autoscaling.minReplicas ?? 1}..${body.autoscaling.maxReplicas}.`,
+            : `Resumed by API key ${principal.apiKeyId}: replicas ${autoscaling.minReplicas ?? 1}..${autoscaling.maxReplicas}.`,
         });
       }
       return toDeployment((await getEndpointDeployment(db, e.id, d.id))!);

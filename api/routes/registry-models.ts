@@ -24,7 +24,7 @@ import {
   updateRegistryModel,
   type RegistryModelRow,
 } from '../../db/registry';
-import { FINE_TUNE_MODELS } from '../../finetune/models';
+import { findCatalogModel } from '../../finetune/models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -153,7 +153,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       const weightsType = WEIGHT_TYPES[body.type];
       if (!weightsType) throw badRequest("type must be 'model' or 'adapter' (or 'models', 'adapters').", 'type');
       const name = bareName(principal, body.name, 'name');
-      const base = FINE_TUNE_MODELS.find((m) => m.name === body.baseModelId);
+      const base = findCatalogModel(body.baseModelId);
       if (!base) {
         throw badRequest(
           `Unknown base model '${body.baseModelId}'. GET /v2/supported-models lists the base models of this installation.`,

@@ -239,7 +239,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const { plan: p } = await plan(e, body);
-      const id = newId('ro', '_');
+      const id = newId('rol', '_');
       if (
         !(await insertRollout(db, {
           id,

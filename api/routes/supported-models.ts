@@ -6,12 +6,34 @@
  * profiles come with dedicated endpoints.
  */
 import { z } from 'zod';
-import { FINE_TUNE_MODELS, type FineTuneModel } from '../../finetune/models';
+import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
+import type { Queryable } from '../../db/pool';
+import { catalogModelId, FINE_TUNE_MODELS, findCatalogModel, type FineTuneModel } from '../../finetune/models';
+import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { notFound } from '../errors';
 
 /** When this catalog's entries were last revised (the SDK asks for created and updated times). */
 const CATALOG_REVISED_AT = '2026-11-22T00:00:00.000Z';
+
+/**
+ * A way to deploy the model (the SDK's SupportedModelDeploymentProfile): one per deployment
+ * profile (config) of its family that this installation can serve. The Python CLI deploys a
+ * catalog model by its `model` and `config`.
+ */
+const DeploymentProfileSchema = z.object({
+  profileId: z.string(),
+  certifiedConfigRevisionId: z.string(),
+  certifiedModelRevisionId: z.string(),
+  config: z.string(),
+  model: z.string(),
+  modelName: z.string(),
+  gpuCount: z.number().int(),
+  gpuType: z.string(),
+  parallelism: z.string(),
+  quantization: z.string(),
+  performanceBenchmarks: z.object({}),
+});
 
 const SupportedModelSchema = z
   .object({
@@ -27,36 +49,61 @@ const SupportedModelSchema = z
     outputModalities: z.array(z.string()),
     products: z.array(z.string()),
     status: z.string(),
-    deploymentProfiles: z.array(z.unknown()),
+    deploymentProfiles: z.array(DeploymentProfileSchema),
     contextLength: z.string(),
     createdAt: z.string(),
     updatedAt: z.string(),
   })
   .meta({ id: 'SupportedModel' });
 
-function toSupported(m: FineTuneModel) {
+/** Its deployment profiles: none where this installation has no model server for it. */
+async function profilesOf(db: Queryable, projectId: string, m: FineTuneModel) {
+  if (m.trainer.kind !== 'reference') return [];
+  const configs = await listModelConfigs(db, projectId, { family: m.name, limit: 100 });
+  return configs.map((c: ModelConfigRow) => {
+    const selector = (key: string) => c.selectors.find((x) => x.key === key)?.value ?? '';
+    return {
+      profileId: c.id,
+      certifiedConfigRevisionId: c.id,
+      // No certification runs on this installation: no weights revision is certified.
+      certifiedModelRevisionId: '',
+      config: `projects/${c.project_id ?? 'public'}/configs/${c.id}`,
+      model: `projects/public/models/${catalogModelId(m.name)}`,
+      modelName: m.name,
+      // The reference model server runs on CPU.
+      gpuCount: selector('hardware') === 'cpu' ? 0 : 1,
+      gpuType: selector('hardware'),
+      parallelism: '',
+      quantization: selector('dtype'),
+      performanceBenchmarks: {},
+    };
+  });
+}
+
+async function toSupported(db: Queryable, projectId: string, m: FineTuneModel) {
   const slash = m.name.indexOf('/');
+  const deploymentProfiles = await profilesOf(db, projectId, m);
   return {
     id: m.name,
     name: m.name,
     displayName: m.name.slice(slash + 1),
     displayType: 'chat',
     publisher: m.name.slice(0, slash),
-    baseModel: '',
-    baseModelId: '',
+    baseModel: `projects/public/models/${catalogModelId(m.name)}`,
+    baseModelId: catalogModelId(m.name),
     capabilities: ['CAPABILITY_CHAT'],
     inputModalities: ['MODALITY_TEXT'],
     outputModalities: ['MODALITY_TEXT'],
-    products: ['PRODUCT_FINE_TUNING'],
+    products: deploymentProfiles.length ? ['PRODUCT_FINE_TUNING', 'PRODUCT_DEDICATED'] : ['PRODUCT_FINE_TUNING'],
     status: 'SUPPORTED_MODEL_STATUS_SUPPORTED',
-    deploymentProfiles: [],
+    deploymentProfiles,
     contextLength: String(m.limits.max_seq_length_sft),
     createdAt: CATALOG_REVISED_AT,
     updatedAt: CATALOG_REVISED_AT,
   };
 }
 
-export function addSupportedModelRoutes(router: ApiRouter) {
+export function addSupportedModelRoutes(router: ApiRouter, { db }: ApiDeps) {
   router.add({
     method: 'get',
     path: '/supported-models',
@@ -80,9 +127,10 @@ export function addSupportedModelRoutes(router: ApiRouter) {
         next_cursor: z.string().nullable(),
       }),
     },
-    handler: async ({ query }) => {
+    handler: async ({ query, principal }) => {
       const needle = query.search?.toLowerCase();
-      let all = FINE_TUNE_MODELS.map(toSupported).filter(
+      const catalog = await Promise.all(FINE_TUNE_MODELS.map((m) => toSupported(db, principal.projectId, m)));
+      let all = catalog.filter(
         (m) =>
           (!query.modality || m.inputModalities.includes(query.modality)) &&
           (!query.product || m.products.includes(query.product)) &&
@@ -108,10 +156,10 @@ export function addSupportedModelRoutes(router: ApiRouter) {
     params: z.object({ id: z.string().min(1).max(300) }),
     errors: [404],
     response: { status: 200, description: 'The model', schema: SupportedModelSchema },
-    handler: async ({ params }) => {
-      const m = FINE_TUNE_MODELS.find((x) => x.name === params.id);
+    handler: async ({ params, principal }) => {
+      const m = findCatalogModel(params.id);
       if (!m) throw notFound(`Supported model '${params.id}' not found.`);
-      return toSupported(m);
+      return toSupported(db, principal.projectId, m);
     },
   });
 }

@@ -62,7 +62,7 @@ function assertEndpoint(e: Endpoint, tenant: Tenant) {
 
 /** The fields the SDK's EndpointDeployment requires. */
 function assertDeployment(d: EndpointDeployment, tenant: Tenant, endpointId: string) {
-  assert.match(d.id, /^dp-/);
+  assert.match(d.id, /^dep_/);
   assert.equal(d.endpointId, endpointId);
   assert.equal(d.projectId, tenant.projectId);
   for (const k of ['config', 'configId', 'etag', 'hardware', 'model', 'modelId', 'modelRevisionId', 'name'] as const)
@@ -206,7 +206,7 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
       autoscaling: { minReplicas: 1, maxReplicas: 1 },
       validateOnly: true,
     });
-    assertDeployment({ ...dryRun, id: 'dp-not-created' }, tenant, ids.endpoint);
+    assertDeployment({ ...dryRun, id: 'dep_not-created' }, tenant, ids.endpoint);
     assert.equal(dryRun.id, '', 'nothing was created');
     assert.equal(dryRun.configId, 'cr_reference-byte-tiny-fp32');
     assert.match(dryRun.status.message, /validateOnly/);

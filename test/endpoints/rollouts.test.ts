@@ -171,7 +171,7 @@ describe('rollouts', () => {
     const created = await v2('POST', '/rollouts', gatedCanary(blue, green));
     assert.equal(created.status, 200, JSON.stringify(created.body));
     const id = created.body.id;
-    assert.match(id, /^ro_/);
+    assert.match(id, /^rol_/);
     assert.equal(created.body.state, 'ROLLOUT_STATE_PENDING');
     assert.equal(created.body.strategy, 'ROLLOUT_STRATEGY_TYPE_CANARY');
     assert.equal(created.body.status.totalSteps, 2);
