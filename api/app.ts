@@ -31,6 +31,7 @@ import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
 import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints';
 import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
+import { addEndpointExperimentRoutes } from './routes/endpoint-experiments';
 import { addRolloutRoutes } from './routes/rollouts';
 import { addEndpointFaultRoutes } from './routes/endpoint-faults';
 import { addModelConfigRoutes } from './routes/model-configs';
@@ -89,6 +90,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addSupportedModelRoutes(v2, deps);
   addModelConfigRoutes(v2, v1, deps);
   addEndpointAdapterRoutes(v2, deps);
+  addEndpointExperimentRoutes(v2, deps);
   addRolloutRoutes(v2, deps);
   addEndpointRoutes(v2, deps);
   addRetiredEndpointRoutes(v1);

@@ -105,6 +105,18 @@ function toDeployment(d: EndpointDeploymentRow, share = 0) {
   };
 }
 
+/**
+ * The split in effect: the stored weights of deployments that still exist, or, where none has
+ * weight, the even split the gateway then applies (weight 1 each), so a client that reads the
+ * split (the Python CLI finds a rollout's source by it) sees where traffic goes.
+ */
+function effectiveSplit(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
+  const live = deployments.filter((d) => !d.failure && !d.deleting);
+  const stored = e.traffic_split.filter((s) => deployments.some((d) => d.id === s.deploymentId));
+  if (stored.some((s) => s.weight > 0 && live.some((d) => d.id === s.deploymentId))) return stored;
+  return live.map((d) => ({ deploymentId: d.id, weight: 1 }));
+}
+
 function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
   const shares = trafficShares(e, deployments);
   return {
@@ -114,7 +126,7 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
     endpointType: 'ENDPOINT_TYPE_DEDICATED' as const,
     visibility: e.visibility,
     etag: e.etag,
-    trafficSplit: e.traffic_split,
+    trafficSplit: effectiveSplit(e, deployments),
     ...(e.active_rollout_id ? { activeRolloutId: e.active_rollout_id } : {}),
     deployments: deployments.map((d) => {
       const full = toDeployment(d, shares.get(d.id) ?? 0);
@@ -338,7 +350,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'delete',
     path: '/projects/:projectId/endpoints/:id',
     operationId: 'deleteEndpoint',
-    summary: 'Delete an endpoint that has no deployments left',
+    summary: 'Delete an endpoint that has no deployments left (other than ones being deleted)',
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
@@ -348,10 +360,12 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.id);
       checkEtag(e.etag, query.etag, 'endpoint');
-      const deployments = await listEndpointDeployments(db, e.id);
-      if (deployments.length)
+      // Deployments already being deleted do not hold the endpoint: their container deployments
+      // finish stopping on their own, whether or not the endpoint is still there.
+      const remaining = (await listEndpointDeployments(db, e.id)).filter((d) => !d.deleting);
+      if (remaining.length)
         throw conflict(
-          `Endpoint '${e.name}' still has ${deployments.length} deployment(s); delete them first.`,
+          `Endpoint '${e.name}' still has ${remaining.length} deployment(s); delete them first.`,
           'endpoint_in_use',
         );
       await deleteEndpointRow(db, e.id);
@@ -587,6 +601,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, query.etag, 'deployment');
+      if (d.deleting) return {}; // asked before: it is on its way out
       const rollout = await activeRolloutOf(db, d.id);
       if (rollout)
         throw conflict(

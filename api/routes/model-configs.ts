@@ -9,6 +9,7 @@
  */
 import { z } from 'zod';
 import { newId } from '../../common/ids';
+import { catalogModelId } from '../../finetune/models';
 import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
@@ -20,12 +21,15 @@ import { checkProject } from './registry-models';
 const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const Any = z.record(z.string(), z.unknown());
 
+/** The project id of the installation's own (public) profiles and catalog models in resource names. */
+const PUBLIC_PROJECT = 'public';
+
 export function toConfig(c: ModelConfigRow) {
   return {
     id: c.id,
-    projectId: c.project_id ?? 'public',
-    referenceModel: `projects/public/models/${c.family}`,
-    referenceModelId: c.family,
+    projectId: c.project_id ?? PUBLIC_PROJECT,
+    referenceModel: `projects/${PUBLIC_PROJECT}/models/${catalogModelId(c.family)}`,
+    referenceModelId: catalogModelId(c.family),
     selectors: c.selectors,
     // No certification runs on this installation: none is claimed.
     certifications: [],
@@ -80,9 +84,11 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     errors: [404],
     response: { status: 200, description: 'The profile', schema: Any },
     handler: async ({ params, principal }) => {
-      checkProject(principal, params.projectId);
+      // `public` holds the installation's own profiles (the resource names deployment profiles carry).
+      const publicOnly = params.projectId === PUBLIC_PROJECT;
+      if (!publicOnly) checkProject(principal, params.projectId);
       const c = await getModelConfig(db, principal.projectId, params.id);
-      if (!c) throw notFound(`Config '${params.id}' not found.`);
+      if (!c || (publicOnly && c.project_id !== null)) throw notFound(`Config '${params.id}' not found.`);
       return toConfig(c);
     },
   });

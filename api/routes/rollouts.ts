@@ -67,13 +67,14 @@ const Metric = z.strictObject({
         'THRESHOLD_OPERATOR_LT',
         'THRESHOLD_OPERATOR_LTE',
       ]),
-      value: z.number(),
+      // Left out by the Python CLI when no threshold is given; the SDK reads a missing value as 0.
+      value: z.number().default(0),
     })
     .optional(),
   regressionCheck: z
     .strictObject({
       direction: z.enum(['REGRESSION_DIRECTION_HIGHER_IS_WORSE', 'REGRESSION_DIRECTION_LOWER_IS_WORSE']),
-      maxRegressionPercent: z.number(),
+      maxRegressionPercent: z.number().default(0),
     })
     .optional(),
   window: Duration.optional(),

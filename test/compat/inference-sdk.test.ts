@@ -41,7 +41,9 @@ describe('official SDK: endpoints, rollouts, configs, models, audio', () => {
       ['cr_reference-byte-tiny-fp32'],
     );
     const config = await client.beta.models.configs.retrieve('cr_reference-byte-tiny-fp32');
-    assert.equal(config.referenceModelId, BASE);
+    // The catalog model's id in resource names: no `/`.
+    assert.equal(config.referenceModelId, 'gantry--reference-byte-tiny');
+    assert.equal(config.referenceModel, 'projects/public/models/gantry--reference-byte-tiny');
 
     const endpoint = await client.beta.endpoints.create({ name: 'sdk' });
     ids.endpoint = endpoint.id;

@@ -34,7 +34,7 @@ describe('deployment profiles', () => {
       ['cr_reference-byte-tiny-fp32'],
     );
     const one = await v2('GET', '/configs/cr_reference-byte-tiny-fp32');
-    assert.equal(one.body.referenceModelId, BASE);
+    assert.equal(one.body.referenceModelId, 'gantry--reference-byte-tiny', 'the catalog id of BASE: no `/`');
     assert.ok(
       one.body.selectors.some((s: { key: string; value: string }) => s.key === 'dtype' && s.value === 'float32'),
     );
