@@ -265,18 +265,19 @@ export async function addEndpointEvent(db: Queryable, e: EndpointEvent): Promise
 export async function listEndpointEvents(
   db: Queryable,
   endpointId: string,
-  q: { afterId: number; limit: number; deploymentIds?: string[]; types?: string[]; subjectId?: string },
+  /** Newest first; `beforeId`: the page after the one that ended with that event. */
+  q: { beforeId?: number; limit: number; deploymentIds?: string[]; types?: string[]; subjectId?: string },
 ) {
   const { rows } = await db.query(
     `SELECT e.id::text AS id, e.endpoint_id, e.deployment_id, e.level, e.source_kind, e.type, e.message,
             e.old_replicas, e.new_replicas, e.status, e.subject_id, e.created_at
        FROM endpoint_events e
-      WHERE e.endpoint_id = $1 AND e.id > $2
+      WHERE e.endpoint_id = $1 AND ($2::bigint IS NULL OR e.id < $2)
         AND ($4::text[] IS NULL OR e.deployment_id = ANY($4))
         AND ($5::text[] IS NULL OR e.type = ANY($5))
         AND ($6::text IS NULL OR e.subject_id = $6)
-      ORDER BY e.id LIMIT $3`,
-    [endpointId, q.afterId, q.limit, q.deploymentIds ?? null, q.types ?? null, q.subjectId ?? null],
+      ORDER BY e.id DESC LIMIT $3`,
+    [endpointId, q.beforeId ?? null, q.limit, q.deploymentIds ?? null, q.types ?? null, q.subjectId ?? null],
   );
   return rows as Array<{
     id: string;

@@ -54,6 +54,8 @@ export const PATCHES = {
   modelUploadFinalStatus: { id: 'model-upload-final-status', workflow: 'modelUpload' },
   /** A shared volume's provisioning sets GantryStatus/GantryPhase to available (or gone). */
   volumeFinalStatus: { id: 'volume-final-status', workflow: 'storageVolume' },
+  /** A rollout canceled with CANCEL_DISPOSITION_REVERT moves the pair's traffic back to the source and restores both bounds. */
+  rolloutCancelRevert: { id: 'rollout-cancel-revert', workflow: 'endpointRollout' },
   /** A GPU queue unserved during bring-up's tests makes the run continue as new every so many probes. */
   bringUpContinuesAsNew: { id: 'bring-up-continues-as-new', workflow: 'cluster' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */

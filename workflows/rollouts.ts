@@ -9,7 +9,8 @@
  * promote and cancel are Updates whose validators enforce the SDK's state
  * rules. Completing moves all traffic to the target, lands the target's
  * replica floor and ceiling and drains the source to its final count;
- * cancelling freezes the split as it stands.
+ * cancelling freezes the split as it stands, or (CANCEL_DISPOSITION_REVERT)
+ * moves the pair's traffic back to the source and restores both bounds.
  */
 import {
   allHandlersFinished,
@@ -41,7 +42,11 @@ import { setReplicaBoundsSignal } from './deployments';
 export const pauseRolloutUpdate = defineUpdate<void, [{ reason?: string }]>(ROLLOUT_UPDATES.pause);
 export const resumeRolloutUpdate = defineUpdate<void, []>(ROLLOUT_UPDATES.resume);
 export const promoteRolloutUpdate = defineUpdate<void, []>(ROLLOUT_UPDATES.promote);
-export const cancelRolloutUpdate = defineUpdate<void, [{ reason: string }]>(ROLLOUT_UPDATES.cancel);
+/** How a canceled rollout leaves traffic: frozen where it stands (the default), or reverted to the source. */
+export type CancelDisposition = 'CANCEL_DISPOSITION_FREEZE' | 'CANCEL_DISPOSITION_REVERT';
+export const cancelRolloutUpdate = defineUpdate<void, [{ reason: string; disposition?: CancelDisposition }]>(
+  ROLLOUT_UPDATES.cancel,
+);
 
 const control = proxyActivities<RolloutActivities>({
   taskQueue: CONTROL_TASK_QUEUE,
@@ -53,7 +58,10 @@ const control = proxyActivities<RolloutActivities>({
 const READY_POLL_SECONDS = 2;
 
 type Command =
-  { kind: 'pause'; reason?: string } | { kind: 'resume' } | { kind: 'promote' } | { kind: 'cancel'; reason: string };
+  | { kind: 'pause'; reason?: string }
+  | { kind: 'resume' }
+  | { kind: 'promote' }
+  | { kind: 'cancel'; reason: string; revert: boolean };
 
 export async function endpointRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
   const ended = await runRollout(input);
@@ -154,8 +162,8 @@ async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
   );
   setHandler(
     cancelRolloutUpdate,
-    async ({ reason }) => {
-      command = { kind: 'cancel', reason };
+    async ({ reason, disposition }) => {
+      command = { kind: 'cancel', reason, revert: disposition === 'CANCEL_DISPOSITION_REVERT' };
       snap.state = 'ROLLOUT_STATE_CANCELLING';
       await record();
     },
@@ -250,12 +258,22 @@ async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
     return snap.state;
   }
 
-  async function cancel(reason: string): Promise<RolloutState> {
+  async function cancel(reason: string, revert: boolean): Promise<RolloutState> {
     if (live().state !== 'ROLLOUT_STEP_STATE_PENDING') {
       live().state = 'ROLLOUT_STEP_STATE_CANCELED';
       live().completedAt = now();
     }
-    const message = `Canceled: ${reason}. Traffic frozen at ${snap.currentTrafficPercent}% on the target.`;
+    // Revert: the pair's traffic goes back to the source, and both get the replica bounds they had.
+    const reverting = revert && patched(PATCHES.rolloutCancelRevert.id);
+    if (reverting) {
+      await control.setRolloutTraffic({ ...pair, percent: 0 });
+      snap.currentTrafficPercent = 0;
+      await bounds('source', input.source.min, input.source.max, 'restored: the rollout was reverted');
+      await bounds('target', input.target.min, input.target.max, 'restored: the rollout was reverted');
+    }
+    const message = reverting
+      ? `Canceled and reverted: ${reason}. All of the pair's traffic is back on the source.`
+      : `Canceled: ${reason}. Traffic frozen at ${snap.currentTrafficPercent}% on the target.`;
     snap.condition = {
       atStep: snap.currentStep,
       category: 'ROLLOUT_FAILURE_CATEGORY_ABORTED_BY_OPERATOR',
@@ -284,7 +302,7 @@ async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
   let stepApplied = false;
   for (;;) {
     const c = command as Command | null;
-    if (c?.kind === 'cancel') return cancel(c.reason);
+    if (c?.kind === 'cancel') return cancel(c.reason, c.revert);
     if (c?.kind === 'promote') return complete('promoted');
     if (c?.kind === 'resume') command = null;
     if (c?.kind === 'pause') {

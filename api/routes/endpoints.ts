@@ -631,7 +631,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/projects/:projectId/endpoints/:id/events',
     operationId: 'listEndpointEvents',
-    summary: "An endpoint's events, across all its deployments, oldest first",
+    summary: "An endpoint's events, across all its deployments, newest first",
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
@@ -673,10 +673,10 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const filtered = Boolean(sourceKinds || query.minLevel || query.since || query.until);
       const batchSize = filtered ? EVENT_BATCH : query.limit + 1;
       const rows: Awaited<ReturnType<typeof listEndpointEvents>> = [];
-      let afterId = Number(query.after ?? 0);
+      let beforeId = query.after === undefined ? undefined : Number(query.after);
       for (;;) {
         const batch = await listEndpointEvents(db, e.id, {
-          afterId,
+          beforeId,
           limit: batchSize,
           deploymentIds: arr(query.deploymentIds),
           types: arr(query.types),
@@ -684,7 +684,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         });
         rows.push(...batch.filter(wanted));
         if (rows.length > query.limit || batch.length < batchSize) break;
-        afterId = Number(batch[batch.length - 1].id);
+        beforeId = Number(batch[batch.length - 1].id);
       }
       const page = rows.slice(0, query.limit);
       return {

@@ -459,15 +459,12 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, () => []);
   command(
     'cancel',
-    'Cancel a rollout, freezing the traffic split as it stands (revert is not offered)',
+    "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
     EtagBody.extend({
       reason: z.string().min(1).max(1000),
       disposition: z.enum(['CANCEL_DISPOSITION_FREEZE', 'CANCEL_DISPOSITION_REVERT']).optional(),
-    }).refine((b) => b.disposition !== 'CANCEL_DISPOSITION_REVERT', {
-      message: 'FAILED_PRECONDITION: revert is not offered; cancel with freeze, then run a rollout back to the source.',
-      path: ['disposition'],
     }),
-    (b) => [{ reason: b.reason }],
+    (b) => [{ reason: b.reason, ...(b.disposition ? { disposition: b.disposition } : {}) }],
   );
 
   router.add({

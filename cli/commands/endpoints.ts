@@ -225,7 +225,7 @@ export function addEndpointCommands(program: Command) {
 
   endpoints
     .command('events')
-    .description("An endpoint's events across its deployments, oldest first")
+    .description("An endpoint's events across its deployments, newest first")
     .argument('<endpoint>')
     .option('--limit <n>', 'at most this many (default 100)', int(1, 500))
     .action(async (endpoint: string, o: { limit?: number }, cmd: Command) => {

@@ -69,9 +69,13 @@ describe('endpoint autoscaling', () => {
     const changes = (await v2('GET', '/endpoints/busy/events?types=deployment.replicas_changed')).body.data.map(
       (e: { oldReplicas: number; newReplicas: number }) => [e.oldReplicas, e.newReplicas],
     );
-    assert.deepEqual(changes, [
-      [1, 2],
-      [2, 1],
-    ]);
+    assert.deepEqual(
+      changes,
+      [
+        [2, 1],
+        [1, 2],
+      ],
+      'newest first',
+    );
   });
 });

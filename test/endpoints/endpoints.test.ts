@@ -179,12 +179,13 @@ describe('dedicated endpoints', () => {
 
   test('a deployment is paused with replica bounds 0..0 (STOPPED, no replica) and resumed by raising them', async () => {
     const url = `/endpoints/${endpointId}/deployments/${deploymentId}`;
-    // Its container deployment (named after it) is changed only through the endpoints API.
+    // Its container deployment (named after it: dep-<uuid> for dep_<uuid>) is changed only through the endpoints API.
+    const container = deploymentId.replace('dep_', 'dep-');
     for (const [method, json] of [
       ['PATCH', { min_replicas: 0 }],
       ['DELETE', undefined],
     ] as const) {
-      const direct = await call(p.baseUrl, method, `/v1/deployments/${deploymentId}`, { key: t.key, json });
+      const direct = await call(p.baseUrl, method, `/v1/deployments/${container}`, { key: t.key, json });
       assert.equal(direct.status, 409, JSON.stringify(direct.body));
       assert.equal(direct.body.error.code, 'deployment_managed_by_endpoint');
     }
@@ -204,9 +205,10 @@ describe('dedicated endpoints', () => {
     );
     const answer = await infer('/completions', { model: `${t.projectSlug}/chat`, prompt: 'hi', max_tokens: 2 });
     assert.equal(answer.status, 200);
-    const types = (await v2('GET', `/endpoints/${endpointId}/events?deploymentIds=${deploymentId}`)).body.data.map(
-      (e: { type: string }) => e.type,
-    );
+    // Newest first, as the SDK says: reversed, the order they happened in.
+    const types = (await v2('GET', `/endpoints/${endpointId}/events?deploymentIds=${deploymentId}`)).body.data
+      .map((e: { type: string }) => e.type)
+      .reverse();
     assert.ok(
       types.indexOf('deployment.paused') >= 0 &&
         types.indexOf('deployment.paused') < types.indexOf('deployment.resumed'),
@@ -224,7 +226,7 @@ describe('dedicated endpoints', () => {
       30_000,
     );
     const events = (await v2('GET', `/endpoints/${endpointId}/events`)).body.data;
-    const types = events.map((e: { type: string }) => e.type);
+    const types = events.map((e: { type: string }) => e.type).reverse(); // oldest first
     for (const expected of [
       'endpoint.created',
       'deployment.created',

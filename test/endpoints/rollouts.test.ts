@@ -34,7 +34,7 @@ const rollout = (id: string) => v2('GET', `/rollouts/${id}`).then((r) => r.body)
 const rolloutEvents = (id: string) =>
   call(p.baseUrl, 'GET', `/v2/projects/${t.projectId}/endpoints/roll/events?subjectId=${id}&limit=100`, {
     key: t.key,
-  }).then((r) => r.body.data);
+  }).then((r) => r.body.data.reverse()); // listed newest first
 /** A canary of two steps (50%, 100%) gated on the target's error rate staying under 20%. */
 const gatedCanary = (source: string, target: string) => ({
   sourceDeploymentId: source,
@@ -286,16 +286,14 @@ describe('rollouts', () => {
 
       const pauseAgain = await v2('POST', `/rollouts/${id}/pause`, {});
       assert.equal(pauseAgain.status, 409);
-      const revert = await v2('POST', `/rollouts/${id}/cancel`, {
-        reason: 'bad build',
-        disposition: 'CANCEL_DISPOSITION_REVERT',
-      });
-      assert.equal(revert.status, 400);
-      assert.equal(revert.body.error.param, 'disposition');
       const stale = await v2('POST', `/rollouts/${id}/cancel`, { reason: 'bad build', etag: 'stale' });
       assert.equal(stale.status, 409);
 
-      const cancel = await v2('POST', `/rollouts/${id}/cancel`, { reason: 'blue build is broken' });
+      // Revert: the broken target's share goes back to the source.
+      const cancel = await v2('POST', `/rollouts/${id}/cancel`, {
+        reason: 'blue build is broken',
+        disposition: 'CANCEL_DISPOSITION_REVERT',
+      });
       assert.equal(cancel.status, 200, JSON.stringify(cancel.body));
       const canceled = await eventually(
         () => rollout(id),
@@ -303,9 +301,23 @@ describe('rollouts', () => {
         30_000,
       );
       assert.equal(canceled.status.condition.category, 'ROLLOUT_FAILURE_CATEGORY_ABORTED_BY_OPERATOR');
-      assert.match(canceled.status.condition.message, /blue build is broken/);
+      assert.match(canceled.status.condition.message, /blue build is broken.*back on the source/);
       assert.equal(canceled.status.steps[0].state, 'ROLLOUT_STEP_STATE_CANCELED');
+      assert.equal(canceled.currentTrafficPercent, 0);
       assert.ok(canceled.completedAt);
+      // Requests sent after the revert all reach the source, once the gateway's route cache (500 ms)
+      // has let go of the old split.
+      const settled = Date.now() + 1_000;
+      const sentAfter = () => load.seen.filter((s) => s.at > settled);
+      await eventually(
+        async () => sentAfter().length,
+        (n) => n >= 10,
+        30_000,
+      );
+      assert.ok(
+        sentAfter().every((s) => s.deployment === green && s.status === 200),
+        JSON.stringify(sentAfter()),
+      );
     } finally {
       await load.stop();
     }
@@ -315,8 +327,8 @@ describe('rollouts', () => {
     assert.deepEqual(
       endpoint.trafficSplit.map((s: { deploymentId: string; weight: number }) => [s.deploymentId, s.weight]).sort(),
       [
-        [blue, 50],
-        [green, 50],
+        [blue, 0],
+        [green, 100],
       ].sort(),
     );
     assert.equal(

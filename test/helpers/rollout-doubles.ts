@@ -11,6 +11,7 @@ export class RolloutActivityDoubles {
   readonly snapshots: RolloutSnapshot[] = [];
   readonly events: Array<{ type: string; message: string }> = [];
   readonly traffic: number[] = [];
+  readonly bounds: Array<{ deploymentId: string; min: number; max: number }> = [];
   /** Verdicts of the gates to come, in order; once spent, gates pass. */
   gates: boolean[] = [];
   /** Snapshots of this state take this long to record (a slow database under an Update handler). */
@@ -33,7 +34,9 @@ export class RolloutActivityDoubles {
       async setRolloutTraffic({ percent }) {
         self.traffic.push(percent);
       },
-      async noteRolloutReplicas() {},
+      async noteRolloutReplicas({ deploymentId, min, max }) {
+        self.bounds.push({ deploymentId, min, max });
+      },
       async rolloutTargetHealth() {
         return { ready: true, message: 'target ready (activity double)' };
       },

@@ -75,6 +75,37 @@ describe('rollout workflow decisions (time-skipping)', () => {
   );
 
   test(
+    'a rollout canceled with REVERT moves the traffic back to the source and restores both bounds',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const doubles = new RolloutActivityDoubles();
+      const worker = await t.worker(CONTROL_TASK_QUEUE, doubles.activities());
+      await runWorkers([worker], async () => {
+        const handle = await start('ts-cancel-revert');
+        await until(
+          () => doubles.traffic,
+          (x) => x.length === 1,
+          'the first step',
+        );
+        await handle.executeUpdate('cancelRollout', {
+          args: [{ reason: 'the new build is slow', disposition: 'CANCEL_DISPOSITION_REVERT' }],
+        });
+        assert.equal(await t.finished(handle), 'ROLLOUT_STATE_CANCELED');
+        assert.deepEqual(doubles.traffic, [25, 0], 'the first step, then all of it back on the source');
+        const input = rolloutInput('ts-cancel-revert');
+        assert.deepEqual(doubles.bounds.slice(-2), [
+          { deploymentId: input.sourceDeploymentId, min: input.source.min, max: input.source.max },
+          { deploymentId: input.targetDeploymentId, min: input.target.min, max: input.target.max },
+        ]);
+        assert.equal(doubles.latest?.currentTrafficPercent, 0);
+        assert.match(doubles.latest?.condition?.message ?? '', /reverted/);
+        await recordHistoryIfAsked(handle, 'endpointRollout', 'canceled-reverted-to-source');
+      });
+    },
+  );
+
+  test(
     'a cancel whose handler is still recording when the rollout ends gets its answer',
     { timeout: 60_000 },
     async () => {
