@@ -45,10 +45,17 @@ const Query = z.object({
     .string()
     .regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'a month as YYYY-MM')
     .optional(),
-  granularity: z.enum(['daily', 'hourly']).default('daily'),
-  limit: z.coerce.number().int().min(1).max(744).default(31),
-  /** The start_time of the last window of the previous page. */
+  // The Python SDK says `day` and `hour`.
+  granularity: z
+    .enum(['daily', 'hourly', 'day', 'hour'])
+    .default('daily')
+    .transform((g) => (g === 'day' ? 'daily' : g === 'hour' ? 'hourly' : g)),
+  limit: z.coerce.number().int().min(1).max(1000).default(31),
+  /** The start_time of the last window of the previous page (`after`, as the Python SDK pages; `cursor` too). */
+  after: z.string().max(64).optional(),
   cursor: z.string().max(64).optional(),
+  /** The caller's own organization (the Python SDK may name it); reports are per organization. */
+  organization_id: z.string().max(128).optional(),
 });
 
 /** GET /billing/usage, on the router given (the spec names it without a prefix; `/v1` has it too). */
@@ -76,12 +83,17 @@ export function addBillingUsageRoute(router: ApiRouter, { db }: ApiDeps, operati
           'billing_usage_not_enabled',
         );
       }
+      if (query.organization_id !== undefined && query.organization_id !== p.organizationId) {
+        throw forbidden(`This key reports on organization ${p.organizationId} only.`, 'organization_mismatch');
+      }
       const month = query.month ?? currentMonth();
       const windows = await usageWindows(db, p.organizationId, month, query.granularity, p);
       let from = 0;
-      if (query.cursor) {
-        if (Number.isNaN(Date.parse(query.cursor))) throw badRequest('cursor is not one this API issued.', 'cursor');
-        from = windows.findIndex((w) => w.start_time > query.cursor!);
+      const cursor = query.after ?? query.cursor;
+      if (cursor) {
+        const param = query.after !== undefined ? 'after' : 'cursor';
+        if (Number.isNaN(Date.parse(cursor))) throw badRequest(`${param} is not a cursor this API issued.`, param);
+        from = windows.findIndex((w) => w.start_time > cursor);
         if (from < 0) from = windows.length;
       }
       const page = windows.slice(from, from + query.limit);

@@ -57,12 +57,30 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     summary: "Projects of the caller's organization that the caller can see, with the caller's role in each",
     tags: ['administration'],
     strict: true,
+    // Pages as the Python CLI asks for them (`limit`, and `after` the last id of the page before).
+    query: z.object({
+      limit: z.coerce.number().int().min(1).max(100).optional(),
+      after: z.string().max(128).optional(),
+    }),
     errors: [403],
-    response: { status: 200, description: 'The projects', schema: listOf(ProjectSchema) },
-    handler: async ({ principal }) => {
+    response: {
+      status: 200,
+      description: 'The projects',
+      schema: listOf(ProjectSchema).extend({ next_cursor: z.string().nullable() }),
+    },
+    handler: async ({ principal, query }) => {
       const userId = requireUser(principal);
       const rows = await listVisibleProjects(db, principal.organizationId, userId, principal.organizationRole);
-      return { object: 'list' as const, data: rows.map(projectView) };
+      const from = query.after === undefined ? 0 : rows.findIndex((r) => r.id === query.after) + 1;
+      if (query.after !== undefined && from === 0)
+        throw badRequest(`after: no project '${query.after}' in this list.`, 'after');
+      const page = rows.slice(from, query.limit === undefined ? undefined : from + query.limit);
+      const more = from + page.length < rows.length;
+      return {
+        object: 'list' as const,
+        data: page.map(projectView),
+        next_cursor: more ? page[page.length - 1]!.id : null,
+      };
     },
   });
 
