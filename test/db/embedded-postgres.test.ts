@@ -1,17 +1,18 @@
 /**
  * The embedded PostgreSQL of `./dev up` starts under Gantry's own file mode
  * policy (umask 077, set by every entry point): as root it runs initdb and the
- * server as the `postgres` user, which must still read what is written for it.
+ * server as the `postgres` user, which must still read what is written for it,
+ * and reach its binaries and data: where it cannot, the start stops with what to do.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import pg from 'pg';
 
 import { ownerOnlyFiles } from '../../common/lifecycle';
-import { startEmbeddedPostgres } from '../../db/embedded';
+import { assertPostgresUserCanReach, startEmbeddedPostgres } from '../../db/embedded';
 import { freePort } from '../../providers/containers/replica-health';
 
 const parent = mkdtempSync(path.join(tmpdir(), 'gantry-embedded-pg-'));
@@ -35,4 +36,21 @@ test('a fresh embedded PostgreSQL starts and answers under umask 077', async () 
   } finally {
     process.umask(previous);
   }
+});
+
+test('a checkout the postgres user cannot reach (under a 0700 home) stops at once, saying what to do', async () => {
+  const home = path.join(parent, 'home');
+  mkdirSync(path.join(home, 'gantry', '.data'), { recursive: true });
+  chmodSync(home, 0o700);
+  const dir = path.join(home, 'gantry', '.data', 'postgres');
+  assert.throws(
+    () => assertPostgresUserCanReach([dir]),
+    (err: Error) =>
+      err.message.includes(`cannot enter ${home} (mode 700)`) &&
+      err.message.includes('/opt/gantry') &&
+      err.message.includes(`chmod o+x ${home}`) &&
+      err.message.includes('DATABASE_URL'),
+  );
+  chmodSync(home, 0o711);
+  assert.doesNotThrow(() => assertPostgresUserCanReach([dir]), 'passable once others may pass through');
 });
