@@ -9,7 +9,7 @@
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { SealedValueUnreadable, type Keyring } from '../common/keyring';
-import { HOST_RESTARTING, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
+import { HOST_RESTARTING, REVISION_ENV, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
   deleteDeploymentRow,
@@ -148,7 +148,12 @@ export function createReplicaActivities(deps: {
     async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
       const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
       await recordReplicaStatus(db, { ...base, status: 'Starting', host: deps.hostQueue });
-      const env: Record<string, string> = { GANTRY_DEPLOYMENT: l.spec.name, GANTRY_REPLICA_ID: l.replicaId };
+      const env: Record<string, string> = {
+        GANTRY_DEPLOYMENT: l.spec.name,
+        GANTRY_REPLICA_ID: l.replicaId,
+        // The revision this replica runs, by the name the official jig tooling reads (see the API's view).
+        [REVISION_ENV]: String(l.revision),
+      };
       const wanted = l.spec.environment_variables.filter((e) => e.value_from_secret).map((e) => e.value_from_secret!);
       const sealed = wanted.length ? await sealedSecrets(db, l.projectId, wanted) : new Map<string, Buffer>();
       for (const e of l.spec.environment_variables) {

@@ -48,7 +48,8 @@ export async function pinMounts(
     for (const [i, m] of spec.volumes.entries()) {
       const volume = await getVolume(db, projectId, m.name);
       if (!volume) throw badRequest(`Volume '${m.name}' does not exist in this project.`, `volumes[${i}].name`);
-      const version = m.version ?? volume.current_version;
+      // 0 or none: the volume's current version (the Python CLI sends 0 when its config names none).
+      const version = m.version || volume.current_version;
       if (!(await getVolumeVersion(db, volume.id, version)))
         throw badRequest(`Volume '${m.name}' has no version ${version}.`, `volumes[${i}].version`);
       out.volumes.push({ mount_path: m.mount_path, name: volume.name, version });

@@ -33,7 +33,8 @@ export async function followLogs(
   req.on('close', () => (closed = true));
   const offsets = new Map<string, number>();
   const send = (replicaId: string, lines: string[]) => {
-    for (const line of lines) res.write(JSON.stringify({ replica_id: replicaId, line }) + '\n');
+    // `lines` as well: a follower reads each NDJSON line as it reads the non-following answer.
+    for (const line of lines) res.write(JSON.stringify({ replica_id: replicaId, line, lines: [line] }) + '\n');
   };
   let sources: LogSource[] | null = [];
   for (let round = 0; !closed; round++) {

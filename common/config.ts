@@ -110,12 +110,12 @@ const EnvSchema = z.object({
     .int()
     .nonnegative()
     .default(1024 ** 4),
-  /** Largest file a single pre-signed PUT takes; larger files use the multipart flow. */
-  GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(5 * 1024 ** 3),
+  /**
+   * Largest file a single pre-signed PUT takes (streamed to storage); larger files use the multipart
+   * flow. Unset: as large as any upload (GANTRY_MAX_UPLOAD_BYTES), so the SDKs' one-PUT flow takes
+   * every file the spec allows.
+   */
+  GANTRY_MAX_SINGLE_PUT_BYTES: z.coerce.number().int().positive().optional(),
   /** Part size of multipart uploads (raised when a file would need more than 10,000 parts). */
   GANTRY_MULTIPART_PART_BYTES: z.coerce
     .number()
@@ -221,6 +221,12 @@ const EnvSchema = z.object({
   GANTRY_REPLICA_API_URL: z.url().optional(),
   /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
   GANTRY_INSECURE_REGISTRIES: commaList,
+  /**
+   * Where tenants push images for their deployments (host[/path]); each project's base path is
+   * `<this>/<project slug>` (GET /v1/image-repositories/base-path, which the official jig CLI reads).
+   * Unset: no registry of its own; deployments name images wherever they are.
+   */
+  GANTRY_IMAGE_REGISTRY: z.string().max(200).optional(),
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
   /** Deployments: how often the autoscaler observes its metric. */
@@ -314,6 +320,7 @@ export interface GantryConfig {
   queueRetentionSeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
   insecureRegistries: string[];
+  imageRegistry?: string;
   replicaApiUrl: string;
   deploymentMaxRestartBackoffSeconds: number;
   deploymentAutoscaleIntervalSeconds: number;
@@ -356,7 +363,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
       ? new Keyring(e.GANTRY_SIGNING_SECRET, e.GANTRY_PREVIOUS_SIGNING_SECRETS)
       : undefined,
     uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
-    maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES,
+    maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES ?? e.GANTRY_MAX_UPLOAD_BYTES,
     projectStorageQuotaBytes: e.GANTRY_PROJECT_STORAGE_QUOTA_BYTES,
     multipartPartBytes: e.GANTRY_MULTIPART_PART_BYTES,
     validationHeartbeatTimeoutSeconds: e.GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS,
@@ -396,6 +403,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
+    imageRegistry: e.GANTRY_IMAGE_REGISTRY?.replace(/\/+$/, ''),
     replicaApiUrl: e.GANTRY_REPLICA_API_URL ?? e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,
     deploymentAutoscaleIntervalSeconds: e.GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS,

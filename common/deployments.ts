@@ -94,6 +94,9 @@ export function activeAutoscaling(spec: DeploymentSpec): ActiveAutoscaling | und
   return undefined;
 }
 
+/** The variable that tells a replica (and, in the API's view, a client) which revision it runs. */
+export const REVISION_ENV = 'TOGETHER_DEPLOYMENT_REVISION_ID';
+
 export interface ReplicaLaunch {
   deploymentId: string;
   projectId: string;

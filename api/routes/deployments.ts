@@ -9,7 +9,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
-import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
+import { deploymentWorkflowId, REVISION_ENV, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
 import { newId } from '../../common/ids';
 import {
   deleteDeploymentRow,
@@ -50,7 +50,7 @@ const EnvVar = z
     message: 'set exactly one of value and value_from_secret',
   });
 // The SDK's shapes. HTTP metrics are measured at the inference gateway's proxy; request durations are not yet.
-const Autoscaling = z.discriminatedUnion('metric', [
+const AutoscalingByMetric = z.discriminatedUnion('metric', [
   z.object({
     metric: z.literal('CustomMetric'),
     custom_metric_name: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'a Prometheus metric name'),
@@ -74,6 +74,17 @@ const Autoscaling = z.discriminatedUnion('metric', [
     time_interval_minutes: z.number().int().optional(),
   }),
 ]);
+/**
+ * As the SDKs give it: `{}` turns autoscaling off (the Python CLI sends it by default); a
+ * configuration without `metric` is the HTTP one, HTTPTotalRequests (the SDK's HTTPAutoscalingConfig).
+ */
+const Autoscaling = z.preprocess(
+  (a) =>
+    a && typeof a === 'object' && !Array.isArray(a) && !('metric' in a) && Object.keys(a).length
+      ? { metric: 'HTTPTotalRequests', ...a }
+      : a,
+  z.union([z.strictObject({}).describe('{}: no autoscaling'), AutoscalingByMetric]),
+);
 const SpecFields = {
   description: z.string().max(1000).optional(),
   image: z.string().min(1).max(512),
@@ -90,10 +101,15 @@ const SpecFields = {
   max_replicas: z.number().int().min(0).max(100).optional(),
   termination_grace_period_seconds: z.number().int().min(0).max(3600),
   capacity_type: z.string().optional(),
-  environment_variables: z.array(EnvVar),
+  // The revision variable is Gantry's to set (a client that sends back what it read would pin it).
+  environment_variables: z.array(EnvVar).transform((list) => list.filter((e) => e.name !== REVISION_ENV)),
   volumes: z
     .array(
-      z.object({ mount_path: z.string(), name: z.string(), version: z.number().int().min(1).max(INT4_MAX).optional() }),
+      z.object({
+        mount_path: z.string(),
+        name: z.string(),
+        version: z.number().int().min(0).max(INT4_MAX).optional().describe('0 or left out: the current version'),
+      }),
     )
     .optional(),
   model_mounts: z
@@ -180,6 +196,9 @@ async function toDeployment(db: Db, row: DeploymentRow) {
   const spec = row.state.spec;
   return {
     ...spec,
+    // What every replica is given besides the spec's own: the revision it runs (the Python CLI's
+    // deploy waits for a replica of this revision).
+    environment_variables: [...spec.environment_variables, { name: REVISION_ENV, value: String(row.state.revision) }],
     id: row.id,
     object: 'deployment' as const,
     name: row.name,
@@ -300,6 +319,23 @@ async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentRow): Pr
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
   const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
+
+  router.add({
+    method: 'get',
+    path: '/image-repositories/base-path',
+    operationId: 'getImageRepositoryBasePath',
+    summary: "Where this project's deployment images are pushed (empty: the installation has no registry of its own)",
+    tags: ['deployments'],
+    strict: true,
+    response: {
+      status: 200,
+      description: 'The base path',
+      schema: z.object({ 'base-path': z.string() }),
+    },
+    handler: async ({ principal }) => ({
+      'base-path': config.imageRegistry ? `${config.imageRegistry}/${principal.projectSlug}` : '',
+    }),
+  });
 
   async function requireDeployment(projectId: string, id: string) {
     const row = await getDeployment(db, projectId, id);
@@ -466,7 +502,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       await checkSecrets(principal.projectId, spec.environment_variables);
       Object.assign(spec, await pinMounts(db, principal.projectId, spec));
       if (await getDeployment(db, principal.projectId, body.name)) {
-        throw conflict(`A deployment named '${body.name}' exists in this project.`, 'deployment_exists');
+        throw conflict(`A deployment named '${body.name}' already exists in this project.`, 'deployment_exists');
       }
       const id = await startContainerDeployment(deps, {
         projectId: principal.projectId,
@@ -534,7 +570,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         if (patch.model_mounts) patch.model_mounts = pinned.model_mounts;
       }
       if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
-        throw conflict(`A deployment named '${patch.name}' exists in this project.`, 'deployment_exists');
+        throw conflict(`A deployment named '${patch.name}' already exists in this project.`, 'deployment_exists');
       }
       await sendUpdate(row, 'updateDeployment', [patch], idempotencyKey);
       return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
@@ -596,7 +632,9 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       const first = await sources();
       if (query.replica_id && !first.length)
         throw notFound(`Deployment '${row.name}' has no replica '${query.replica_id}'.`);
-      if (query.follow === 'true') {
+      // The Python CLI's `logs --follow` asks for a stream by header, without follow=true.
+      const streamAsked = req.get('x-stainless-raw-response') === 'stream';
+      if (query.follow === 'true' || (query.follow === undefined && streamAsked)) {
         await followLogs(req, res, {
           tail: 1000,
           sources: async () => ((await getDeployment(db, principal.projectId, row.id)) ? sources() : null),

@@ -4,6 +4,7 @@
  * project isolation, on real Temporal, PostgreSQL and blobs on disk.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { chat, filesUnder, jsonl } from '../helpers/datasets';
@@ -312,6 +313,50 @@ describe("the official SDKs' pre-signed upload flow", () => {
     assert.equal(pre.body.id, fileId);
     assert.equal(pre.body.filename, 'py.jsonl');
     assert.equal(pre.body.Processed, true);
+  });
+
+  test('one PUT takes any file the spec allows (25 GiB); a byte more is 413', async () => {
+    const GiB = 1024 ** 3;
+    const max = await start({ file_name: 'huge.jsonl', purpose: 'fine-tune', bytes: String(25 * GiB) });
+    assert.equal(max.status, 302, JSON.stringify(max.body));
+    const over = await start({ file_name: 'huge.jsonl', purpose: 'fine-tune', bytes: String(25 * GiB + 1) });
+    assert.equal(over.status, 413);
+    assert.equal(over.body.error.param, 'bytes');
+  });
+
+  test('the Python SDK 3.x: fields as a multipart form with the SHA-256; the same bytes again are 409 with their id', async () => {
+    const content = jsonl({ text: 'the same bytes twice' });
+    const checksum = createHash('sha256').update(content).digest('hex');
+    const form = () => {
+      const f = new FormData();
+      f.append('purpose', 'fine-tune');
+      f.append('file_name', 'twice.jsonl');
+      f.append('file_type', 'jsonl');
+      f.append('checksum', checksum);
+      return f;
+    };
+    const first = await call(p.baseUrl, 'POST', '/v1/files', { key: a.key, body: form() });
+    assert.equal(first.status, 302, JSON.stringify(first.body));
+    const fileId = first.headers.get('x-together-file-id')!;
+    assert.equal((await put(first.headers.get('location')!, content)).status, 200);
+
+    const again = await call(p.baseUrl, 'POST', '/v1/files', { key: a.key, body: form() });
+    assert.equal(again.status, 409);
+    assert.equal(again.body.file_id, fileId, 'where the SDKs read it');
+    assert.equal(again.body.error.code, 'file_exists');
+    const multipart = await call(p.baseUrl, 'POST', '/v1/files/multipart/initiate', {
+      key: a.key,
+      json: { purpose: 'fine-tune', file_name: 'twice.jsonl', file_size: content.length, num_parts: 1, checksum },
+    });
+    assert.equal(multipart.status, 409);
+    assert.equal(multipart.body.file_id, fileId);
+
+    const bad = await call(p.baseUrl, 'POST', '/v1/files', {
+      key: a.key,
+      json: { purpose: 'fine-tune', file_name: 'x.jsonl', checksum: 'not-a-digest' },
+    });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.param, 'checksum');
   });
 
   test('an upload that never arrives is discarded when its URL expires', async () => {
