@@ -67,6 +67,11 @@ export interface TrainingPlan {
   train_on_inputs: boolean | 'auto';
   method: 'sft' | 'dpo';
   dpo_beta: number;
+  /** DPO variants (the spec's training_method options); absent on jobs planned before they were offered. */
+  dpo_normalize_logratios_by_length?: boolean;
+  dpo_reference_free?: boolean;
+  rpo_alpha?: number | null;
+  simpo_gamma?: number | null;
   training_type: 'lora' | 'full';
   lora: { r: number; alpha: number; dropout: number; target_modules: string[] } | null;
   early_stopping: { enabled: boolean; patience: number; min_delta: number; warmup_evals: number };

@@ -195,8 +195,9 @@ function realFamily(f: {
         min_batch_size: f.lora.min,
         max_batch_size: f.lora.max,
         max_batch_size_dpo: f.lora.dpo,
-        max_rank: 64,
-        default_rank: 16,
+        // The spec: LoRA rank up to 128 on most models, model default 64.
+        max_rank: 128,
+        default_rank: 64,
         target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
       },
       ...(f.full

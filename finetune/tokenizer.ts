@@ -68,7 +68,10 @@ export const HF_TOKENIZERS = {
     eos: '<|eot_id|>',
     pad: '<|end_of_text|>',
     chat: {
-      message: (role, text) => ({ header: `<|start_header_id|>${role}<|end_header_id|>\n\n`, body: `${text}<|eot_id|>` }),
+      message: (role, text) => ({
+        header: `<|start_header_id|>${role}<|end_header_id|>\n\n`,
+        body: `${text}<|eot_id|>`,
+      }),
     },
   },
   qwen3: {
@@ -127,7 +130,10 @@ export function hfTokenizer(family: HfTokenizerFamily): HfTokenizer {
     const read = (file: string) => JSON.parse(readFileSync(require.resolve(`${pkg}/models/${file}`), 'utf8'));
     t = new HfTokenizer(
       family,
-      TokenizerLoader.fromPreTrained({ tokenizerJSON: read('tokenizer.json'), tokenizerConfig: read('tokenizer_config.json') }),
+      TokenizerLoader.fromPreTrained({
+        tokenizerJSON: read('tokenizer.json'),
+        tokenizerConfig: read('tokenizer_config.json'),
+      }),
     );
     loaded.set(family, t);
   }

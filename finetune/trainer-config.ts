@@ -5,7 +5,13 @@ import type { FineTuneModel } from './models';
 export function trainerConfig(
   plan: TrainingPlan,
   model: FineTuneModel,
-  paths: { trainFile: string; validationFile: string | null; outputDir: string; resumeFrom?: string; initFrom?: string },
+  paths: {
+    trainFile: string;
+    validationFile: string | null;
+    outputDir: string;
+    resumeFrom?: string;
+    initFrom?: string;
+  },
 ): Record<string, unknown> & { output_dir: string } {
   const base =
     model.trainer.kind === 'reference'
@@ -28,6 +34,10 @@ export function trainerConfig(
     n_evals: plan.validation_file ? plan.n_evals : 0,
     early_stopping: plan.early_stopping,
     dpo_beta: plan.dpo_beta,
+    dpo_normalize_logratios_by_length: plan.dpo_normalize_logratios_by_length ?? false,
+    dpo_reference_free: plan.dpo_reference_free ?? false,
+    rpo_alpha: plan.rpo_alpha ?? null,
+    simpo_gamma: plan.simpo_gamma ?? null,
     seed: plan.seed,
     train_file: paths.trainFile,
     validation_file: paths.validationFile,

@@ -14,7 +14,11 @@ import { PageQuery } from './cursor-pages';
 import { checkProject } from './registry-models';
 
 const EndpointParams = z.object({ projectId: z.string().min(1).max(128), id: z.string().min(1).max(128) });
-const EmptyList = z.object({ object: z.literal('list'), data: z.array(z.never()), next_cursor: z.null() });
+const EmptyList = z.object({
+  object: z.literal('list'),
+  data: z.array(z.record(z.string(), z.unknown())).max(0),
+  next_cursor: z.null(),
+});
 
 export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) {
   for (const [path, operationId, what, query] of [

@@ -79,6 +79,18 @@ export function checkFile(file: FileRow | null, id: string, param: string): File
   return file;
 }
 
+/** The DPO variants a job asks for (both trainers compute them; see trainers/reference/gantry_trainer/losses.py). */
+function dpoVariants(body: CreateFineTuneInput): Partial<TrainingPlan> {
+  const m = body.training_method;
+  if (m?.method !== 'dpo') return {};
+  return {
+    dpo_normalize_logratios_by_length: m.dpo_normalize_logratios_by_length ?? false,
+    dpo_reference_free: m.dpo_reference_free ?? false,
+    rpo_alpha: m.rpo_alpha ?? null,
+    simpo_gamma: m.simpo_gamma ?? null,
+  };
+}
+
 export function resolvePlan(
   body: CreateFineTuneInput,
   model: FineTuneModel,
@@ -100,17 +112,6 @@ export function resolvePlan(
   }
   if (method === 'sft' && isPreference) {
     throw badRequest("This is a preference dataset: set training_method to {method: 'dpo'}.", 'training_method.method');
-  }
-  if (body.training_method?.method === 'dpo') {
-    for (const p of ['rpo_alpha', 'simpo_gamma', 'dpo_normalize_logratios_by_length', 'dpo_reference_free'] as const) {
-      if (body.training_method[p] !== undefined) {
-        throw badRequest(
-          `'${p}' is not supported by this base model's trainer.`,
-          `training_method.${p}`,
-          'not_supported',
-        );
-      }
-    }
   }
 
   if (source)
@@ -228,6 +229,7 @@ export function resolvePlan(
     train_on_inputs: trainOnInputs,
     method,
     dpo_beta: body.training_method?.method === 'dpo' ? (body.training_method.dpo_beta ?? 0.1) : 0.1,
+    ...dpoVariants(body),
     training_type: kind,
     lora,
     early_stopping: early,

@@ -121,7 +121,16 @@ export function toFineTune(
     train_on_inputs: p.train_on_inputs,
     training_method:
       p.method === 'dpo'
-        ? { method: 'dpo' as const, dpo_beta: p.dpo_beta }
+        ? {
+            method: 'dpo' as const,
+            dpo_beta: p.dpo_beta,
+            ...(p.dpo_normalize_logratios_by_length !== undefined
+              ? { dpo_normalize_logratios_by_length: p.dpo_normalize_logratios_by_length }
+              : {}),
+            ...(p.dpo_reference_free !== undefined ? { dpo_reference_free: p.dpo_reference_free } : {}),
+            ...(typeof p.rpo_alpha === 'number' ? { rpo_alpha: p.rpo_alpha } : {}),
+            ...(typeof p.simpo_gamma === 'number' ? { simpo_gamma: p.simpo_gamma } : {}),
+          }
         : { method: 'sft' as const, train_on_inputs: p.train_on_inputs },
     training_type: p.lora
       ? {

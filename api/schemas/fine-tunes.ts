@@ -43,8 +43,8 @@ export const CreateFineTuneBody = z
           dpo_beta: z.number().positive().optional(),
           dpo_normalize_logratios_by_length: z.boolean().optional(),
           dpo_reference_free: z.boolean().optional(),
-          rpo_alpha: z.number().optional(),
-          simpo_gamma: z.number().optional(),
+          rpo_alpha: z.number().min(0).optional().describe("RPO: weight of the chosen answer's NLL"),
+          simpo_gamma: z.number().min(0).optional().describe('SimPO: margin (length-normalized, reference-free)'),
         }),
       ])
       .optional(),
@@ -120,7 +120,14 @@ export const FineTuneSchema = z
     train_on_inputs: TrainOnInputs,
     training_method: z.union([
       z.object({ method: z.literal('sft'), train_on_inputs: TrainOnInputs }),
-      z.object({ method: z.literal('dpo'), dpo_beta: z.number() }),
+      z.object({
+        method: z.literal('dpo'),
+        dpo_beta: z.number(),
+        dpo_normalize_logratios_by_length: z.boolean().optional(),
+        dpo_reference_free: z.boolean().optional(),
+        rpo_alpha: z.number().optional(),
+        simpo_gamma: z.number().optional(),
+      }),
     ]),
     training_type: z.union([
       z.object({ type: z.literal('Full') }),

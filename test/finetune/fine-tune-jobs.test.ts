@@ -550,7 +550,16 @@ describe('fine-tuning jobs', () => {
     });
     assert.equal(res.status, 200);
     assert.equal(res.body.model_name, MODEL);
-    assert.equal(res.body.lora_training.max_rank, 64);
+    assert.equal(res.body.lora_training.max_rank, 64, 'the tiny reference model: rank up to its width');
+    // The spec: LoRA rank up to 128 on most models, with a model default of 64.
+    const llama = await call(
+      p.baseUrl,
+      'GET',
+      `/v1/fine-tunes/models/limits?model_name=${encodeURIComponent('meta-llama/Meta-Llama-3.1-8B-Instruct-Reference')}`,
+      { key: a.key },
+    );
+    assert.equal(llama.body.lora_training.max_rank, 128);
+    assert.equal(llama.body.lora_training.default_rank, 64);
     assert.equal(
       (await call(p.baseUrl, 'GET', '/v1/fine-tunes/models/limits?model_name=nope', { key: a.key })).status,
       404,

@@ -158,7 +158,8 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       json: {
         model: MODEL,
         training_file: file,
-        training_method: { method: 'dpo', dpo_beta: 0.5 },
+        // RPO adds the chosen answers' NLL to the loss; the reward margin still starts at the reference.
+        training_method: { method: 'dpo', dpo_beta: 0.5, rpo_alpha: 0.1 },
         n_epochs: 5,
         learning_rate: 0.01,
         batch_size: 8,
@@ -166,7 +167,13 @@ describe('fine-tuning: DPO, early stopping, a lost GPU worker', () => {
       },
     });
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.deepEqual(res.body.training_method, { method: 'dpo', dpo_beta: 0.5 });
+    assert.deepEqual(res.body.training_method, {
+      method: 'dpo',
+      dpo_beta: 0.5,
+      dpo_normalize_logratios_by_length: false,
+      dpo_reference_free: false,
+      rpo_alpha: 0.1,
+    });
     const done = await finished(res.body.id);
     assert.equal(done.body.status, 'completed', JSON.stringify(done.body.events.slice(-3)));
     const metrics = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${res.body.id}/metrics`, { key: a.key })).body

@@ -36,7 +36,10 @@ describe('masks follow train_on_inputs', () => {
   const opts = (format: any, trainOnInputs: any) => ({ tokenizer, format, maxSeqLength: 1024, trainOnInputs });
 
   test('auto: text datasets train everything', () => {
-    const { ids, mask } = encodeSample(segmentsOf({ text: 'hello world' }, 'GENERAL', tokenizer.chat), opts('GENERAL', 'auto'));
+    const { ids, mask } = encodeSample(
+      segmentsOf({ text: 'hello world' }, 'GENERAL', tokenizer.chat),
+      opts('GENERAL', 'auto'),
+    );
     assert.equal(trainedText(ids, mask), 'hello world');
     assert.equal(mask[0], 0, 'BOS is never trained');
     assert.equal(mask.at(-1), 1, 'EOS is trained');
@@ -60,7 +63,10 @@ describe('masks follow train_on_inputs', () => {
         { role: 'assistant', content: 'goodbye', reasoning: 'polite' },
       ],
     };
-    const { ids, mask } = encodeSample(segmentsOf(record, 'CONVERSATION', tokenizer.chat), opts('CONVERSATION', 'auto'));
+    const { ids, mask } = encodeSample(
+      segmentsOf(record, 'CONVERSATION', tokenizer.chat),
+      opts('CONVERSATION', 'auto'),
+    );
     assert.equal(trainedText(ids, mask), 'assistant: <think>polite</think>goodbye\n');
     assert.match(decode(ids), /^system: Be brief\.\nuser: hi\nassistant: hello\nuser: bye\n/);
   });
@@ -174,7 +180,12 @@ describe('real families use their published tokenizers and chat templates', () =
     assert.deepEqual(llama.encode('Hello world'), [9906, 1917]);
     assert.equal(llama.bos, 128000);
     assert.equal(llama.vocabSize, 128256);
-    const opts = { tokenizer: llama, format: 'CONVERSATION' as const, maxSeqLength: 1024, trainOnInputs: 'auto' as const };
+    const opts = {
+      tokenizer: llama,
+      format: 'CONVERSATION' as const,
+      maxSeqLength: 1024,
+      trainOnInputs: 'auto' as const,
+    };
     const { ids, mask } = encodeSample(segmentsOf(conversation, 'CONVERSATION', llama.chat), opts);
     assert.equal(ids[0], 128000);
     const tokens = ids.map((id) => llama.tokenString(id));
@@ -186,7 +197,12 @@ describe('real families use their published tokenizers and chat templates', () =
   test('Qwen3: no BOS; <|im_start|> headers; counts differ from Llama on the same text', () => {
     const qwen = hfTokenizer('qwen3');
     assert.equal(qwen.bos, null);
-    const opts = { tokenizer: qwen, format: 'CONVERSATION' as const, maxSeqLength: 1024, trainOnInputs: 'auto' as const };
+    const opts = {
+      tokenizer: qwen,
+      format: 'CONVERSATION' as const,
+      maxSeqLength: 1024,
+      trainOnInputs: 'auto' as const,
+    };
     const { ids } = encodeSample(segmentsOf(conversation, 'CONVERSATION', qwen.chat), opts);
     assert.equal(qwen.tokenString(ids[0]), '<|im_start|>');
     const text = 'Tokenizers split “naïve” text differently: 東京 2026.';

@@ -214,6 +214,33 @@ describe('reference trainer', () => {
     assert.ok(steps.at(-1)!.loss < steps[0].loss);
   });
 
+  test("DPO's variants (SimPO with RPO; reference-free, length-normalized) also learn the preference", async () => {
+    const rows = writeRows('dpo-variants.jsonl', dpoRows(32));
+    for (const [name, variant] of [
+      ['simpo-rpo', { simpo_gamma: 0.5, rpo_alpha: 0.5 }],
+      ['reference-free', { dpo_reference_free: true, dpo_normalize_logratios_by_length: true }],
+    ] as const) {
+      const run = await runTrainer({
+        python,
+        config: config(name, {
+          training_method: 'dpo',
+          train_file: rows,
+          dpo_beta: 0.5,
+          learning_rate: 0.02,
+          n_epochs: 5,
+          ...variant,
+        }),
+      });
+      assert.equal(run.exitCode, 0, run.stderr);
+      const steps = of(run, 'step');
+      assert.ok(
+        steps.at(-1)!.reward_margin! > steps[0].reward_margin! + 0.2,
+        `${name}: margin ${steps[0].reward_margin} -> ${steps.at(-1)!.reward_margin}`,
+      );
+      assert.ok(steps.at(-1)!.loss < steps[0].loss, `${name}: loss ${steps[0].loss} -> ${steps.at(-1)!.loss}`);
+    }
+  });
+
   test('cancel: SIGTERM stops the trainer after its current step, with no more steps and no weights', async () => {
     const controller = new AbortController();
     const run = await runTrainer({

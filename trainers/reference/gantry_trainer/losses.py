@@ -1,4 +1,4 @@
-"""Training objectives: supervised next-token loss and DPO."""
+"""Training objectives: supervised next-token loss and DPO (with its variants)."""
 from __future__ import annotations
 
 import jax
@@ -21,13 +21,46 @@ def sequence_logprob(logits: jax.Array, ids: jax.Array, mask: jax.Array) -> jax.
     return (token_logprobs(logits, ids) * mask[:, 1:].astype(jnp.float32)).sum(-1)
 
 
-def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float, weight) -> tuple[jax.Array, jax.Array]:
+def sequence_length(mask: jax.Array) -> jax.Array:
+    """Tokens scored per row (at least 1)."""
+    return jnp.maximum(mask[:, 1:].astype(jnp.float32).sum(-1), 1.0)
+
+
+def dpo_loss(
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    beta: float,
+    weight,
+    *,
+    len_chosen=1.0,
+    len_rejected=1.0,
+    normalize: bool = False,
+    reference_free: bool = False,
+    rpo_alpha: float = 0.0,
+    simpo_gamma: float | None = None,
+) -> tuple[jax.Array, jax.Array]:
     """Direct Preference Optimization: -log sigmoid(beta * (policy margin - reference margin)).
 
-    Returns the weighted mean loss and the weighted mean reward margin (how
-    much more the policy prefers the chosen answer than the reference does).
-    Rows of weight 0 (batch padding) count for nothing.
+    The spec's variants: `normalize` divides each log-probability by its answer's token count;
+    `reference_free` takes the reference policy's log-probabilities as 0; `simpo_gamma` is SimPO
+    (length-normalized and reference-free, with the margin gamma subtracted: beta * (mean chosen
+    log-prob - mean rejected log-prob) - gamma); `rpo_alpha` is RPO, adding alpha times the chosen
+    answer's per-token negative log-likelihood.
+
+    Returns the weighted mean loss and the weighted mean reward margin (how much more the policy
+    prefers the chosen answer than the reference does). Rows of weight 0 (batch padding) count for nothing.
     """
-    margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    pc, pr, rc, rr = policy_chosen, policy_rejected, ref_chosen, ref_rejected
+    simpo = simpo_gamma is not None
+    if normalize or simpo:
+        pc, pr, rc, rr = pc / len_chosen, pr / len_rejected, rc / len_chosen, rr / len_rejected
+    if reference_free or simpo:
+        rc, rr = 0.0, 0.0
+    margin = beta * ((pc - rc) - (pr - rr)) - (simpo_gamma if simpo else 0.0)
     total = jnp.maximum(weight.sum(), 1.0)
-    return -(weight * jax.nn.log_sigmoid(margin)).sum() / total, (weight * margin).sum() / total
+    loss = -(weight * jax.nn.log_sigmoid(margin)).sum() / total
+    if rpo_alpha:
+        loss = loss + rpo_alpha * (weight * (-policy_chosen / len_chosen)).sum() / total
+    return loss, (weight * margin).sum() / total

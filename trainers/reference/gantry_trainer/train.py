@@ -14,12 +14,23 @@ import optax
 
 from . import checkpoint as ckpt
 from .data import batches, epoch_order, load_rows, trained_tokens
-from .losses import dpo_loss, sequence_logprob, sft_loss
+from .losses import dpo_loss, sequence_length, sequence_logprob, sft_loss
 from .lora import init_lora, make_linear, merge
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
 from .run_state import Cancelled, RunState
 from .schedule import step_plan
+
+
+def preference_options(cfg: dict) -> dict:
+    """The DPO variant options of the job's config (dpo_loss's keyword arguments)."""
+    simpo = cfg.get("simpo_gamma")
+    return {
+        "normalize": bool(cfg.get("dpo_normalize_logratios_by_length", False)),
+        "reference_free": bool(cfg.get("dpo_reference_free", False)),
+        "rpo_alpha": float(cfg.get("rpo_alpha") or 0.0),
+        "simpo_gamma": None if simpo is None else float(simpo),
+    }
 
 
 def run(cfg: dict) -> None:
@@ -64,6 +75,8 @@ def run(cfg: dict) -> None:
         return forward(reference, ids, mc, make_linear(reference, None, 0.0, 0.0, None))
 
     beta = float(cfg.get("dpo_beta", 0.1))
+    preference = preference_options(cfg)
+    needs_reference = not (preference["reference_free"] or preference["simpo_gamma"] is not None)
 
     def loss_fn(tr, batch, key):
         if method == "sft":
@@ -73,8 +86,13 @@ def run(cfg: dict) -> None:
         mask = jnp.concatenate([batch["chosen_mask"], batch["rejected_mask"]])
         n = batch["chosen_ids"].shape[0]
         policy = sequence_logprob(logits_of(tr, ids, key), ids, mask)
-        ref = jax.lax.stop_gradient(sequence_logprob(ref_logits(ids), ids, mask))
-        return dpo_loss(policy[:n], policy[n:], ref[:n], ref[n:], beta, batch["weight"])
+        # Reference-free variants skip the reference policy's forward pass.
+        ref = jax.lax.stop_gradient(sequence_logprob(ref_logits(ids), ids, mask)) if needs_reference else jnp.zeros_like(policy)
+        lengths = sequence_length(mask)
+        return dpo_loss(
+            policy[:n], policy[n:], ref[:n], ref[n:], beta, batch["weight"],
+            len_chosen=lengths[:n], len_rejected=lengths[n:], **preference,
+        )
 
     # AdamW with decoupled weight decay; the learning rate is applied per step
     # from the schedule, so one compiled step serves every step.

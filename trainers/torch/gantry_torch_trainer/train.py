@@ -85,6 +85,13 @@ def run(cfg: dict) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)))
     beta = float(cfg.get("dpo_beta", 0.1))
+    simpo_gamma = cfg.get("simpo_gamma")
+    preference = {
+        "normalize": bool(cfg.get("dpo_normalize_logratios_by_length", False)),
+        "reference_free": bool(cfg.get("dpo_reference_free", False)),
+        "rpo_alpha": float(cfg.get("rpo_alpha") or 0.0),
+        "simpo_gamma": None if simpo_gamma is None else float(simpo_gamma),
+    }
     seq_len = int(cfg["max_seq_length"])
     batch_size = int(cfg["batch_size"])
     n_epochs = int(cfg["n_epochs"])
@@ -108,10 +115,18 @@ def run(cfg: dict) -> None:
         mask = torch.cat([b["chosen_mask"], b["rejected_mask"]])
         n = b["chosen_ids"].shape[0]
         policy = _seq_logprob(model(ids).logits, ids, mask)
-        ref = ref_logprob(ids, mask)
-        margin = beta * ((policy[:n] - ref[:n]) - (policy[n:] - ref[n:]))
+        # The spec's DPO variants, as the reference trainer's losses.dpo_loss computes them.
+        simpo = preference["simpo_gamma"] is not None
+        ref = torch.zeros_like(policy) if preference["reference_free"] or simpo else ref_logprob(ids, mask)
+        lengths = mask[:, 1:].float().sum(-1).clamp(min=1.0)
+        pc, pr, rc, rr = policy[:n], policy[n:], ref[:n], ref[n:]
+        if preference["normalize"] or simpo:
+            pc, pr, rc, rr = pc / lengths[:n], pr / lengths[n:], rc / lengths[:n], rr / lengths[n:]
+        margin = beta * ((pc - rc) - (pr - rr)) - (preference["simpo_gamma"] if simpo else 0.0)
         total = b["weight"].sum().clamp(min=1.0)
         loss = -(b["weight"] * F.logsigmoid(margin)).sum() / total
+        if preference["rpo_alpha"]:
+            loss = loss + preference["rpo_alpha"] * (b["weight"] * (-policy[:n] / lengths[:n])).sum() / total
         return loss, float((b["weight"] * margin).sum() / total)
 
     train_rows = load_rows(cfg["train_file"])
