@@ -127,12 +127,22 @@ export function resolveClusterCreate(req: ClusterCreateRequest, now: Date): { sp
 
   const clusterType = req.cluster_type ?? 'KUBERNETES';
   const autoScale = req.auto_scale === true || req.auto_scaled === true;
-  multipleOf8('num_gpus', req.num_gpus, autoScale ? 0 : GPUS_PER_NODE);
+  // The spec's rule is multiples of 8: 0 is a control plane with no GPU workers yet (grown by an update).
+  multipleOf8('num_gpus', req.num_gpus);
   multipleOf8('num_preemptible_gpus', req.num_preemptible_gpus);
 
-  // Billing.
+  // Billing. RESERVED runs for duration_days, or until reservation_end_time (one of the two).
+  const reservedUntil = req.billing_type === 'RESERVED' ? req.reservation_end_time : undefined;
   if (req.billing_type === 'RESERVED') {
-    if (req.duration_days === undefined) fail('duration_days', 'duration_days is required for RESERVED billing.');
+    if (req.duration_days === undefined && reservedUntil === undefined) {
+      fail('duration_days', 'RESERVED billing needs how long: duration_days, or a reservation_end_time.');
+    }
+    if (req.duration_days !== undefined && reservedUntil !== undefined) {
+      fail('reservation_end_time', 'Set duration_days or reservation_end_time for RESERVED billing, not both.');
+    }
+    if (reservedUntil !== undefined && !(Date.parse(reservedUntil) > now.getTime())) {
+      fail('reservation_end_time', 'reservation_end_time must be in the future.');
+    }
   } else if (req.duration_days !== undefined) {
     fail('duration_days', 'duration_days applies only to RESERVED billing.');
   }
@@ -148,8 +158,8 @@ export function resolveClusterCreate(req: ClusterCreateRequest, now: Date): { sp
     if (req.reservation_start_time !== undefined) {
       fail('reservation_start_time', 'reservation_start_time applies only to SCHEDULED_CAPACITY billing.');
     }
-    if (req.reservation_end_time !== undefined) {
-      fail('reservation_end_time', 'reservation_end_time applies only to SCHEDULED_CAPACITY billing on create.');
+    if (req.reservation_end_time !== undefined && req.billing_type !== 'RESERVED') {
+      fail('reservation_end_time', 'reservation_end_time applies to RESERVED and SCHEDULED_CAPACITY billing.');
     }
   }
 

@@ -102,6 +102,18 @@ export function resolvePlan(
     if (body[field] !== undefined) throw badRequest(message, field, 'not_supported');
   }
   const limits = model.limits;
+  if (body.train_vision && !limits.supports_vision) {
+    throw badRequest(`${model.name} has no vision encoder to train.`, 'train_vision', 'not_supported');
+  }
+  // Said rather than dropped: each optimizer step here is one batch of batch_size examples.
+  const accumulation = body.gradient_accumulation_steps;
+  if (accumulation !== undefined && accumulation > limits.default_gradient_accumulation_steps) {
+    throw badRequest(
+      `${model.name}'s trainer takes one batch per step (gradient_accumulation_steps ${limits.default_gradient_accumulation_steps}); raise batch_size for a larger effective batch.`,
+      'gradient_accumulation_steps',
+      'not_supported',
+    );
+  }
   const method = body.training_method?.method ?? 'sft';
   const isPreference = training.validation_report?.dataset_format === 'PREFERENCE_OPENAI';
   if (method === 'dpo' && !isPreference) {

@@ -76,6 +76,7 @@ export const CreateFineTuneBody = z
     wandb_name: z.string().optional(),
     wandb_project_name: z.string().optional(),
     gradient_accumulation_steps: z.number().int().min(0).optional(),
+    train_vision: z.boolean().optional(),
   })
   .meta({ id: 'CreateFineTuneRequest' });
 

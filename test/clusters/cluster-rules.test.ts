@@ -88,7 +88,14 @@ describe('cluster create rules', () => {
       'num_capacity_pool_gpus',
     ],
     ['reserved GPUs on an on-demand cluster', { num_reserved_gpus: 8 }, [], 'num_reserved_gpus'],
-    ['RESERVED without duration_days', { billing_type: 'RESERVED' }, [], 'duration_days'],
+    ['RESERVED without duration_days or an end', { billing_type: 'RESERVED' }, [], 'duration_days'],
+    [
+      'RESERVED with both duration_days and an end',
+      { billing_type: 'RESERVED', duration_days: 7, reservation_end_time: future(86_400) },
+      [],
+      'reservation_end_time',
+    ],
+    ['num_gpus not a multiple of 8', { num_gpus: 12 }, [], 'num_gpus'],
     [
       'RESERVED counts that do not add up',
       { billing_type: 'RESERVED', duration_days: 7, num_reserved_gpus: 8 },
@@ -190,6 +197,23 @@ describe('cluster create rules', () => {
     assert.equal(ok.body.num_gpus, 16, 'num_gpus follows reserved + pool');
     assert.equal(ok.body.num_reserved_gpus + ok.body.num_capacity_pool_gpus, ok.body.num_gpus);
     await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
+  });
+
+  test('RESERVED until a reservation_end_time (no duration_days); num_gpus 0 is a control plane only', async () => {
+    const end = future(3 * 86_400);
+    const reserved = await createCluster(p, t.key, { billing_type: 'RESERVED', reservation_end_time: end });
+    assert.equal(reserved.billing_type, 'RESERVED');
+    assert.equal(Date.parse(reserved.reservation_end_time), Date.parse(end));
+    assert.equal(reserved.num_reserved_gpus, reserved.num_gpus);
+
+    const empty = await createCluster(p, t.key, { num_gpus: 0 });
+    const ready = await waitForCluster(p, t.key, empty.cluster_id, (x) => x.status === 'Ready');
+    assert.equal(ready.num_gpus, 0);
+    assert.deepEqual(ready.gpu_worker_nodes, []);
+    assert.equal(ready.control_plane_nodes.length > 0, true);
+    for (const id of [reserved.cluster_id, empty.cluster_id]) {
+      await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${id}`, { key: t.key });
+    }
   });
 
   test('update rules on an on-demand cluster: no reserved GPUs, no pool, no reservation end', async () => {

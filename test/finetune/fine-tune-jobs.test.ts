@@ -473,6 +473,8 @@ describe('fine-tuning jobs', () => {
         /n_evals >= .* = 3/,
       ],
       [{ ...ok, wandb_api_key: 'k' }, 'wandb_api_key', /not available/],
+      [{ ...ok, train_vision: true }, 'train_vision', /no vision encoder/],
+      [{ ...ok, gradient_accumulation_steps: 4 }, 'gradient_accumulation_steps', /one batch per step.*batch_size/],
     ];
     for (const [body, param, message] of cases) {
       const res = await create(a.key, body);
