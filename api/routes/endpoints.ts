@@ -42,10 +42,11 @@ import {
 } from '../endpoint-serving';
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import { deploymentState, trafficShares } from '../endpoint-state';
+import { matchesFilter, ordered, pageAfter, parseFilter } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate } from '../workflows';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { PageQuery } from './cursor-pages';
 import { startContainerDeployment } from './deployments';
 import { checkProject } from './registry-models';
 
@@ -104,6 +105,9 @@ function toDeployment(d: EndpointDeploymentRow, share = 0) {
     updatedAt: new Date(d.updated_at).toISOString(),
   };
 }
+
+/** Most endpoints a project's list reads (filtered, ordered and paged in memory). */
+const MAX_LISTED = 10_000;
 
 /**
  * The split in effect: the stored weights of deployments that still exist, or, where none has
@@ -274,10 +278,18 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Endpoints', schema: List },
     handler: async ({ params, query, principal }) => {
       checkProject(principal, params.projectId);
-      const rows = await listEndpoints(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
-      return cursorPage(rows, query.limit, encodeCursor, async (e) =>
-        toEndpoint(e, await listEndpointDeployments(db, e.id)),
+      const terms = parseFilter(query.filter);
+      const all = await listEndpoints(db, principal.projectId, undefined, MAX_LISTED);
+      const matching = ordered(
+        all.filter((e) => matchesFilter(e, terms, principal.projectSlug)),
+        query.orderBy,
       );
+      const { page, next } = pageAfter(matching, query.after, query.limit);
+      return {
+        object: 'list' as const,
+        data: await Promise.all(page.map(async (e) => toEndpoint(e, await listEndpointDeployments(db, e.id)))),
+        next_cursor: next,
+      };
     },
   });
   router.add({
@@ -506,14 +518,20 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
     errors: [404],
     response: { status: 200, description: 'Deployments', schema: List },
-    handler: async ({ params, principal }) => {
+    handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const deployments = await listEndpointDeployments(db, e.id);
       const shares = trafficShares(e, deployments);
+      const terms = parseFilter(query.filter);
+      const matching = ordered(
+        deployments.filter((d) => matchesFilter(d, terms, principal.projectSlug)),
+        query.orderBy,
+      );
+      const { page, next } = pageAfter(matching, query.after, query.limit);
       return {
         object: 'list' as const,
-        data: deployments.map((d) => toDeployment(d, shares.get(d.id) ?? 0)),
-        next_cursor: null,
+        data: page.map((d) => toDeployment(d, shares.get(d.id) ?? 0)),
+        next_cursor: next,
       };
     },
   });
