@@ -44,6 +44,9 @@ export type ServingPlan =
  */
 export const servingContainerName = (deploymentId: string) => deploymentId.replaceAll('_', '-');
 
+/** The reference model server runs on CPU (JAX_PLATFORMS=cpu): its replicas hold no GPU, and are billed so. */
+export const MODEL_SERVER_GPUS = 0;
+
 const REFERENCE_BASE = 'gantry/reference-byte-tiny';
 
 /** What to serve for `modelId` (a registry model of the project, or a catalog base model); null if unknown. */
@@ -178,6 +181,7 @@ export function modelServerSpec(
     port: 8000,
     health_check_path: '/health',
     gpu_type: 'h100-80gb',
+    gpu_count: MODEL_SERVER_GPUS,
     min_replicas: min,
     max_replicas: max,
     termination_grace_period_seconds: 5,

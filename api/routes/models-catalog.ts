@@ -1,21 +1,21 @@
 /**
- * The model catalog (`GET /v1/models`, the official SDK's `models.list`):
- * what a key of this project can call. The fine-tunable bases (type `chat`),
- * the speech models (type `transcribe`), the project's dedicated
- * endpoints (called by their endpoint string), and its registered and
- * fine-tuned models (deployed by their qualified name `<project_slug>/<name>`).
- * `dedicated=true` keeps only the dedicated endpoints. `GET /v1/models/{id}`
- * reads one; an unknown id is a 404. Pricing is given where Gantry has a
- * price (common/pricing.ts): fine-tuning per million trained tokens
- * (`finetune`), speech per minute of audio (`base`).
+ * The model catalog (`GET /v1/models`, the official SDK's `models.list`): what a key of this
+ * project can call, each with its context length and price (common/pricing.ts). The speech
+ * models (type `transcribe`, priced per minute of audio in `base`), and the project's dedicated
+ * endpoints (called at the gateway by their endpoint string `<project_slug>/<name>`; priced per
+ * replica-hour in `hourly`, tokens free). A fine-tunable base or a registered model is called
+ * once it is deployed behind an endpoint; until then it is listed where it can be used
+ * (`/v2/supported-models`, `/v2/projects/{p}/models`), not here. `dedicated=true` keeps only the
+ * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
 import { z } from 'zod';
 import { SPEECH_MODELS } from '../../common/audio';
-import { AUDIO_MINUTE_PRICES } from '../../common/pricing';
-import { listEndpoints } from '../../db/endpoints';
-import { listRegistryModels, qualifiedModelName } from '../../db/registry';
-import { FINE_TUNE_MODELS } from '../../finetune/models';
+import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../common/pricing';
+import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
+import { getRegistryModel } from '../../db/registry';
+import { findCatalogModel } from '../../finetune/models';
 import type { ApiDeps } from '../deps';
+import { MODEL_SERVER_GPUS } from '../endpoint-serving';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 
@@ -60,71 +60,72 @@ type ModelObject = z.infer<typeof ModelObject>;
 
 const organizationOf = (id: string) => (id.includes('/') ? id.slice(0, id.indexOf('/')) : 'gantry');
 
-function builtIn(): ModelObject[] {
-  return [
-    ...FINE_TUNE_MODELS.map((m): ModelObject => ({
-      id: m.name,
-      object: 'model',
-      created: CATALOG_CREATED,
-      type: 'chat',
-      display_name: m.name.slice(m.name.indexOf('/') + 1),
-      organization: organizationOf(m.name),
-      context_length: m.limits.max_seq_length_sft,
-      pricing: { base: 0, finetune: Number(m.pricePerMillionTokens.lora), hourly: 0, input: 0, output: 0 },
-    })),
-    ...SPEECH_MODELS.map((m): ModelObject => ({
-      id: m.id,
-      object: 'model',
-      created: CATALOG_CREATED,
-      type: 'transcribe',
-      display_name: m.displayName,
-      organization: organizationOf(m.id),
-      license: 'MIT',
-      link: 'https://github.com/openai/whisper',
-      context_length: m.contextLength,
-      pricing: { base: Number(AUDIO_MINUTE_PRICES[m.id]), finetune: 0, hourly: 0, input: 0, output: 0 },
-    })),
-  ];
+/** The speech models: called through /v1/audio/transcriptions and /translations, priced per minute of audio. */
+function speechModels(): ModelObject[] {
+  return SPEECH_MODELS.map((m): ModelObject => ({
+    id: m.id,
+    object: 'model',
+    created: CATALOG_CREATED,
+    type: 'transcribe',
+    display_name: m.displayName,
+    organization: organizationOf(m.id),
+    license: 'MIT',
+    link: 'https://github.com/openai/whisper',
+    context_length: m.contextLength,
+    pricing: { base: Number(AUDIO_MINUTE_PRICES[m.id]), finetune: 0, hourly: 0, input: 0, output: 0 },
+  }));
 }
 
 export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
-  async function dedicated(projectId: string, projectSlug: string): Promise<ModelObject[]> {
-    const endpoints = await listEndpoints(db, projectId, undefined, 1000);
-    return endpoints.map((e) => ({
-      id: `${projectSlug}/${e.name}`,
-      object: 'model',
-      created: Math.floor(new Date(e.created_at).getTime() / 1000),
-      type: 'chat',
-      display_name: e.name,
-      organization: projectSlug,
-    }));
+  /** The longest context the model behind a deployment takes (a catalog base, or a registered model). */
+  async function contextLength(projectId: string, modelId: string): Promise<number | undefined> {
+    const base = findCatalogModel(modelId);
+    if (base) return base.limits.max_seq_length_sft;
+    return (await getRegistryModel(db, projectId, modelId))?.context_length ?? undefined;
   }
 
-  /** The project's registered models, fine-tuned outputs among them (and those shared with it). */
-  async function registered(projectId: string, organizationId: string): Promise<ModelObject[]> {
-    const models = await listRegistryModels(db, { projectId, organizationId, limit: 1000 });
-    return models.map((m) => ({
-      id: qualifiedModelName(m),
-      object: 'model',
-      created: Math.floor(m.created_at.getTime() / 1000),
-      type: 'chat',
-      display_name: m.name,
-      organization: m.project_slug ?? m.organization_id,
-      ...(m.context_length ? { context_length: m.context_length } : {}),
-    }));
+  /**
+   * The project's dedicated endpoints, called at the inference gateway as `<project_slug>/<name>`:
+   * the context length of the model they serve, and their price (per replica-hour; tokens cost nothing).
+   */
+  async function dedicated(projectId: string, projectSlug: string): Promise<ModelObject[]> {
+    const endpoints = await listEndpoints(db, projectId, undefined, 1000);
+    return Promise.all(
+      endpoints.map(async (e) => {
+        const serving = (await listEndpointDeployments(db, e.id)).find((d) => !d.failure && !d.deleting);
+        const context = serving && (await contextLength(projectId, serving.model_id));
+        return {
+          id: `${projectSlug}/${e.name}`,
+          object: 'model' as const,
+          created: Math.floor(new Date(e.created_at).getTime() / 1000),
+          type: 'chat' as const,
+          display_name: e.name,
+          organization: projectSlug,
+          ...(context ? { context_length: context } : {}),
+          pricing: {
+            base: 0,
+            finetune: 0,
+            hourly: Number(replicaHourPrice(MODEL_SERVER_GPUS)),
+            input: Number(DEDICATED_TOKEN_PRICE),
+            output: Number(DEDICATED_TOKEN_PRICE),
+          },
+        };
+      }),
+    );
   }
-  const everything = async (p: { projectId: string; projectSlug: string; organizationId: string }) => [
-    ...builtIn(),
+
+  // Only what can be called: a fine-tunable base or a registered model is called once deployed behind
+  // an endpoint (they are listed at /v2/supported-models and /v2/projects/{p}/models).
+  const everything = async (p: { projectId: string; projectSlug: string }) => [
+    ...speechModels(),
     ...(await dedicated(p.projectId, p.projectSlug)),
-    ...(await registered(p.projectId, p.organizationId)),
   ];
 
   router.add({
     method: 'get',
     path: '/models',
     operationId: 'listModels',
-    summary:
-      'Every model this key can use: catalog bases, speech models, the project’s endpoints and registered models',
+    summary: 'Every model this key can call: the speech models and the project’s dedicated endpoints',
     tags: ['models'],
     query: z.object({
       dedicated: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).optional(),
@@ -147,7 +148,6 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
       response: { status: 200, description: 'The model', schema: ModelObject },
       handler: async ({ params, principal }) => {
         const id = params.org ? `${params.org}/${params.name}` : params.name;
-        // An endpoint string comes before a registered model of the same name: it is what inference calls.
         const found = (await everything(principal)).find((m) => m.id === id);
         if (!found) throw notFound(`No model '${id}' is available to this key.`, 'model_not_found');
         return found;

@@ -1,7 +1,8 @@
 /**
- * The model catalog (`GET /v1/models`): the fine-tunable bases, the speech
- * models (type `transcribe`), the project's own dedicated endpoints and registered models;
- * `dedicated=true` keeps only those; one model by id; an unknown id is a 404.
+ * The model catalog (`GET /v1/models`): what a key can call, with context length and price: the
+ * speech models (type `transcribe`) and the project's own dedicated endpoints (a base or a
+ * registered model is called once deployed, and is not listed before); `dedicated=true` keeps the
+ * endpoints; one model by id; an unknown id is a 404.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -21,6 +22,11 @@ before(async () => {
     json: { name: 'mine' },
   });
   assert.equal(res.status, 200);
+  const deployed = await call(p.baseUrl, 'POST', `/v2/projects/${t.projectId}/endpoints/mine/deployments`, {
+    key: t.key,
+    json: { name: 'one', modelId: 'gantry/reference-byte-tiny', autoscaling: { minReplicas: 0, maxReplicas: 0 } },
+  });
+  assert.equal(deployed.status, 200, JSON.stringify(deployed.body));
   const model = await call(p.baseUrl, 'POST', `/v2/projects/${t.projectId}/models`, {
     key: t.key,
     json: { baseModelId: 'gantry/reference-byte-tiny', name: 'registered-one', type: 'model' },
@@ -30,7 +36,7 @@ before(async () => {
 after(() => p.stop());
 
 describe('model catalog', () => {
-  test('bases, speech models and the project’s endpoints; dedicated=true keeps the endpoints', async () => {
+  test('what can be called: speech models and the project’s endpoints, each priced; dedicated=true keeps the endpoints', async () => {
     const all = await call(p.baseUrl, 'GET', '/v1/models', { key: t.key });
     assert.equal(all.status, 200);
     const byId = new Map(all.body.map((m: { id: string }) => [m.id, m]));
@@ -38,14 +44,16 @@ describe('model catalog', () => {
     assert.equal(whisper.type, 'transcribe');
     assert.equal(whisper.object, 'model');
     assert.equal((byId.get('openai/whisper-tiny.en') as { type: string }).type, 'transcribe');
-    const base = byId.get('gantry/reference-byte-tiny') as { type: string; pricing: { finetune: number } };
-    assert.equal(base.type, 'chat');
-    assert.equal(base.pricing.finetune, 0.48);
-    assert.ok(byId.has(`${t.projectSlug}/mine`));
     assert.equal(whisper.pricing && (whisper.pricing as { base: number }).base, 0.0015, 'per minute of audio');
-    const registered = byId.get(`${t.projectSlug}/registered-one`) as { type: string; display_name: string };
-    assert.equal(registered.type, 'chat');
-    assert.equal(registered.display_name, 'registered-one');
+    const endpoint = byId.get(`${t.projectSlug}/mine`) as { type: string; context_length: number; pricing: any };
+    assert.equal(endpoint.type, 'chat');
+    assert.equal(endpoint.context_length, 256, "the reference model's context");
+    assert.equal(endpoint.pricing.hourly, 0.1, 'per replica-hour of its CPU model server');
+    assert.equal(endpoint.pricing.input, 0);
+    for (const m of all.body) assert.ok(m.pricing && m.context_length, `${m.id} has a price and a context length`);
+    // Not callable until deployed behind an endpoint: listed at /v2/supported-models and /v2/projects/{p}/models.
+    assert.ok(!byId.has('gantry/reference-byte-tiny'));
+    assert.ok(!byId.has(`${t.projectSlug}/registered-one`));
     const theirAll = await call(p.baseUrl, 'GET', '/v1/models', { key: other.key });
     assert.ok(!theirAll.body.some((m: { id: string }) => m.id.startsWith(`${t.projectSlug}/`)));
 
