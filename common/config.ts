@@ -77,6 +77,8 @@ const EnvSchema = z.object({
    */
   GANTRY_TRUST_PROXY: z.string().optional(),
   /** Endpoint adapters: how often a loaded adapter is checked on every replica (new replicas get it). */
+  /** LoRA adapters one endpoint deployment holds; attaching one more needs `force` (the oldest is evicted). */
+  GANTRY_ADAPTERS_PER_DEPLOYMENT: z.coerce.number().int().positive().default(8),
   GANTRY_ADAPTER_RESYNC_SECONDS: z.coerce.number().positive().default(15),
   /** Rollouts: how long each rolling batch or blue-green cut-over soaks before its gate (canaries set their own). */
   GANTRY_ROLLOUT_BATCH_SOAK_SECONDS: z.coerce.number().positive().default(30),
@@ -275,6 +277,7 @@ export interface GantryConfig {
   addressRateLimit: { perSecond: number; burst: number };
   trustProxy?: string;
   adapterResyncSeconds: number;
+  adaptersPerDeployment: number;
   rolloutBatchSoakSeconds: number;
   jsonBodyLimit: string;
   maxUploadBytes: number;
@@ -355,6 +358,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     addressRateLimit: { perSecond: e.GANTRY_RATE_LIMIT_ADDRESS_PER_SECOND, burst: e.GANTRY_RATE_LIMIT_ADDRESS_BURST },
     trustProxy: e.GANTRY_TRUST_PROXY,
     adapterResyncSeconds: e.GANTRY_ADAPTER_RESYNC_SECONDS,
+    adaptersPerDeployment: e.GANTRY_ADAPTERS_PER_DEPLOYMENT,
     rolloutBatchSoakSeconds: e.GANTRY_ROLLOUT_BATCH_SOAK_SECONDS,
     jsonBodyLimit: e.GANTRY_JSON_BODY_LIMIT,
     maxUploadBytes: e.GANTRY_MAX_UPLOAD_BYTES,

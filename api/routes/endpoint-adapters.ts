@@ -151,6 +151,21 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
       if (await getAdapter(db, d.id, model.id))
         throw conflict(`Adapter '${model.id}' is attached already.`, 'adapter_exists');
       const revision = await usableRevision(model.id, body.adapterRevisionId, 'adapterRevisionId');
+      // A deployment holds so many adapters; one more evicts the oldest, when asked to (force).
+      const held = (await listAdapters(db, d.id, undefined, 10_000)).filter(
+        (a) => a.state !== 'ADAPTER_LOAD_STATE_REMOVING',
+      );
+      if (held.length >= config.adaptersPerDeployment) {
+        const oldest = held.reduce((a, b) => (b.created_at < a.created_at ? b : a));
+        if (!body.force) {
+          throw conflict(
+            `Deployment '${d.name}' holds ${held.length} adapters, its capacity; attach with force: true to evict the oldest (${oldest.adapter_model_id}).`,
+            'adapter_capacity',
+          );
+        }
+        if (oldest.adapter_valid) await signal(oldest, 'detach');
+        else await deleteAdapterRow(db, d.id, oldest.adapter_model_id);
+      }
       // The deployment's base: its catalog model, or the base its registered model derives from.
       const deployed = FINE_TUNE_MODELS.some((m) => m.name === d.model_id)
         ? d.model_id

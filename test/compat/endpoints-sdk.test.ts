@@ -14,6 +14,7 @@ import type { Endpoint, EndpointDeployment, EndpointListEventsResponse } from 't
 import type { AdapterRetrieveResponse } from 'together-ai/resources/beta/endpoints/adapters';
 import { chat, jsonl } from '../helpers/datasets';
 import { eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import { storeValidatedRevision } from '../helpers/registry';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const BASE = 'gantry/reference-byte-tiny';
@@ -106,7 +107,7 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
   const ids = { endpoint: '', deployment: '' };
 
   before(async () => {
-    p = await startTestPlatform({ env: { GANTRY_ADAPTER_RESYNC_SECONDS: '1' } });
+    p = await startTestPlatform({ env: { GANTRY_ADAPTER_RESYNC_SECONDS: '1', GANTRY_ADAPTERS_PER_DEPLOYMENT: '1' } });
     tenant = await createTenant(p.db);
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
@@ -339,6 +340,35 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
       (s) => s === 404,
       30_000,
     );
+  });
+
+  test('at adapter capacity (1 here) another adapter needs force, which evicts the oldest', async () => {
+    const { id: adapterId } = await adapter;
+    const where = { endpointId: ids.endpoint, deploymentId: ids.deployment };
+    const adapters = client.beta.endpoints.adapters;
+    await adapters.create({ ...where, adapterModelId: adapterId });
+    // A second adapter (of another base: attached, never loaded) with a stored revision.
+    const other = await client.beta.models.create({
+      baseModelId: 'Qwen/Qwen3-8B',
+      name: 'other-adapter',
+      type: 'adapter',
+    });
+    await storeValidatedRevision(p, other.id, 'rv_other', { 'adapter.safetensors': Buffer.from('weights') });
+    await assert.rejects(adapters.create({ ...where, adapterModelId: other.id }), status(409), 'at capacity');
+    const forced = await adapters.create({ ...where, adapterModelId: other.id, force: true });
+    assert.equal(forced.adapterModelId, other.id);
+    const left = await eventually(
+      () => all(adapters.list(ids.endpoint, ids.deployment)),
+      (list) => list.length === 1,
+      30_000,
+    );
+    assert.deepEqual(
+      left.map((a) => a.adapterModelId),
+      [other.id],
+      'the oldest was evicted',
+    );
+    const current = await adapters.retrieve(other.id, where);
+    assert.deepEqual(await adapters.delete(other.id, { ...where, etag: current.etag }), {});
   });
 
   test('listEvents: every event in the SDK shape, by pages, filtered', async () => {
