@@ -62,6 +62,12 @@ export const SPEECH_MODELS: SpeechModel[] = [
   },
 ];
 
+/**
+ * The model a request without `model` gets: the largest this installation serves, multilingual.
+ * (The official SDKs name openai/whisper-large-v3, whose weights this installation does not have.)
+ */
+export const DEFAULT_SPEECH_MODEL = 'openai/whisper-base';
+
 export type AudioTask = 'transcribe' | 'translate';
 
 export interface AudioRequestInput {

@@ -17,6 +17,7 @@ import {
   AUDIO_FAILURES,
   AUDIO_LIMITS,
   audioWorkflowId,
+  DEFAULT_SPEECH_MODEL,
   SPEECH_MODELS,
   type AudioRequestInput,
   type AudioResult,
@@ -45,7 +46,7 @@ const asList = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ?
 const flag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 
 const Common = z.object({
-  model: z.string({ error: 'model is required' }).min(1).max(200),
+  model: z.string().min(1).max(200).default(DEFAULT_SPEECH_MODEL),
   file: z.string().max(4096).optional(),
   language: z.string().max(8).optional(),
   prompt: z.string().max(4000).optional(),

@@ -161,6 +161,17 @@ describe('audio transcription', () => {
     }
   });
 
+  test("without model: the installation's default; the SDK's whisper-large-v3 is a 404 naming what is served", async () => {
+    const res = await transcribe({}, wav);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const wer = wordErrorRate(SENTENCES.join(' '), res.body.text);
+    assert.ok(wer < MAX_WER, `WER ${wer.toFixed(3)}: ${res.body.text}`);
+    const large = await transcribe({ model: 'openai/whisper-large-v3' }, wav);
+    assert.equal(large.status, 404);
+    assert.equal(large.body.error.code, 'model_not_found');
+    assert.match(large.body.error.message, /openai\/whisper-base, openai\/whisper-tiny\.en/);
+  });
+
   test('a public URL is fetched by the platform', async () => {
     const port = (files.address() as AddressInfo).port;
     const res = await transcribe({ model: 'openai/whisper-tiny.en' }, { url: `http://127.0.0.1:${port}/three.mp3` });
