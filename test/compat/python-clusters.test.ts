@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { deleteAllClusters, NVIDIA_VERSION_ID, REGION } from '../helpers/clusters';
-import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { deleteAllClusters, NVIDIA_VERSION_ID, REGION, startClusterPlatform } from '../helpers/clusters';
+import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { together, togetherJson, type PythonClient } from '../helpers/python-sdk';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -16,7 +16,8 @@ let admin: Tenant;
 let cli: PythonClient;
 
 before(async () => {
-  p = await startTestPlatform();
+  // The simulated fleet at test speed (steps of 20 ms, health checks every second).
+  p = await startClusterPlatform();
   t = await createTenant(p.db, { projectRole: 'Admin', organizationRole: 'Admin' });
   admin = await createTenant(p.db, { platformAdmin: true });
   cli = { baseUrl: p.baseUrl, key: t.key };
