@@ -1,6 +1,6 @@
 /**
- * Dedicated endpoints through the official Python CLI (PyPI `together`, pinned): deploy a catalog
- * model by its deployment profile, list, get, update, events, a canary rollout to a second
+ * Models and dedicated endpoints through the official Python CLI (PyPI `together`, pinned): the
+ * public catalog, registering a model; deploy a catalog model by its deployment profile, list, get, update, events, a canary rollout to a second
  * deployment, a rollout canceled with revert, and removal of deployments and the endpoint.
  */
 import assert from 'node:assert/strict';
@@ -35,6 +35,25 @@ const readyDeployments = (n: number) =>
     (e) => e.deployments.filter((d: any) => d.state === 'DEPLOYMENT_STATE_READY').length === n,
     60_000,
   );
+
+test('models: the public catalog with its profiles; create registers a model; list and get show it', async () => {
+  const catalog = await togetherJson(cli, 'models', 'public');
+  const base = (catalog.data ?? catalog).find((m: any) => m.name === BASE);
+  assert.ok(base, JSON.stringify(catalog).slice(0, 500));
+  assert.ok(base.deploymentProfiles.length >= 1, 'deployable: it has a deployment profile');
+
+  const created = await togetherJson(
+    cli,
+    ...inProject('models', 'create', '--name', 'py-registered', '--base-model', BASE),
+  );
+  assert.match(created.id, /^ml_/);
+  assert.equal(created.name, `${t.projectSlug}/py-registered`);
+  const listed = await togetherJson(cli, ...inProject('models', 'list'));
+  assert.ok((listed.data ?? listed).some((m: any) => m.id === created.id));
+  const got = await togetherJson(cli, ...inProject('models', 'get', '--id', created.id));
+  assert.equal(got.id, created.id);
+  assert.match(await together(cli, ...inProject('models', 'configs', BASE)), /cr_reference-byte-tiny-fp32/);
+});
 
 test('deploy a catalog model: the CLI picks its deployment profile; ls and get show it serving', async () => {
   const out = await together(
