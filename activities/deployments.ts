@@ -16,6 +16,7 @@ import {
   listReplicas,
   projectDeployment,
   requestsSince,
+  meanRequestMsSince,
   sealedSecrets,
   updateReplicaStatus,
   upsertReplica,
@@ -70,6 +71,16 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
       windowSeconds: number;
     }): Promise<number> {
       return requestsSince(db, deploymentId, windowSeconds);
+    },
+    /** Mean milliseconds of the requests the gateway proxied over the window (the HTTPAvgRequestDuration signal). */
+    async httpMeanRequestMs({
+      deploymentId,
+      windowSeconds,
+    }: {
+      deploymentId: string;
+      windowSeconds: number;
+    }): Promise<number | null> {
+      return meanRequestMsSince(db, deploymentId, windowSeconds);
     },
     /** The deployment is gone: its row, replicas and queue go with it. */
     async removeDeployment({ deploymentId }: { deploymentId: string }) {

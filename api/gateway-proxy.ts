@@ -47,6 +47,10 @@ export function deploymentProxy(db: Db, counter: RequestCounter): express.Router
     }
     const i = (turn.get(deployment.id) ?? 0) % ports.length;
     turn.set(deployment.id, i + 1);
+    // From here to the answer's last byte: the HTTPAvgRequestDuration signal (a caller that goes away
+    // before the answer ends counts for nothing).
+    const started = performance.now();
+    res.once('finish', () => counter.answered(deployment.id, performance.now() - started));
     const rest = (req.params as { rest?: string[] }).rest;
     const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
     const path = `/${(rest ?? []).join('/')}${query}`;

@@ -1,6 +1,7 @@
 /**
  * Requests the gateway sends to each deployment, counted per second for the
- * HTTPTotalRequests autoscaler. Counting in memory and writing the counts
+ * HTTPTotalRequests autoscaler, and how long they took to answer (for the
+ * HTTPAvgRequestDuration autoscaler). Counting in memory and writing the counts
  * every `flushMs` (one statement for all deployments) keeps a database round
  * trip off every request; the autoscaler reads windows of a minute or more,
  * so a fraction of a second of delay changes nothing it decides.
@@ -8,7 +9,8 @@
 import type { Db } from '../db/pool';
 
 export class RequestCounter {
-  private pending = new Map<string, Map<number, number>>();
+  /** Per deployment and second: requests sent, requests answered, and the answers' summed milliseconds. */
+  private pending = new Map<string, Map<number, { requests: number; answered: number; ms: number }>>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -20,10 +22,23 @@ export class RequestCounter {
   }
 
   count(deploymentId: string): void {
+    this.slot(deploymentId).requests++;
+  }
+
+  /** A request to the deployment was answered, `ms` after it was sent (counted in the second it ended). */
+  answered(deploymentId: string, ms: number): void {
+    const slot = this.slot(deploymentId);
+    slot.answered++;
+    slot.ms += ms;
+  }
+
+  private slot(deploymentId: string) {
     const second = Math.floor(Date.now() / 1000);
-    const perSecond = this.pending.get(deploymentId) ?? new Map<number, number>();
-    perSecond.set(second, (perSecond.get(second) ?? 0) + 1);
+    const perSecond = this.pending.get(deploymentId) ?? new Map();
     this.pending.set(deploymentId, perSecond);
+    let slot = perSecond.get(second);
+    if (!slot) perSecond.set(second, (slot = { requests: 0, answered: 0, ms: 0 }));
+    return slot;
   }
 
   async flush(): Promise<void> {
@@ -33,21 +48,28 @@ export class RequestCounter {
     const ids: string[] = [];
     const seconds: number[] = [];
     const counts: number[] = [];
+    const answered: number[] = [];
+    const ms: number[] = [];
     for (const [id, perSecond] of batch) {
-      for (const [second, n] of perSecond) {
+      for (const [second, slot] of perSecond) {
         ids.push(id);
         seconds.push(second);
-        counts.push(n);
+        counts.push(slot.requests);
+        answered.push(slot.answered);
+        ms.push(slot.ms);
       }
     }
     await this.db
       .query(
-        `INSERT INTO deployment_request_counts (deployment_id, second, requests)
-         SELECT d, to_timestamp(s), n FROM unnest($1::text[], $2::bigint[], $3::int[]) AS t(d, s, n)
+        `INSERT INTO deployment_request_counts (deployment_id, second, requests, answered, duration_ms)
+         SELECT d, to_timestamp(s), n, a, m
+           FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::float8[]) AS t(d, s, n, a, m)
           WHERE EXISTS (SELECT 1 FROM deployments WHERE id = d)
          ON CONFLICT (deployment_id, second) DO UPDATE
-           SET requests = deployment_request_counts.requests + EXCLUDED.requests`,
-        [ids, seconds, counts],
+           SET requests = deployment_request_counts.requests + EXCLUDED.requests,
+               answered = deployment_request_counts.answered + EXCLUDED.answered,
+               duration_ms = deployment_request_counts.duration_ms + EXCLUDED.duration_ms`,
+        [ids, seconds, counts, answered, ms],
       )
       .catch(() => undefined); // a lost flush under-counts a moment; the next requests count again
   }

@@ -80,17 +80,20 @@ export interface CarriedDeployment {
   replicas: Array<{ replicaId: string; revision: number; hostQueue: string; image: string }>;
 }
 
-/** The autoscaling configurations Gantry acts on (the SDK's CustomMetric and QueueBacklogPerWorker). */
+/** The autoscaling configurations Gantry acts on (the SDK's CustomMetric, QueueBacklogPerWorker and HTTP ones). */
 export type ActiveAutoscaling =
   | { metric: 'CustomMetric'; custom_metric_name: string; target: number; time_interval_minutes?: number }
   | { metric: 'QueueBacklogPerWorker'; target: number; time_interval_minutes?: number }
-  | { metric: 'HTTPTotalRequests'; target: number; time_interval_minutes?: number };
+  | { metric: 'HTTPTotalRequests'; target: number; time_interval_minutes?: number }
+  /** target: milliseconds of mean answer time per request (the SDK's default 500). */
+  | { metric: 'HTTPAvgRequestDuration'; target: number; time_interval_minutes?: number };
 
 export function activeAutoscaling(spec: DeploymentSpec): ActiveAutoscaling | undefined {
   const a = spec.autoscaling as Record<string, unknown> | undefined;
   if (!a || typeof a.target !== 'number' || a.target <= 0) return undefined;
   if (a.metric === 'CustomMetric' && typeof a.custom_metric_name === 'string') return a as ActiveAutoscaling;
   if (a.metric === 'QueueBacklogPerWorker' || a.metric === 'HTTPTotalRequests') return a as ActiveAutoscaling;
+  if (a.metric === 'HTTPAvgRequestDuration') return a as ActiveAutoscaling;
   return undefined;
 }
 

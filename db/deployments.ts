@@ -227,6 +227,16 @@ export async function requestsSince(db: Queryable, deploymentId: string, seconds
   return Number(rows[0].n ?? 0);
 }
 
+/** Mean milliseconds the deployment's answered requests took over the last `seconds`; null when none was answered. */
+export async function meanRequestMsSince(db: Queryable, deploymentId: string, seconds: number): Promise<number | null> {
+  const { rows } = await db.query<{ mean: number | null }>(
+    `SELECT sum(duration_ms) / nullif(sum(answered), 0) AS mean FROM deployment_request_counts
+      WHERE deployment_id = $1 AND second > now() - make_interval(secs => $2)`,
+    [deploymentId, seconds],
+  );
+  return rows[0].mean === null ? null : Number(rows[0].mean);
+}
+
 /** The running replicas a request can go to (host and port), for the gateway. */
 export async function runningReplicaPorts(db: Queryable, deploymentId: string): Promise<number[]> {
   const { rows } = await db.query<{ port: number }>(

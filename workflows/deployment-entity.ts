@@ -141,6 +141,15 @@ export class DeploymentEntity {
         windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60,
       });
     }
+    if (a.metric === 'HTTPAvgRequestDuration' && patched(PATCHES.httpAvgRequestDuration.id)) {
+      // A mean is not a total over replicas: as a demand, it is the replicas that would bring the mean
+      // to `target` if load spread evenly (current * mean / target), times target. Nothing answered: idle.
+      const mean = await control.httpMeanRequestMs({
+        deploymentId: this.deploymentId,
+        windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60,
+      });
+      return mean === null ? 0 : Math.max(1, this.desired()) * mean;
+    }
     return control.queueBacklog({ deploymentId: this.deploymentId });
   }
 

@@ -56,6 +56,8 @@ export const PATCHES = {
   volumeFinalStatus: { id: 'volume-final-status', workflow: 'storageVolume' },
   /** A rollout canceled with CANCEL_DISPOSITION_REVERT moves the pair's traffic back to the source and restores both bounds. */
   rolloutCancelRevert: { id: 'rollout-cancel-revert', workflow: 'endpointRollout' },
+  /** A deployment autoscaled on HTTPAvgRequestDuration reads the gateway's mean answer time. */
+  httpAvgRequestDuration: { id: 'http-avg-request-duration', workflow: 'deployment' },
   /** A GPU queue unserved during bring-up's tests makes the run continue as new every so many probes. */
   bringUpContinuesAsNew: { id: 'bring-up-continues-as-new', workflow: 'cluster' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */

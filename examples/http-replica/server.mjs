@@ -4,7 +4,7 @@
 // variable's value (a test checks that secrets arrive); GET /file?path=P answers
 // the file P relative to the working directory (where volumes are mounted), 404 if absent; POST /log?text=T
 // prints T to stdout (the log-streaming test); GET /headers echoes the request headers; POST /crash exits with
-// code 3; GET /metrics exposes the gauge `inflight_requests` in Prometheus text
+// code 3; GET /slow?ms=N answers after N milliseconds (the request-duration autoscaling test); GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it); GET /connect?host=H&port=P
 // answers whether a TCP connection to H:P opens within a second (`connected`, or the error's code: the
 // isolation tests probe what a replica can reach). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
@@ -17,6 +17,10 @@ let inflight = 0;
 const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
+  if (url.pathname === '/slow') {
+    setTimeout(() => res.end(JSON.stringify({ replica })), Math.min(10_000, Number(url.searchParams.get('ms') ?? 0)));
+    return;
+  }
   if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');
   if (url.pathname === '/file') {
     readFile(url.searchParams.get('path') ?? '', 'utf8').then(
@@ -49,7 +53,9 @@ const server = createServer((req, res) => {
   }
   if (url.pathname === '/metrics') {
     res.setHeader('content-type', 'text/plain; version=0.0.4');
-    return res.end(`# HELP inflight_requests Requests in progress.\n# TYPE inflight_requests gauge\ninflight_requests ${inflight}\n`);
+    return res.end(
+      `# HELP inflight_requests Requests in progress.\n# TYPE inflight_requests gauge\ninflight_requests ${inflight}\n`,
+    );
   }
   if (url.pathname === '/set-metric' && req.method === 'POST') {
     inflight = Number(url.searchParams.get('value') ?? 0);
@@ -65,7 +71,9 @@ const server = createServer((req, res) => {
   res.end(JSON.stringify({ replica, greeting: process.env.GREETING ?? null }));
 });
 // HOST: the image sets 0.0.0.0 (its port is published from the container's own address).
-server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1', () => console.log(`${replica}: listening on ${process.env.PORT}`));
+server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1', () =>
+  console.log(`${replica}: listening on ${process.env.PORT}`),
+);
 process.on('SIGTERM', () => {
   console.log(`${replica}: SIGTERM received, draining`);
   setTimeout(() => process.exit(0), Number(process.env.DRAIN_MS ?? 0));

@@ -155,9 +155,35 @@ describe('deployment autoscaling', () => {
     await api('DELETE', '/deployments/http-scaled');
   });
 
-  test('request-duration autoscaling is refused with a clear error', async () => {
-    const res = await deploy('duration-scaled', { autoscaling: { metric: 'HTTPAvgRequestDuration', target: 10 } });
-    assert.equal(res.status, 400);
-    assert.equal(res.body.error.param, 'autoscaling.metric');
+  test('on request durations through the gateway: a mean three times the target asks for three replicas', async () => {
+    const res = await deploy('duration-scaled', {
+      min_replicas: 1,
+      max_replicas: 3,
+      autoscaling: { metric: 'HTTPAvgRequestDuration', target: 100, time_interval_minutes: 1 },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    await eventually(
+      () => get('duration-scaled'),
+      (d) => d.ready_replicas === 1 && d.status === 'Ready',
+      30_000,
+    );
+    // Answers that take 300 ms, one at a time: the mean, not the count, asks for more replicas.
+    const slow = () =>
+      fetch(`${p.gatewayUrl}/v1/deployments/duration-scaled/slow?ms=300`, {
+        headers: { authorization: `Bearer ${t.key}` },
+      });
+    let scaled = false;
+    const load = (async () => {
+      while (!scaled) assert.equal((await slow()).status, 200);
+    })();
+    const up = await eventually(
+      () => get('duration-scaled'),
+      (d) => d.ready_replicas === 3 && d.status === 'Ready',
+      30_000,
+    );
+    scaled = true;
+    await load;
+    assert.equal(up.desired_replicas, 3, 'ceil(1 x 300 ms / 100 ms)');
+    await api('DELETE', '/deployments/duration-scaled');
   });
 });

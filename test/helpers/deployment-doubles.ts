@@ -24,6 +24,8 @@ export class DeploymentActivityDoubles {
   readonly projections: Array<{ state: DeploymentState; version: number; generation?: number }> = [];
   /** What scrapeReplicaMetric reports; an Error makes it fail (non-retryably, as a dead endpoint would). */
   metric: number | Error = 0;
+  /** What httpMeanRequestMs reports: the gateway's mean answer time, null when nothing was answered. */
+  meanRequestMs: number | null = null;
   /** What the workflow recorded about replicas itself (launches no container host took). */
   readonly replicaRecords: ReplicaRecord[] = [];
   scrapes = 0;
@@ -57,6 +59,9 @@ export class DeploymentActivityDoubles {
       },
       async httpRequests() {
         return 0;
+      },
+      async httpMeanRequestMs() {
+        return self.meanRequestMs;
       },
       async removeDeployment() {},
       async recordReplica(r) {

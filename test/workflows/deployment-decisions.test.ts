@@ -50,6 +50,35 @@ describe('deployment workflow decisions (time-skipping)', () => {
   }
 
   test(
+    'HTTPAvgRequestDuration: a mean answer time three times the target asks for three times the replicas',
+    { timeout: 60_000 },
+    async () => {
+      await withDeployment(
+        {
+          ...deploymentInput('ts-mean-duration', {
+            min: 1,
+            max: 4,
+            autoscaling: { metric: 'HTTPAvgRequestDuration', target: 100, time_interval_minutes: 1 },
+          }),
+          autoscaleIntervalSeconds: 1,
+        },
+        { prepare: (d) => (d.meanRequestMs = 300) },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => s?.status === 'Ready' && s.desired_replicas === 3,
+            'the scale-up: 1 replica at 300 ms against 100 ms asks for 3',
+          );
+          assert.equal(doubles.running.size, 3);
+          await handle.executeUpdate('deleteDeployment', { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          await recordHistoryIfAsked(handle, 'deployment', 'mean-request-duration-scaled-up');
+        },
+      );
+    },
+  );
+
+  test(
     'an autoscaling metric that cannot be read skips the observation; the deployment keeps serving',
     { timeout: 60_000 },
     async () => {
