@@ -35,6 +35,19 @@ before(async () => {
 });
 after(() => p.stop());
 
+/** `fine-tuning create` of the reference model on the training file, confirmed (-y), with `options`. */
+const createJob = (...options: string[]) =>
+  together(
+    cli,
+    'fine-tuning',
+    'create',
+    '--model',
+    'gantry/reference-byte-tiny',
+    '--training-file',
+    trainId,
+    ...options,
+    '-y',
+  );
 const jobIdIn = (out: string) => /Fine-tuning job has been submitted\. \((ft-[0-9a-f-]+)\)/.exec(out)?.[1];
 
 test('whoami: the key, its project and its organization', async () => {
@@ -79,17 +92,7 @@ test('files: check, upload (its own flow), the same bytes again, list, retrieve,
 });
 
 test('fine-tuning create with defaults: runs to completion; list, retrieve, events, checkpoints, metrics', async () => {
-  const created = await together(
-    cli,
-    'fine-tuning',
-    'create',
-    '--model',
-    'gantry/reference-byte-tiny',
-    '--training-file',
-    trainId,
-    '--lora',
-    '-y',
-  );
+  const created = await createJob('--lora');
   jobId = jobIdIn(created)!;
   assert.ok(jobId, created);
 
@@ -140,14 +143,7 @@ test('fine-tuning download: merged and adapter weights, probed with Range, saved
 });
 
 test('fine-tuning create with options (validation, evals, epochs, rank, suffix), then cancel and delete', async () => {
-  const created = await together(
-    cli,
-    'fine-tuning',
-    'create',
-    '--model',
-    'gantry/reference-byte-tiny',
-    '--training-file',
-    trainId,
+  const created = await createJob(
     '--validation-file',
     evalId,
     '--n-evals',
@@ -165,7 +161,6 @@ test('fine-tuning create with options (validation, evals, epochs, rank, suffix),
     '32',
     '--suffix',
     'py-cli',
-    '-y',
   );
   const id = jobIdIn(created)!;
   const job = await togetherJson(cli, 'fine-tuning', 'retrieve', id);
