@@ -120,3 +120,17 @@ export function pageAfter<R extends { id: string }>(
   const more = from + page.length < rows.length;
   return { page, next: more ? Buffer.from(page[page.length - 1]!.id, 'utf8').toString('base64url') : null };
 }
+
+/** `filter`, then `orderBy`, then one page after `after`: what a v2 list route answers with. */
+export function filteredPage<R extends Listed & { id: string }>(
+  rows: R[],
+  q: { filter?: string; orderBy?: string; after?: string; limit: number },
+  projectSlug: string,
+): { page: R[]; next: string | null } {
+  const terms = parseFilter(q.filter);
+  const matching = ordered(
+    rows.filter((r) => matchesFilter(r, terms, projectSlug)),
+    q.orderBy,
+  );
+  return pageAfter(matching, q.after, q.limit);
+}

@@ -42,7 +42,7 @@ import {
 } from '../endpoint-serving';
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import { deploymentState, trafficShares } from '../endpoint-state';
-import { matchesFilter, ordered, pageAfter, parseFilter } from '../list-filter';
+import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate } from '../workflows';
@@ -278,13 +278,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Endpoints', schema: List },
     handler: async ({ params, query, principal }) => {
       checkProject(principal, params.projectId);
-      const terms = parseFilter(query.filter);
       const all = await listEndpoints(db, principal.projectId, undefined, MAX_LISTED);
-      const matching = ordered(
-        all.filter((e) => matchesFilter(e, terms, principal.projectSlug)),
-        query.orderBy,
-      );
-      const { page, next } = pageAfter(matching, query.after, query.limit);
+      const { page, next } = filteredPage(all, query, principal.projectSlug);
       return {
         object: 'list' as const,
         data: await Promise.all(page.map(async (e) => toEndpoint(e, await listEndpointDeployments(db, e.id)))),
@@ -522,12 +517,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const deployments = await listEndpointDeployments(db, e.id);
       const shares = trafficShares(e, deployments);
-      const terms = parseFilter(query.filter);
-      const matching = ordered(
-        deployments.filter((d) => matchesFilter(d, terms, principal.projectSlug)),
-        query.orderBy,
-      );
-      const { page, next } = pageAfter(matching, query.after, query.limit);
+      const { page, next } = filteredPage(deployments, query, principal.projectSlug);
       return {
         object: 'list' as const,
         data: page.map((d) => toDeployment(d, shares.get(d.id) ?? 0)),
