@@ -5,7 +5,7 @@
  * get a 5xx, a status the document does not list, or a response body that does
  * not match its schema. Two runs, each within a time budget: a fixed seed (the
  * same inputs every time) and a fresh one (new inputs each run; its seed is in
- * the test's name, to reproduce a failure).
+ * the test's name; GANTRY_FUZZ_SEED=<seed> replays it).
  *
  * Left out: the operations that would end the run's own access (revoking its
  * key, removing its membership), and the logs route, which with follow=true
@@ -63,8 +63,12 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
     '5',
     '--max-time',
     String(BUDGET_SECONDS),
+    // One worker: with two, schemathesis' threads describe hypothesis lambdas at once, and
+    // CPython 3.11's AST constructor (ast.parse) keeps its recursion counter per interpreter, not
+    // per thread, so a run can die with "SystemError: AST constructor recursion depth mismatch"
+    // (python/cpython#106905), an error in the tool that says nothing about the API.
     '--workers',
-    '2',
+    '1',
     '--seed',
     String(seed),
     '--exclude-path-regex',
@@ -91,7 +95,7 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
 
 for (const [label, seed] of [
   ['a fixed seed', 1],
-  ['a fresh seed', randomInt(2, 2 ** 31)],
+  ['a fresh seed', Number(process.env.GANTRY_FUZZ_SEED) || randomInt(2, 2 ** 31)],
 ] as const) {
   test(
     `no 5xx, only documented statuses, responses matching their schemas: ${label} (${seed})`,
