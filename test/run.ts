@@ -4,12 +4,16 @@
  *   - a real Temporal dev server and PostgreSQL (scripts/lib/ephemeral-services.ts)
  *   - the workflow bundle, built once and shared by every test file
  *
- * Then node's test runner runs test/**\/*.test.ts (or the files given as
- * arguments), one file at a time. Exits non-zero on any failure.
+ * Then it runs test/**\/*.test.ts (or the files given as arguments), each file in its own
+ * `node --test` process, GANTRY_TEST_CONCURRENCY (default 2) files at a time. Files running at
+ * the same time never share state: each lane has its own Temporal namespace (so its own task
+ * queues and workers), its own database and its own data directory, and a file cleans up what it
+ * started before the next file of its lane begins. A file's output is printed in one piece when
+ * it ends. Exits non-zero on any failure.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
@@ -18,12 +22,62 @@ import { writeWorkflowBundle } from '../workers/runtime';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[test] ${line}\n`);
+/** The counters node's spec reporter ends a run with (`ℹ pass 12`), summed over the files. */
+const COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
+
+/**
+ * The files that take longest (a minute or more here) start first, so that no lane is left running
+ * one of them alone at the end; the rest follow in name order.
+ */
+const LONGEST_FIRST = [
+  'test/deployments/podman-isolation.test.ts',
+  'test/workflows/cluster-decisions.test.ts',
+  'test/audio/transcriptions.test.ts',
+  'test/finetune/fine-tune-recovery.test.ts',
+  'test/api/openapi-fuzz.test.ts',
+  'test/cli/cli.test.ts',
+  'test/workflows/deployment-decisions.test.ts',
+];
 
 function findTests(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const full = path.join(dir, name);
     if (statSync(full).isDirectory()) return findTests(full);
     return name.endsWith('.test.ts') ? [full] : [];
+  });
+}
+
+interface FileResult {
+  file: string;
+  exitCode: number;
+  seconds: number;
+  counts: Record<(typeof COUNTERS)[number], number>;
+}
+
+/** Runs one test file in its own process with `env`; prints its output in one piece when it ends. */
+function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=300000', file],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env },
+    );
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.on('data', (c: Buffer) => chunks.push(c));
+    child.on('close', (code, signal) => {
+      const output = Buffer.concat(chunks).toString('utf8');
+      const seconds = (Date.now() - started) / 1000;
+      const counts = Object.fromEntries(
+        COUNTERS.map((k) => [k, Number(new RegExp(`^ℹ ${k} (\\d+)$`, 'm').exec(output)?.[1] ?? 0)]),
+      ) as FileResult['counts'];
+      const exitCode = code ?? (signal ? 1 : 0);
+      process.stdout.write(
+        `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
+      );
+      resolve({ file, exitCode, seconds, counts });
+    });
   });
 }
 
@@ -35,7 +89,8 @@ async function main() {
   const cleanups: Array<() => Promise<void>> = [];
   let exitCode = 1;
   try {
-    const services = await startEphemeralServices(work, say);
+    const lanes = Math.max(1, Math.min(files.length, Number(process.env.GANTRY_TEST_CONCURRENCY) || 2));
+    const services = await startEphemeralServices(work, say, { lanes });
     cleanups.push(services.stop);
     say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
 
@@ -44,40 +99,48 @@ async function main() {
 
     const bundlePath = path.join(work, 'workflow-bundle.js');
     await writeWorkflowBundle(bundlePath, say);
-    say(`ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
+    say(
+      `ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files, ${lanes} at a time`,
+    );
 
-    exitCode = await new Promise<number>((resolve) => {
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          '--test',
-          '--test-reporter=spec',
-          '--test-concurrency=1',
-          '--test-timeout=300000',
-          ...files,
-        ],
-        {
-          cwd: ROOT,
-          stdio: 'inherit',
-          env: {
-            ...process.env,
-            NODE_ENV: 'test',
-            DATABASE_URL: services.databaseUrl,
-            TEMPORAL_ADDRESS: services.temporalAddress,
-            TEMPORAL_NAMESPACE: 'default',
-            TEMPORAL_CLI: services.temporalCli,
-            GANTRY_DATA_DIR: path.join(work, 'data'),
-            GANTRY_SIGNING_SECRET: randomBytes(32).toString('hex'),
-            GANTRY_WORKFLOW_BUNDLE: bundlePath,
-            [CLASSPATH_ENV]: workflowTestServerClasspath,
-            LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
-          },
-        },
-      );
-      child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
-    });
+    const base: NodeJS.ProcessEnv = {
+      ...process.env,
+      NODE_ENV: 'test',
+      TEMPORAL_ADDRESS: services.temporalAddress,
+      TEMPORAL_CLI: services.temporalCli,
+      GANTRY_SIGNING_SECRET: randomBytes(32).toString('hex'),
+      GANTRY_WORKFLOW_BUNDLE: bundlePath,
+      [CLASSPATH_ENV]: workflowTestServerClasspath,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    };
+    const rank = (f: string) => {
+      const i = LONGEST_FIRST.indexOf(path.relative(ROOT, f));
+      return i < 0 ? LONGEST_FIRST.length : i;
+    };
+    const queue = [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    const results: FileResult[] = [];
+    await Promise.all(
+      services.lanes.map(async (lane, i) => {
+        const dataDir = path.join(work, `data-lane${i}`);
+        for (let file = queue.shift(); file; file = queue.shift()) {
+          mkdirSync(dataDir, { recursive: true });
+          const env = {
+            ...base,
+            DATABASE_URL: lane.databaseUrl,
+            TEMPORAL_NAMESPACE: lane.namespace,
+            GANTRY_DATA_DIR: dataDir,
+          };
+          results.push(await runFile(file, env));
+        }
+      }),
+    );
+    const total = Object.fromEntries(
+      COUNTERS.map((k) => [k, results.reduce((sum, r) => sum + r.counts[k], 0)]),
+    ) as FileResult['counts'];
+    const failed = results.filter((r) => r.exitCode !== 0);
+    say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
+    for (const r of failed) say(`failed: ${path.relative(ROOT, r.file)} (exit ${r.exitCode})`);
+    exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;
   } catch (err) {
     say(`could not run the tests: ${(err as Error).stack ?? err}`);
     exitCode = 1;

@@ -20,6 +20,11 @@ export interface EphemeralServices {
   temporalAddress: string;
   databaseUrl: string;
   temporalCli: string;
+  /**
+   * Places that share nothing but the two servers, one per `lanes` asked for: a Temporal namespace
+   * and a migrated database each. The first is `default` and `databaseUrl`.
+   */
+  lanes: Array<{ namespace: string; databaseUrl: string }>;
   stop(): Promise<void>;
 }
 
@@ -59,8 +64,13 @@ async function provisionDatabase(work: string): Promise<{ url: string; teardown:
 }
 
 /** `work` is a scratch directory the caller owns (and removes). */
-export async function startEphemeralServices(work: string, log: (line: string) => void): Promise<EphemeralServices> {
+export async function startEphemeralServices(
+  work: string,
+  log: (line: string) => void,
+  opts: { lanes?: number } = {},
+): Promise<EphemeralServices> {
   const cli = await ensureTemporalCli({ configured: process.env.TEMPORAL_CLI, log });
+  const extraNamespaces = Array.from({ length: Math.max(0, (opts.lanes ?? 1) - 1) }, (_, i) => `lane${i + 1}`);
   const [temporal, database] = await Promise.all([
     startTemporalDevServer({
       cli,
@@ -68,24 +78,35 @@ export async function startEphemeralServices(work: string, log: (line: string) =
       headless: true,
       httpPort: await freePort(),
       metricsPort: await freePort(),
+      extraNamespaces,
       log: () => undefined,
     }),
     provisionDatabase(work),
   ]);
+  const laneDrops: Array<() => Promise<void>> = [];
   const stop = async () => {
     await temporal.stop().catch((e) => log(`stopping Temporal: ${(e as Error).message}`));
+    for (const drop of laneDrops) await drop().catch(() => undefined);
     await database.teardown().catch((e) => log(`stopping PostgreSQL: ${(e as Error).message}`));
   };
+  const lanes = [{ namespace: 'default', databaseUrl: database.url }];
   try {
-    const db = createPool(database.url);
-    await migrate(db);
-    await db.end();
+    for (const namespace of extraNamespaces) {
+      const { url, drop } = await createThrowawayDatabase(database.url, `gantry_${namespace}`);
+      laneDrops.push(drop);
+      lanes.push({ namespace, databaseUrl: url });
+    }
     const connection = await Connection.connect({ address: temporal.address });
-    await ensureSearchAttributes(connection, 'default');
+    for (const lane of lanes) {
+      const db = createPool(lane.databaseUrl);
+      await migrate(db);
+      await db.end();
+      await ensureSearchAttributes(connection, lane.namespace);
+    }
     await connection.close();
   } catch (err) {
     await stop();
     throw err;
   }
-  return { temporalAddress: temporal.address, databaseUrl: database.url, temporalCli: cli, stop };
+  return { temporalAddress: temporal.address, databaseUrl: database.url, temporalCli: cli, lanes, stop };
 }

@@ -21,6 +21,8 @@ export interface TemporalDevServerOptions {
   headless?: boolean;
   httpPort?: number;
   metricsPort?: number;
+  /** Namespaces to register besides `default` (the test runner gives each of its lanes one). */
+  extraNamespaces?: string[];
   log: (line: string) => void;
   readyTimeoutMs?: number;
 }
@@ -32,6 +34,7 @@ export async function startTemporalDevServer(o: TemporalDevServerOptions): Promi
   else if (o.uiPort) args.push('--ui-port', String(o.uiPort));
   if (o.httpPort) args.push('--http-port', String(o.httpPort));
   if (o.metricsPort) args.push('--metrics-port', String(o.metricsPort));
+  for (const ns of o.extraNamespaces ?? []) args.push('--namespace', ns);
 
   const child = spawn(o.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let exited: string | null = null;

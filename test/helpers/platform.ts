@@ -146,6 +146,7 @@ export async function startTestPlatform(
         ...common,
         blobs,
         speechPython: base.speechPython,
+        slots: base.speechSlots,
         workDir: path.join(base.dataDir, 'speech'),
         remoteFetch: config.remoteFetch,
       }),
@@ -174,8 +175,8 @@ export async function startTestPlatform(
     logs,
     async stop() {
       // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
-      // next file's workers, which poll the same queues. Files run one at a time, so every open run
-      // is this file's: end them.
+      // next file's workers, which poll the same queues. Each lane of test/run.ts runs one file at a
+      // time in a namespace of its own, so every open run in this namespace is this file's: end them.
       for await (const w of temporal.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
         await temporal.workflow
           .getHandle(w.workflowId, w.runId)

@@ -51,7 +51,7 @@ describe('replay-open-workflows', () => {
     const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
     const worker = await Worker.create({
       connection,
-      namespace: 'default',
+      namespace: p.config.temporal.namespace,
       taskQueue: 'replay-open-workflows-test',
       workflowsPath: require.resolve('./fixtures/changed-cluster-workflow'),
     });

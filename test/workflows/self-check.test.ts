@@ -158,7 +158,7 @@ describe('system self-check workflow', () => {
   test('when Temporal is unreachable, status says degraded and starting work is a 503', async () => {
     // An API wired to a Temporal address where nothing listens.
     const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, connectTimeout: 500 });
-    const temporal = new Client({ connection, namespace: 'default' });
+    const temporal = new Client({ connection, namespace: p.config.temporal.namespace });
     const app = createApp({
       config: p.config,
       db: p.db,
