@@ -7,7 +7,6 @@
  */
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
@@ -35,14 +34,13 @@ import type { TokenizedCounts } from '../finetune/estimate';
 import type { Db } from '../db/pool';
 import { chargeFineTune, refundFineTune } from './fine-tune-billing';
 import { findFineTuneModel } from '../finetune/models';
-import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
+import { tokenizeStoredFile } from '../finetune/tokenize-file';
 import { trainerConfig } from '../finetune/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { runTrainer, type Trainers } from '../providers/trainer/process-trainer';
 import type { TrainingSlots } from '../providers/accelerator/training-slots';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
 
-const TOKENIZE_CHUNK = 1000;
 const FOREIGN_KEY_VIOLATION = '23503';
 
 export interface JobRecord {
@@ -68,22 +66,6 @@ async function recordJob(db: Db, r: JobRecord): Promise<void> {
     }
     throw err;
   }
-}
-
-/** JSON records of a stored JSONL file, a chunk at a time (bounded memory). */
-async function* recordChunks(blobs: BlobStore, key: string): AsyncGenerator<Record<string, unknown>[]> {
-  const lines = createInterface({ input: blobs.read(key, undefined, { chunkBytes: 1 << 20 }), crlfDelay: Infinity });
-  let chunk: Record<string, unknown>[] = [];
-  for await (const raw of lines) {
-    const line = raw.replace(/^\uFEFF/, '');
-    if (!line.trim()) continue;
-    chunk.push(JSON.parse(line));
-    if (chunk.length === TOKENIZE_CHUNK) {
-      yield chunk;
-      chunk = [];
-    }
-  }
-  if (chunk.length) yield chunk;
 }
 
 export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
@@ -162,46 +144,18 @@ export function createFineTuneActivities({ db, blobs }: { db: Db; blobs: BlobSto
         if (!file || !file.validation_report?.valid) {
           throw ApplicationFailure.nonRetryable(`file ${fileId} is gone or not valid`, 'FileUnusable');
         }
-        const format = file.validation_report.dataset_format as DatasetFormat;
         const key = `fine-tunes/${jobId}/tokenized/${purpose}.jsonl`;
-        let rows = 0;
-        let tokens = 0;
-        let samples = 0;
-        const out = Readable.from(
-          (async function* () {
-            for await (const records of recordChunks(blobs, file.blob_key)) {
-              ctx.heartbeat({ purpose, samples });
-              samples += records.length;
-              if (job.plan.method === 'dpo') {
-                for (const r of records) {
-                  const { row } = tokenizePreference(r, {
-                    tokenizer,
-                    format,
-                    maxSeqLength: job.plan.max_seq_length,
-                    trainOnInputs: job.plan.train_on_inputs,
-                  });
-                  rows++;
-                  tokens += row.chosen_ids.length + row.rejected_ids.length;
-                  yield JSON.stringify(row) + '\n';
-                }
-                continue;
-              }
-              const result = tokenizeSft(records, {
-                tokenizer,
-                format,
-                maxSeqLength: job.plan.max_seq_length,
-                trainOnInputs: job.plan.train_on_inputs,
-                // Evaluation rows are never packed: each eval sample stands alone.
-                packing: purpose === 'train' && job.plan.packing,
-              });
-              rows += result.rows.length;
-              tokens += result.totalTokens;
-              for (const row of result.rows) yield JSON.stringify(row) + '\n';
-            }
-          })(),
-        );
-        await blobs.put(key, out, { maxBytes: Number.MAX_SAFE_INTEGER });
-        return { key, rows, tokens, samples };
+        const counts = await tokenizeStoredFile(blobs, file.blob_key, key, {
+          tokenizer,
+          format: file.validation_report.dataset_format as DatasetFormat,
+          method: job.plan.method,
+          maxSeqLength: job.plan.max_seq_length,
+          trainOnInputs: job.plan.train_on_inputs,
+          // Evaluation rows are never packed: each eval sample stands alone.
+          packing: purpose === 'train' && job.plan.packing,
+          onChunk: (samples) => ctx.heartbeat({ purpose, samples }),
+        });
+        return { key, ...counts };
       };
 
       await recordJob(db, {
