@@ -158,6 +158,11 @@ const EnvSchema = z.object({
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
   GANTRY_SPEECH_PYTHON: z.string().default('.venv-speech/bin/python'),
+  /**
+   * Recognitions one speech host runs at once (each on 2 CPU threads, speech/gantry_speech/transcribe.py).
+   * The default, 2, keeps two cores busy without thrashing.
+   */
+  GANTRY_SPEECH_SLOTS: z.coerce.number().int().min(1).max(64).default(2),
   /** Audio: seconds of audio per recognition activity (long audio is cut at pauses into chunks of about this). */
   GANTRY_AUDIO_CHUNK_SECONDS: z.coerce.number().min(10).max(3600).default(120),
   /** Audio: a speech host silent this long (it died) has its chunk retried on another. */
@@ -307,6 +312,7 @@ export interface GantryConfig {
   gpuTypes: GpuType[];
   trainerPython: string;
   speechPython: string;
+  speechSlots: number;
   audioChunkSeconds: number;
   usageMeterSeconds: number;
   audioHeartbeatTimeoutSeconds: number;
@@ -391,6 +397,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
+    speechSlots: e.GANTRY_SPEECH_SLOTS,
     audioChunkSeconds: e.GANTRY_AUDIO_CHUNK_SECONDS,
     usageMeterSeconds: e.GANTRY_USAGE_METER_SECONDS,
     audioHeartbeatTimeoutSeconds: e.GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS,

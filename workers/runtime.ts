@@ -194,7 +194,7 @@ export function createGpuWorkers(
  * A speech host: transcription and translation activities on queue `speech`
  * (activities/audio.ts), running the speech environment's Python tools.
  */
-export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps): Promise<Worker> {
+export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps & { slots: number }): Promise<Worker> {
   return Worker.create({
     connection: deps.connection,
     namespace: deps.namespace,
@@ -202,8 +202,8 @@ export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps): Promise
     identity: `speech@${hostname()}:${process.pid}`,
     activities: createSpeechActivities(deps),
     shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
-    // Recognition is CPU-bound; two at a time keeps two cores busy without thrashing.
-    maxConcurrentActivityTaskExecutions: 2,
+    // Recognition is CPU-bound: GANTRY_SPEECH_SLOTS at a time.
+    maxConcurrentActivityTaskExecutions: deps.slots,
     maxHeartbeatThrottleInterval: '2 seconds',
   });
 }

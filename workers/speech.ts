@@ -30,6 +30,7 @@ async function main() {
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     blobs: new FilesystemBlobStore(config.blobDir),
     speechPython: config.speechPython,
+    slots: config.speechSlots,
     workDir: path.join(config.dataDir, 'speech'),
     remoteFetch: config.remoteFetch,
   });
