@@ -1,18 +1,20 @@
 /**
  * Transcription speed and accuracy, and Gantry's overhead over the bare recognizer.
  *
- *   npx tsx bench/audio.ts [minutes, default 10] [model, default openai/whisper-base]
+ *   npx tsx bench/audio.ts [minutes, default 3] [model, default openai/whisper-base]
  *
  * A recording of about `minutes` minutes is spoken by espeak-ng (a bank of
- * distinct sentences, two voices alternating). In the same run:
+ * distinct sentences, two voices alternating). In interleaved rounds
+ * (bench/lib/rounds.ts), with the same compute on both sides (one recognizer
+ * at a time, on the same 2 CPU threads):
  *   - direct: the same recognizer on the same audio, called as one process
  *     (decode to 16 kHz, then `gantry_speech.transcribe` on the whole file);
  *   - gantry: `POST /v1/audio/transcriptions` with the WAV upload: the API,
- *     the workflow, chunking at pauses, recognition activities (two at a time
- *     on this host), assembly.
- * Printed: each one's wall time and real-time factor (time / audio duration),
- * the ratio direct / gantry (at least 0.9 is the target: Gantry costs at most
- * a tenth more), and each one's word error rate against the script.
+ *     the workflow, chunking at pauses, recognition activities
+ *     (GANTRY_SPEECH_SLOTS=1), assembly.
+ * Judged: direct time / Gantry time (Gantry costs at most a tenth more), and
+ * Gantry's word error rate against the script, which must be no worse than
+ * the direct run's by more than 2 points (chunking at pauses must not cost words).
  */
 import { mkdtempSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -23,6 +25,7 @@ import { call } from '../test/helpers/platform';
 import { speak, speechTool, wordErrorRate } from '../test/helpers/speech';
 import { createTenant } from '../test/helpers/tenants';
 import { runBench, withBenchPlatform } from './lib/platform';
+import { compareInRounds } from './lib/rounds';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 
@@ -42,7 +45,7 @@ const BANK = [
 ];
 
 async function main() {
-  const minutes = Number(process.argv[2] ?? 10);
+  const minutes = Number(process.argv[2] ?? 3);
   const modelId = process.argv[3] ?? 'openai/whisper-base';
   const model = SPEECH_MODELS.find((m) => m.id === modelId);
   if (!model) throw new Error(`unknown speech model ${modelId}`);
@@ -61,59 +64,56 @@ async function main() {
   say(`spoke ${script.length} sentences: ${spoken.duration.toFixed(1)} s of audio`);
 
   // Direct: the recognizer alone, one process, the whole file.
-  const t0 = performance.now();
-  const decoded = path.join(dir, 'decoded.wav');
-  await speechTool('decode', ['--input', wav, '--output', decoded]);
-  const direct = await speechTool<{ segments: Array<{ text: string }> }>('transcribe', [
-    '--input',
-    decoded,
-    '--model',
-    model.backend,
-    '--language',
-    'en',
-  ]);
-  const directSeconds = (performance.now() - t0) / 1000;
-  const directText = direct.segments.map((s) => s.text.trim()).join(' ');
-  say(`direct: ${directSeconds.toFixed(1)} s`);
+  const directRun = async () => {
+    const t0 = performance.now();
+    const decoded = path.join(dir, 'decoded.wav');
+    await speechTool('decode', ['--input', wav, '--output', decoded]);
+    const direct = await speechTool<{ segments: Array<{ text: string }> }>('transcribe', [
+      '--input',
+      decoded,
+      '--model',
+      model.backend,
+      '--language',
+      'en',
+    ]);
+    const seconds = (performance.now() - t0) / 1000;
+    const text = direct.segments.map((s) => s.text.trim()).join(' ');
+    return { seconds, real_time_factor: seconds / spoken.duration, word_error_rate: wordErrorRate(reference, text) };
+  };
 
-  await withBenchPlatform(say, { speech: true }, async (platform) => {
+  await withBenchPlatform(say, { speech: true, env: { GANTRY_SPEECH_SLOTS: '1' } }, async (platform) => {
     const tenant = await createTenant(platform.db);
     const body = await readFile(wav);
-    const form = () => {
+    const gantryRun = async () => {
       const f = new FormData();
       f.append('model', model.id);
       f.append('language', 'en');
       f.append('file', new Blob([body]), 'recording.wav');
-      return f;
+      const t0 = performance.now();
+      const res = await call(platform.baseUrl, 'POST', '/v1/audio/transcriptions', { key: tenant.key, body: f });
+      const seconds = (performance.now() - t0) / 1000;
+      if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(res.body)}`);
+      return {
+        seconds,
+        real_time_factor: seconds / spoken.duration,
+        word_error_rate: wordErrorRate(reference, res.body.text),
+      };
     };
-    const t1 = performance.now();
-    const res = await call(platform.baseUrl, 'POST', '/v1/audio/transcriptions', { key: tenant.key, body: form() });
-    const gantrySeconds = (performance.now() - t1) / 1000;
-    if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(res.body)}`);
-    say(`gantry: ${gantrySeconds.toFixed(1)} s`);
-    process.stdout.write(
-      JSON.stringify(
+    say(`${model.id}; chunks of about ${platform.config.audioChunkSeconds} s`);
+    await compareInRounds({
+      bench: 'audio',
+      reference: directRun,
+      gantry: gantryRun,
+      checks: [
+        { name: 'speed, direct time / Gantry time', value: (r, g) => r.seconds / g.seconds, atLeast: 0.9 },
         {
-          model: model.id,
-          audio_seconds: +spoken.duration.toFixed(1),
-          sentences: script.length,
-          chunk_seconds: platform.config.audioChunkSeconds,
-          direct: {
-            seconds: +directSeconds.toFixed(2),
-            real_time_factor: +(directSeconds / spoken.duration).toFixed(4),
-            word_error_rate: +wordErrorRate(reference, directText).toFixed(4),
-          },
-          gantry: {
-            seconds: +gantrySeconds.toFixed(2),
-            real_time_factor: +(gantrySeconds / spoken.duration).toFixed(4),
-            word_error_rate: +wordErrorRate(reference, res.body.text).toFixed(4),
-          },
-          ratio_direct_over_gantry: +(directSeconds / gantrySeconds).toFixed(3),
+          name: 'word error rate, Gantry - direct',
+          value: (r, g) => (g.word_error_rate - r.word_error_rate) * 100,
+          atMost: 2,
+          unit: 'points',
         },
-        null,
-        2,
-      ) + '\n',
-    );
+      ],
+    });
   });
 }
 

@@ -3,27 +3,62 @@
  *
  *   npx tsx bench/clusters.ts [clusters, default 50] [nodes per cluster, default 8]
  *
- * Creates the clusters at once through the API, with the fleet simulator's
- * delays at zero, on a real Temporal dev server and PostgreSQL, and waits
- * until every one is Ready. Each cluster's time is created_at -> first_ready_at.
- * The reference, measured in the same run on the same server: as many bare
- * workflows, started at once, each running the same number of no-op
- * activities (one after another) as a cluster ran to reach Ready. Printed:
- * median and worst create-to-Ready, the reference median, and the ratio
- * (cluster median / reference median): the orchestration Gantry adds on top
- * of Temporal's own cost per activity.
+ * A Gantry round creates the clusters at once through the API, with the fleet
+ * simulator's delays at zero, on a real Temporal dev server and PostgreSQL, waits
+ * until every one is Ready (each cluster's time is created_at -> first_ready_at),
+ * then deletes them. A reference round, on the same server: as many bare
+ * workflows, started at once, each running as many no-op activities (one after
+ * another) as a cluster ran before it was Ready (counted in a probe cluster's
+ * history up to its first_ready_at). Rounds interleave (bench/lib/rounds.ts).
+ * Judged: the median create-to-Ready over the reference's median, the
+ * orchestration Gantry adds on top of Temporal's own cost per activity.
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { call } from '../test/helpers/platform';
+import { call, eventually, type TestPlatform } from '../test/helpers/platform';
 import { runBench, withBenchPlatform } from './lib/platform';
-import { createTenant } from '../test/helpers/tenants';
+import { compareInRounds, median } from './lib/rounds';
+import { createTenant, type Tenant } from '../test/helpers/tenants';
 import { temporalConnectionOptions } from '../common/temporal';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+
+/** Creates `count` clusters at once, waits until all are Ready, deletes them; create-to-Ready of each, in s. */
+async function clusterRound(p: TestPlatform, tenant: Tenant, count: number, nodes: number, round: string) {
+  const created = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      call(p.baseUrl, 'POST', '/v1/compute/clusters', {
+        key: tenant.key,
+        json: {
+          cluster_name: `bench-${round}-${i}`,
+          region: 'sim-us-east-1',
+          gpu_type: 'H100_SXM',
+          num_gpus: nodes * 8,
+          billing_type: 'ON_DEMAND',
+          nvidia_version_id: 'sim-us-east-1-cuda12.6-drv560-ubuntu-22.04',
+        },
+      }),
+    ),
+  );
+  if (created.some((r) => r.status !== 200))
+    throw new Error(`a create failed: ${JSON.stringify(created.find((r) => r.status !== 200)!.body)}`);
+  const ids = new Set<string>(created.map((r) => r.body.cluster_id));
+  const ready = await eventually(
+    async () => {
+      const list = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: tenant.key });
+      return list.body.clusters.filter((c: any) => ids.has(c.cluster_id) && c.first_ready_at);
+    },
+    (xs) => xs.length === ids.size,
+    10 * 60_000,
+  );
+  if (!ready.every((c: any) => c.gpu_worker_nodes.length === nodes)) throw new Error('a Ready cluster lacks nodes');
+  for (const id of ids) await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${id}`, { key: tenant.key });
+  await eventually(
+    () => call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: tenant.key }),
+    (r) => !r.body.clusters.some((c: any) => ids.has(c.cluster_id)),
+    10 * 60_000,
+  );
+  return ready.map((c: any) => (Date.parse(c.first_ready_at) - Date.parse(c.created_at)) / 1000);
+}
 
 async function main() {
   const clusters = Number(process.argv[2] ?? 50);
@@ -34,42 +69,31 @@ async function main() {
   };
   await withBenchPlatform(say, options, async (platform) => {
     const tenant = await createTenant(platform.db);
-    say(`creating ${clusters} clusters of ${nodes} nodes at once`);
-    const created = await Promise.all(
-      Array.from({ length: clusters }, (_, i) =>
-        call(platform.baseUrl, 'POST', '/v1/compute/clusters', {
-          key: tenant.key,
-          json: {
-            cluster_name: `bench-${i}`,
-            region: 'sim-us-east-1',
-            gpu_type: 'H100_SXM',
-            num_gpus: nodes * 8,
-            billing_type: 'ON_DEMAND',
-            nvidia_version_id: 'sim-us-east-1-cuda12.6-drv560-ubuntu-22.04',
-          },
-        }),
-      ),
-    );
-    if (created.some((r) => r.status !== 200))
-      throw new Error(`a create failed: ${JSON.stringify(created.find((r) => r.status !== 200)!.body)}`);
-    const ids: string[] = created.map((r) => r.body.cluster_id);
-    let ready: any[] = [];
-    const deadline = Date.now() + 10 * 60_000;
-    while (ready.length < ids.length) {
-      if (Date.now() > deadline) throw new Error(`only ${ready.length}/${ids.length} clusters reached Ready`);
-      await new Promise((r) => setTimeout(r, 250));
-      const list = await call(platform.baseUrl, 'GET', '/v1/compute/clusters', { key: tenant.key });
-      ready = list.body.clusters.filter((c: any) => c.first_ready_at);
-    }
-    const times = ready.map((c) => (Date.parse(c.first_ready_at) - Date.parse(c.created_at)) / 1000);
-    const allNodes = ready.every((c) => c.gpu_worker_nodes.length === nodes);
-    const history = await platform.temporal.workflow.getHandle(`cluster/${ids[0]}`).fetchHistory();
-    const activities = history.events!.filter((e) => e.activityTaskScheduledEventAttributes).length;
-    say(
-      `all ${ready.length} Ready (${allNodes ? 'each with' : 'NOT all with'} ${nodes} nodes); ${activities} activities per cluster`,
-    );
+    // The probe: how many activities a cluster runs until it is Ready.
+    const probe = await call(platform.baseUrl, 'POST', '/v1/compute/clusters', {
+      key: tenant.key,
+      json: {
+        cluster_name: 'bench-probe',
+        region: 'sim-us-east-1',
+        gpu_type: 'H100_SXM',
+        num_gpus: nodes * 8,
+        billing_type: 'ON_DEMAND',
+        nvidia_version_id: 'sim-us-east-1-cuda12.6-drv560-ubuntu-22.04',
+      },
+    });
+    const probeId: string = probe.body.cluster_id;
+    const readyAt = await eventually(
+      () => call(platform.baseUrl, 'GET', `/v1/compute/clusters/${probeId}`, { key: tenant.key }),
+      (r) => Boolean(r.body.first_ready_at),
+      120_000,
+    ).then((r) => Date.parse(r.body.first_ready_at));
+    const history = await platform.temporal.workflow.getHandle(`cluster/${probeId}`).fetchHistory();
+    const activities = history.events!.filter(
+      (e) => e.activityTaskScheduledEventAttributes && Number(e.eventTime!.seconds) * 1000 <= readyAt,
+    ).length;
+    await call(platform.baseUrl, 'DELETE', `/v1/compute/clusters/${probeId}`, { key: tenant.key });
+    say(`${clusters} clusters of ${nodes} nodes a round; ${activities} activities per cluster until Ready`);
 
-    // Reference: bare workflows, same count, same server, started at once.
     const connection = await NativeConnection.connect(temporalConnectionOptions(platform.config.temporal));
     const worker = await Worker.create({
       connection,
@@ -78,39 +102,46 @@ async function main() {
       activities: { noop: async () => undefined },
     });
     const running = worker.run();
-    const handles = await Promise.all(
-      ids.map((_, i) =>
-        platform.temporal.workflow.start('noopActivities', {
-          taskQueue: 'bench-noop',
-          workflowId: `bench-noop-${i}-${Date.now()}`,
-          args: [activities],
-        }),
-      ),
-    );
-    await Promise.all(handles.map((h) => h.result()));
-    const refTimes = await Promise.all(
-      handles.map(async (h) => {
-        const d = await h.describe();
-        return (d.closeTime!.getTime() - d.startTime.getTime()) / 1000;
-      }),
-    );
-    worker.shutdown();
-    await running;
-    await connection.close();
-
-    const m = median(times);
-    const ref = median(refTimes);
-    const result = {
-      clusters,
-      nodes_per_cluster: nodes,
-      activities_per_cluster: activities,
-      create_to_ready_median_s: +m.toFixed(3),
-      create_to_ready_worst_s: +Math.max(...times).toFixed(3),
-      reference_median_s: +ref.toFixed(3),
-      reference_worst_s: +Math.max(...refTimes).toFixed(3),
-      ratio_median_to_reference: +(m / ref).toFixed(3),
-    };
-    process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+    let round = 0;
+    try {
+      await compareInRounds({
+        bench: 'clusters',
+        reference: async () => {
+          const handles = await Promise.all(
+            Array.from({ length: clusters }, (_, i) =>
+              platform.temporal.workflow.start('noopActivities', {
+                taskQueue: 'bench-noop',
+                workflowId: `bench-noop-${round}-${i}-${Date.now()}`,
+                args: [activities],
+              }),
+            ),
+          );
+          await Promise.all(handles.map((h) => h.result()));
+          const times = await Promise.all(
+            handles.map(async (h) => {
+              const d = await h.describe();
+              return (d.closeTime!.getTime() - d.startTime.getTime()) / 1000;
+            }),
+          );
+          return { median_s: median(times), worst_s: Math.max(...times) };
+        },
+        gantry: async () => {
+          const times = await clusterRound(platform, tenant, clusters, nodes, String(round++));
+          return { median_s: median(times), worst_s: Math.max(...times) };
+        },
+        checks: [
+          {
+            name: 'create -> Ready, Gantry median / bare workflow median',
+            value: (r, g) => g.median_s / r.median_s,
+            atMost: 1.2,
+          },
+        ],
+      });
+    } finally {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    }
   });
 }
 

@@ -5,29 +5,28 @@
  *
  * An endpoint with one replica of the reference model server. The gateway
  * runs as its own process (api/gateway-server.ts), as `./dev up` runs it. The
- * same workload, 8 concurrent clients, in the same run:
+ * same workload, 8 concurrent clients, in interleaved rounds (bench/lib/rounds.ts):
+ *   - a trivial GET (/health) through the gateway's deployment proxy, through a
+ *     plain reverse proxy (nginx, one worker, keep-alive upstream; bench/lib/nginx.ts)
+ *     and to the replica directly: the gateway's own cost, with no model work
+ *     behind. Judged: gateway / nginx throughput, and the p50 the gateway adds
+ *     to a direct call;
  *   - completions (max_tokens 1, greedy) through the gateway by endpoint
- *     string, and to the replica directly;
- *   - a trivial GET (/health) through the gateway's deployment proxy, and to
- *     the replica directly: the gateway's own cost, with no model work behind.
- * Printed: requests/s and p50/p99 latency of each, the throughput ratio
- * (gateway / direct) and the p50 the gateway adds. Then a deployment scaled to
- * zero is called: the time until its first answer (a replica started, the
- * model loaded and the request served).
+ *     string, and to the replica directly. Judged: gateway / direct throughput.
+ * Then, once, a deployment scaled to zero is called: the time until its first
+ * answer (a replica started, the model loaded and the request served).
  */
 import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { createTenant } from '../test/helpers/tenants';
 import { freePort } from '../scripts/lib/ports';
 import { runBench, withBenchPlatform } from './lib/platform';
+import { nginxAvailable, startNginxProxy } from './lib/nginx';
+import { compareInRounds, percentile } from './lib/rounds';
 import { runningReplicaPorts } from '../db/deployments';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const CLIENTS = 8;
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function load(n: number, send: () => Promise<Response>) {
@@ -49,13 +48,14 @@ async function load(n: number, send: () => Promise<Response>) {
   const seconds = (performance.now() - t0) / 1000;
   return {
     requests_per_s: Math.round(n / seconds),
-    p50_ms: +pct(latencies, 50).toFixed(2),
-    p99_ms: +pct(latencies, 99).toFixed(2),
+    p50_ms: +percentile(latencies, 50).toFixed(2),
+    p99_ms: +percentile(latencies, 99).toFixed(2),
   };
 }
 
 async function main() {
   const n = Number(process.argv[2] ?? 400);
+  if (!nginxAvailable()) throw new Error('bench/gateway.ts needs nginx as its reference proxy: apt-get install nginx');
   const env = { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' };
   await withBenchPlatform(say, { env }, async (platform) => {
     const tenant = await createTenant(platform.db);
@@ -92,6 +92,8 @@ async function main() {
       );
       const container = rows[0].container_deployment_id as string;
       const [port] = await runningReplicaPorts(platform.db, container);
+      const named = await platform.db.query('SELECT name FROM deployments WHERE id = $1', [container]);
+      const containerName = named.rows[0].name as string;
       say(`replica ready on port ${port} (${ready.status.message})`);
 
       const auth = { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' };
@@ -104,15 +106,57 @@ async function main() {
         });
       const direct = () =>
         fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: auth, body: body('model') });
-      const healthViaGateway = () => fetch(`${gatewayUrl}/v1/deployments/${dep.body.id}/health`, { headers: auth });
+      const healthViaGateway = () => fetch(`${gatewayUrl}/v1/deployments/${containerName}/health`, { headers: auth });
       const healthDirect = () => fetch(`http://127.0.0.1:${port}/health`);
 
-      await load(50, direct); // warm both paths
-      await load(50, viaGateway);
-      const completions = { direct: await load(n, direct), gateway: await load(n, viaGateway) };
-      const health = { direct: await load(n, healthDirect), gateway: await load(n, healthViaGateway) };
-      say(`completions: ${JSON.stringify(completions)}`);
-      say(`health: ${JSON.stringify(health)}`);
+      const nginx = await startNginxProxy(port);
+      const healthViaNginx = () => fetch(`${nginx.url}/health`);
+      try {
+        await compareInRounds({
+          bench: 'gateway',
+          reference: async () => {
+            const bare = await load(n, healthDirect);
+            const proxied = await load(n, healthViaNginx);
+            const completions = await load(n, direct);
+            return {
+              health_direct_rps: bare.requests_per_s,
+              health_direct_p50_ms: bare.p50_ms,
+              health_nginx_rps: proxied.requests_per_s,
+              health_nginx_p50_ms: proxied.p50_ms,
+              completions_direct_rps: completions.requests_per_s,
+            };
+          },
+          gantry: async () => {
+            const health = await load(n, healthViaGateway);
+            const completions = await load(n, viaGateway);
+            return {
+              health_gateway_rps: health.requests_per_s,
+              health_gateway_p50_ms: health.p50_ms,
+              completions_gateway_rps: completions.requests_per_s,
+            };
+          },
+          checks: [
+            {
+              name: 'proxied GET /health, gateway / nginx',
+              value: (r, g) => g.health_gateway_rps / r.health_nginx_rps,
+              atLeast: 0.9,
+            },
+            {
+              name: 'p50 the gateway adds to a direct GET /health',
+              value: (r, g) => g.health_gateway_p50_ms - r.health_direct_p50_ms,
+              atMost: 1,
+              unit: 'ms',
+            },
+            {
+              name: 'completions, gateway / direct',
+              value: (r, g) => g.completions_gateway_rps / r.completions_direct_rps,
+              atLeast: 0.95,
+            },
+          ],
+        });
+      } finally {
+        await nginx.stop();
+      }
 
       // Waking from zero.
       await v2('POST', '/endpoints/bench/deployments', {
@@ -133,27 +177,6 @@ async function main() {
       await woke.arrayBuffer();
       const wakeMs = Math.round(performance.now() - t0);
       say(`wake from zero: HTTP ${woke.status} after ${wakeMs} ms`);
-
-      process.stdout.write(
-        JSON.stringify(
-          {
-            requests: n,
-            clients: CLIENTS,
-            completions,
-            health,
-            completions_throughput_ratio: +(
-              completions.gateway.requests_per_s / completions.direct.requests_per_s
-            ).toFixed(3),
-            completions_added_p50_ms: +(completions.gateway.p50_ms - completions.direct.p50_ms).toFixed(2),
-            proxy_throughput_ratio: +(health.gateway.requests_per_s / health.direct.requests_per_s).toFixed(3),
-            proxy_added_p50_ms: +(health.gateway.p50_ms - health.direct.p50_ms).toFixed(2),
-            wake_from_zero_ms: wakeMs,
-            wake_status: woke.status,
-          },
-          null,
-          2,
-        ) + '\n',
-      );
     } finally {
       gateway.child.kill('SIGTERM');
       await gateway.exited;

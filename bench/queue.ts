@@ -1,10 +1,10 @@
 /**
  * Job queue: Gantry against the floor of its design.
  *
- *   npx tsx bench/queue.ts [jobs for the throughput phase, default 2000]
+ *   npx tsx bench/queue.ts [jobs for the throughput phase of a round, default 1000]
  *
- * Both systems get the same workload in the same run, with 4 concurrent
- * workers handling empty jobs:
+ * Both systems get the same workload in the same run, in interleaved rounds
+ * (bench/lib/rounds.ts), with 4 concurrent workers handling empty jobs:
  *   1. throughput: jobs submitted as fast as 8 concurrent submitters can,
  *      while the workers drain them (submitted jobs/s);
  *   2. latency: 300 jobs submitted at a steady 50 jobs/s; submit-to-claim and
@@ -23,16 +23,13 @@ import { call } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { freePort } from '../scripts/lib/ports';
 import { runBench, withBenchPlatform } from './lib/platform';
+import { compareInRounds, percentile } from './lib/rounds';
 import { createTenant } from '../test/helpers/tenants';
 import { QueueWorker } from '../worker-kit/queue-worker';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const WORKERS = 4;
 const SUBMITTERS = 8;
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface System {
@@ -44,7 +41,8 @@ interface System {
   reset(): Promise<void>;
 }
 
-async function measure(name: string, sys: System, jobs: number) {
+async function measure(sys: System, jobs: number) {
+  await sys.reset();
   const workers = sys.startWorkers();
   // Throughput phase.
   let next = 0;
@@ -69,16 +67,14 @@ async function measure(name: string, sys: System, jobs: number) {
   while ((await sys.done()) < paced) await sleep(50);
   const { claim, e2e } = await sys.latencies();
   await workers.stop();
-  const r = {
+  return {
     submit_jobs_per_s: Math.round(jobs / submitSeconds),
     drained_jobs_per_s: Math.round(jobs / drainSeconds),
-    claim_p50_ms: +pct(claim, 50).toFixed(1),
-    claim_p99_ms: +pct(claim, 99).toFixed(1),
-    e2e_p50_ms: +pct(e2e, 50).toFixed(1),
-    e2e_p99_ms: +pct(e2e, 99).toFixed(1),
+    claim_p50_ms: +percentile(claim, 50).toFixed(1),
+    claim_p99_ms: +percentile(claim, 99).toFixed(1),
+    e2e_p50_ms: +percentile(e2e, 50).toFixed(1),
+    e2e_p99_ms: +percentile(e2e, 99).toFixed(1),
   };
-  say(`${name}: ${JSON.stringify(r)}`);
-  return r;
 }
 
 const latencySql = (table: string, where: string) => `
@@ -87,7 +83,7 @@ const latencySql = (table: string, where: string) => `
     FROM ${table} WHERE ${where} AND done_at IS NOT NULL`;
 
 async function main() {
-  const jobs = Number(process.argv[2] ?? 2000);
+  const jobs = Number(process.argv[2] ?? 1000);
   await withBenchPlatform(say, { controlWorker: false }, async (platform, databaseUrl) => {
     const raw = new pg.Pool({ connectionString: databaseUrl, max: SUBMITTERS + WORKERS + 2 });
     const apiPort = await freePort();
@@ -211,23 +207,25 @@ async function main() {
         },
       };
 
-      say(`${jobs} jobs, ${WORKERS} workers, ${SUBMITTERS} submitters`);
-      const floor = await measure('bare PostgreSQL queue', bare, jobs);
-      const ours = await measure('Gantry', gantry, jobs);
-      process.stdout.write(
-        JSON.stringify(
+      say(`${jobs} jobs a round, ${WORKERS} workers, ${SUBMITTERS} submitters`);
+      await compareInRounds({
+        bench: 'queue',
+        reference: () => measure(bare, jobs),
+        gantry: () => measure(gantry, jobs),
+        checks: [
           {
-            jobs,
-            workers: WORKERS,
-            gantry: ours,
-            bare_postgres: floor,
-            submit_throughput_ratio: +(ours.submit_jobs_per_s / floor.submit_jobs_per_s).toFixed(3),
-            drain_throughput_ratio: +(ours.drained_jobs_per_s / floor.drained_jobs_per_s).toFixed(3),
+            name: 'submit, Gantry / bare PostgreSQL',
+            value: (r, g) => g.submit_jobs_per_s / r.submit_jobs_per_s,
+            atLeast: 0.5,
           },
-          null,
-          2,
-        ) + '\n',
-      );
+          {
+            name: 'drain, Gantry / bare PostgreSQL',
+            value: (r, g) => g.drained_jobs_per_s / r.drained_jobs_per_s,
+            atLeast: 0.5,
+          },
+          { name: 'Gantry e2e p50 at 50 jobs/s', value: (_r, g) => g.e2e_p50_ms, atMost: 15, unit: 'ms' },
+        ],
+      });
     } finally {
       await raw.end();
       for (const child of [apiProcess, control]) child.child.kill('SIGTERM');

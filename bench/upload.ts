@@ -7,8 +7,8 @@
  * The API runs as its real process (api/server.ts) with a control worker,
  * Temporal and PostgreSQL; the client streams the file from disk as multipart
  * (purpose batch-api, so no validation competes for the CPU) with a plain
- * streaming client like curl's. Printed: both
- * throughputs and the ratio upload / copy (target >= 0.5), best of 3 each.
+ * streaming client like curl's. In interleaved rounds (bench/lib/rounds.ts).
+ * Judged: upload throughput / copy throughput.
  */
 import { createReadStream, createWriteStream, mkdtempSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,9 +21,10 @@ import { freePort } from '../scripts/lib/ports';
 import { startProcess } from '../test/helpers/processes';
 import { writeWorkflowBundle } from '../workers/runtime';
 import { streamMultipartUpload, writeConversationalJsonl } from './lib/datasets';
+import { runBench } from './lib/platform';
+import { compareInRounds } from './lib/rounds';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
-const RUNS = 3;
 
 async function main() {
   const gib = Number(process.argv[2] ?? 1);
@@ -57,44 +58,33 @@ async function main() {
     children.push(api, worker);
     await Promise.all([api.waitFor(/API listening/), worker.waitFor(/control worker polling/)]);
 
-    const copies: number[] = [];
-    const uploads: number[] = [];
-    for (let run = 0; run < RUNS; run++) {
-      const target = path.join(work, `copy-${run}`);
-      let t0 = performance.now();
-      await pipeline(createReadStream(file, { highWaterMark: 1 << 20 }), createWriteStream(target));
-      copies.push((performance.now() - t0) / 1000);
-      unlinkSync(target);
-
-      t0 = performance.now();
-      const res = await streamMultipartUpload(
-        `http://127.0.0.1:${port}/v1/files/upload`,
-        secret,
-        { purpose: 'batch-api', file_name: 'upload.jsonl' },
-        file,
-      );
-      uploads.push((performance.now() - t0) / 1000);
-      const json = JSON.parse(res.body) as { bytes?: number };
-      if (res.status !== 200 || json.bytes !== bytes) throw new Error(`upload failed: ${res.status} ${res.body}`);
-      say(`run ${run + 1}: copy ${copies[run].toFixed(2)} s, upload ${uploads[run].toFixed(2)} s`);
-    }
-    const best = (xs: number[]) => Math.min(...xs);
-    const mibs = (s: number) => Number((bytes / 2 ** 20 / s).toFixed(1));
-    process.stdout.write(
-      JSON.stringify(
-        {
-          file_bytes: bytes,
-          copy_seconds: copies.map((x) => Number(x.toFixed(3))),
-          upload_seconds: uploads.map((x) => Number(x.toFixed(3))),
-          copy_mib_per_s: mibs(best(copies)),
-          upload_mib_per_s: mibs(best(uploads)),
-          ratio: Number((best(copies) / best(uploads)).toFixed(3)),
-          target: '>= 0.5',
-        },
-        null,
-        2,
-      ) + '\n',
-    );
+    let round = 0;
+    await compareInRounds({
+      bench: 'upload',
+      reference: async () => {
+        const target = path.join(work, `copy-${round}`);
+        const t0 = performance.now();
+        await pipeline(createReadStream(file, { highWaterMark: 1 << 20 }), createWriteStream(target));
+        const seconds = (performance.now() - t0) / 1000;
+        unlinkSync(target);
+        return { mib_per_s: bytes / 2 ** 20 / seconds };
+      },
+      gantry: async () => {
+        round++;
+        const t0 = performance.now();
+        const res = await streamMultipartUpload(
+          `http://127.0.0.1:${port}/v1/files/upload`,
+          secret,
+          { purpose: 'batch-api', file_name: 'upload.jsonl' },
+          file,
+        );
+        const seconds = (performance.now() - t0) / 1000;
+        const json = JSON.parse(res.body) as { bytes?: number };
+        if (res.status !== 200 || json.bytes !== bytes) throw new Error(`upload failed: ${res.status} ${res.body}`);
+        return { mib_per_s: bytes / 2 ** 20 / seconds };
+      },
+      checks: [{ name: 'throughput, upload / copy on disk', value: (r, g) => g.mib_per_s / r.mib_per_s, atLeast: 0.5 }],
+    });
   } finally {
     for (const c of children) if (c.child.exitCode === null) c.child.kill('SIGTERM');
     await Promise.all(children.map((c) => c.exited));
@@ -103,7 +93,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${(err as Error).stack}\n`);
-  process.exit(1);
-});
+runBench(main);
