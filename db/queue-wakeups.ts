@@ -65,6 +65,11 @@ export class QueueWakeups {
     });
   }
 
+  /** Claims waiting on the deployment's queue now (what an operator or a test can watch). */
+  waiting(deploymentId: string): number {
+    return this.waiters.get(deploymentId)?.size ?? 0;
+  }
+
   private wake(deploymentId: string): void {
     this.versions.set(deploymentId, this.version(deploymentId) + 1);
     // Versions of idle queues would pile up: keep them only while someone may read them.

@@ -27,7 +27,7 @@ describe('files', () => {
 
   before(async () => {
     p = await startTestPlatform({
-      env: { GANTRY_MAX_UPLOAD_BYTES: String(64 * 1024), GANTRY_UPLOAD_URL_TTL_SECONDS: '3' },
+      env: { GANTRY_MAX_UPLOAD_BYTES: String(64 * 1024), GANTRY_UPLOAD_URL_TTL_SECONDS: '5' },
     });
     a = await createTenant(p.db);
     b = await createTenant(p.db);
@@ -233,7 +233,7 @@ describe("the official SDKs' pre-signed upload flow", () => {
   let p: TestPlatform;
   let a: Tenant;
   before(async () => {
-    p = await startTestPlatform({ env: { GANTRY_UPLOAD_URL_TTL_SECONDS: '2' } });
+    p = await startTestPlatform({ env: { GANTRY_UPLOAD_URL_TTL_SECONDS: '5' } });
     a = await createTenant(p.db);
   });
   after(() => p.stop());

@@ -31,7 +31,7 @@ describe('multipart uploads', () => {
       env: {
         GANTRY_MULTIPART_PART_BYTES: String(PART),
         GANTRY_MAX_SINGLE_PUT_BYTES: String(2 * PART),
-        GANTRY_UPLOAD_URL_TTL_SECONDS: '2',
+        GANTRY_UPLOAD_URL_TTL_SECONDS: '5',
       },
     });
     a = await createTenant(p.db);

@@ -54,6 +54,8 @@ export interface TestPlatform {
   temporal: Client;
   blobs: BlobStore;
   logs: LogCapture;
+  /** The API's claim long-poll waits (how many claims wait on a queue). */
+  queueWakeups: QueueWakeups;
   stop(): Promise<void>;
 }
 
@@ -173,6 +175,7 @@ export async function startTestPlatform(
     temporal,
     blobs,
     logs,
+    queueWakeups,
     async stop() {
       // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
       // next file's workers, which poll the same queues. Each lane of test/run.ts runs one file at a

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { newId } from '../../common/ids';
 import { insertDeployment } from '../../db/deployments';
-import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;
@@ -23,9 +23,15 @@ const post = (path: string, json: unknown) => call(p.baseUrl, 'POST', `/v1/queue
 
 test('30 waiting claims hold no connection of the 10-connection pool; a new job wakes one', async () => {
   const model = `model-${newId('d').slice(2, 10)}`;
-  await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
-  const claims = Array.from({ length: 30 }, () => post('claim', { model, claim_timeout_seconds: 30, wait_seconds: 4 }));
-  await new Promise((r) => setTimeout(r, 500)); // every claim has looked once and is waiting
+  const deploymentId = newId('dep');
+  await insertDeployment(p.db, { id: deploymentId, projectId: t.projectId, name: model });
+  const claims = Array.from({ length: 30 }, () => post('claim', { model, claim_timeout_seconds: 30, wait_seconds: 8 }));
+  // Every claim has looked once and is waiting on the queue's notification.
+  await eventually(
+    async () => p.queueWakeups.waiting(deploymentId),
+    (n) => n === 30,
+    5_000,
+  );
 
   // What the waiting costs: connections taken from the pool (the API's and the workers' pool) over 1.5 s.
   let checkouts = 0;
