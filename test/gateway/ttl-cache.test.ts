@@ -1,0 +1,68 @@
+/** The gateway's routing cache (api/ttl-cache.ts): the database stays off the request path. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ttlCache } from '../../api/ttl-cache';
+
+/** A loader that counts its calls and answers `value()` after `ms`. */
+function loader(value: () => number, ms = 20) {
+  const calls = { n: 0 };
+  const load = async () => {
+    calls.n++;
+    await sleep(ms);
+    return value();
+  };
+  return { calls, load };
+}
+
+test('concurrent requests for a key never loaded share one load', async () => {
+  const get = ttlCache<number>(1000);
+  const l = loader(() => 7);
+  const values = await Promise.all(Array.from({ length: 10 }, () => get('a', l.load)));
+  assert.deepEqual(values, Array(10).fill(7));
+  assert.equal(l.calls.n, 1);
+});
+
+test('past its TTL a value is still served at once while one background refresh replaces it', async () => {
+  const get = ttlCache<number>(50, { staleMs: 5000 });
+  let current = 1;
+  const l = loader(() => current, 300);
+  assert.equal(await get('a', l.load), 1);
+  await sleep(60);
+  current = 2;
+  const started = performance.now();
+  const served = await Promise.all(Array.from({ length: 5 }, () => get('a', l.load)));
+  assert.ok(performance.now() - started < 150, 'no request waited for the 300 ms refresh');
+  assert.deepEqual(served, [1, 1, 1, 1, 1]);
+  assert.equal(l.calls.n, 2, 'one refresh for all of them');
+  await sleep(400);
+  assert.equal(await get('a', l.load), 2);
+});
+
+test('a refresh that fails keeps the stale value; the next request past the TTL tries again', async () => {
+  const get = ttlCache<number>(20, { staleMs: 5000 });
+  assert.equal(await get('a', async () => 1), 1);
+  await sleep(30);
+  let attempts = 0;
+  const failing = async () => {
+    attempts++;
+    throw new Error('database down');
+  };
+  assert.equal(await get('a', failing), 1);
+  await sleep(10);
+  assert.equal(await get('a', failing), 1);
+  assert.equal(attempts, 2);
+});
+
+test('a value older than staleMs, or invalidated, is loaded on the request path again', async () => {
+  const get = ttlCache<number>(10, { staleMs: 40 });
+  let current = 1;
+  const l = loader(() => current, 5);
+  assert.equal(await get('a', l.load), 1);
+  await sleep(60);
+  current = 2;
+  assert.equal(await get('a', l.load), 2, 'too old to serve');
+  current = 3;
+  get.invalidate('a');
+  assert.equal(await get('a', l.load), 3);
+});
