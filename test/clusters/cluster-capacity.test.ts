@@ -10,6 +10,7 @@ import { searchedAsItEnded } from '../helpers/operator-view';
 import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import {
+  afterMoreAttempts,
   deleteAllClusters,
   createCluster,
   eventsOf,
@@ -103,7 +104,7 @@ describe('cluster capacity', () => {
     assert.ok(phasesOf(up).includes('WAITING_FOR_AUTO_SCALER'));
     assert.equal(up.num_gpus, 8, 'num_gpus stays the floor');
     await fleet('PUT', `/clusters/${c.cluster_id}/workload`, { pending_gpu_requests: 40, idle_gpus: 0 });
-    await new Promise((r) => setTimeout(r, 2500));
+    await afterMoreAttempts(p, c.cluster_id, 'observeWorkload', 2); // the autoscaler saw the demand twice
     const capped = await waitForCluster(p, t.key, c.cluster_id, (x) => x.status === 'Ready');
     assert.equal(capped.gpu_worker_nodes.length, 3, 'never above auto_scale_max_gpus');
     await fleet('PUT', `/clusters/${c.cluster_id}/workload`, { pending_gpu_requests: 0, idle_gpus: 24 });

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { call, eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import {
+  afterMoreAttempts,
   deleteAllClusters,
   createCluster,
   eventsOf,
@@ -210,7 +211,7 @@ describe('cluster faults and repair', () => {
     assert.equal(rej.status, 200);
     assert.equal(rej.body.state, 'CANCELLED');
     assert.equal(rej.body.review_comment, 'not now');
-    await new Promise((r) => setTimeout(r, 2500)); // two more failing health checks
+    await afterMoreAttempts(p, c.cluster_id, 'runHealthCheck', 2); // two more failing health checks
     const list = await remediations(c, node);
     assert.equal(list.body.remediations.length, 1, 'no new proposal after a rejection');
     assert.equal((await getCluster(p, t.key, c.cluster_id)).status, 'Degraded');

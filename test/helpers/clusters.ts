@@ -55,6 +55,44 @@ export const phasesOf = (c: any): string[] =>
 export const eventsOf = (c: any, reason?: string): any[] =>
   (c.node_lifecycle_events ?? []).filter((e: any) => !reason || e.reason === reason);
 
+/** Attempts of `activity` the cluster's current run has finished (completed or failed), and that run. */
+async function finishedAttempts(p: TestPlatform, clusterId: string, activity: string) {
+  const { runId } = await p.temporal.workflow.getHandle(`cluster/${clusterId}`).describe();
+  const history = await p.temporal.workflow.getHandle(`cluster/${clusterId}`, runId).fetchHistory();
+  const events = history.events ?? [];
+  const ofActivity = new Set(
+    events
+      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === activity)
+      .map((e) => String(e.eventId)),
+  );
+  const finished = events.filter((e) => {
+    const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes;
+    return done && ofActivity.has(String(done.scheduledEventId));
+  }).length;
+  return { runId, finished };
+}
+
+/**
+ * Waits until the cluster's workflow has finished `n` more attempts of `activity` (a health check, a
+ * workload observation) than when this was called, across continue-as-new: the positive evidence
+ * that it had its chance to act, for a test that then checks it did not.
+ */
+export async function afterMoreAttempts(
+  p: TestPlatform,
+  clusterId: string,
+  activity: 'runHealthCheck' | 'observeWorkload',
+  n: number,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const start = await finishedAttempts(p, clusterId, activity);
+  await eventually(
+    () => finishedAttempts(p, clusterId, activity),
+    // After a continue-as-new only the new run's attempts count: a lower bound of what happened.
+    (now) => (now.runId === start.runId ? now.finished - start.finished : now.finished) >= n,
+    timeoutMs,
+  );
+}
+
 /** Deletes every live cluster of the key's project and waits until each is gone (keeps later test files quiet). */
 export async function deleteAllClusters(p: TestPlatform, key: string): Promise<void> {
   const list = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key });
