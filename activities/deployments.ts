@@ -9,7 +9,13 @@
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { SealedValueUnreadable, type Keyring } from '../common/keyring';
-import { HOST_RESTARTING, REVISION_ENV, type DeploymentState, type LaunchedReplica, type ReplicaLaunch } from '../common/deployments';
+import {
+  HOST_RESTARTING,
+  REVISION_ENV,
+  type DeploymentState,
+  type LaunchedReplica,
+  type ReplicaLaunch,
+} from '../common/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
   deleteDeploymentRow,

@@ -135,8 +135,7 @@ export function createModelUploadActivities(deps: {
         attempt > 1 ? 'download.restarted' : 'download.started',
         attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
       );
-      const token =
-        upload.sealed_token && deps.keyring ? deps.keyring.unseal(upload.sealed_token) : undefined;
+      const token = upload.sealed_token && deps.keyring ? deps.keyring.unseal(upload.sealed_token) : undefined;
       const revisionId = 'rv_' + createHash('sha256').update(uploadId).digest('hex').slice(0, 24);
       const prefix = `registry/${upload.model_id}/${revisionId}`;
 

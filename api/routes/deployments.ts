@@ -9,7 +9,12 @@ import path from 'node:path';
 import { z } from 'zod';
 import { INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
-import { deploymentWorkflowId, REVISION_ENV, type DeploymentSpec, type DeploymentWorkflowInput } from '../../common/deployments';
+import {
+  deploymentWorkflowId,
+  REVISION_ENV,
+  type DeploymentSpec,
+  type DeploymentWorkflowInput,
+} from '../../common/deployments';
 import { newId } from '../../common/ids';
 import {
   deleteDeploymentRow,
@@ -211,7 +216,6 @@ async function toDeployment(db: Db, row: DeploymentRow) {
     updated_at: iso(row.updated_at),
   };
 }
-
 
 /**
  * Creates a container deployment: its row, then its entity workflow

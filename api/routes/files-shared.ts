@@ -27,7 +27,13 @@ export function toFileObject(row: FileRow) {
 /** 409 with the existing file's id at the top level, where the official SDKs read it (`file_id`). */
 export class FileExistsError extends ApiError {
   constructor(readonly fileId: string) {
-    super(409, `This project already holds these bytes as file '${fileId}'.`, 'conflict_error', 'checksum', 'file_exists');
+    super(
+      409,
+      `This project already holds these bytes as file '${fileId}'.`,
+      'conflict_error',
+      'checksum',
+      'file_exists',
+    );
   }
   override toBody(): ErrorBody & { file_id: string } {
     return { ...super.toBody(), file_id: this.fileId };

@@ -134,7 +134,12 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       const base = job.model_output_name.split('/').pop()!;
       const key = downloadKey(job.id, variant);
       const size = await packagedArchive(key, files);
-      await sendBlob(req, res, blobs, { key, size, filename: `${base}${suffix}.tar.zst`, contentType: 'application/zstd' });
+      await sendBlob(req, res, blobs, {
+        key,
+        size,
+        filename: `${base}${suffix}.tar.zst`,
+        contentType: 'application/zstd',
+      });
       return undefined;
     },
   });

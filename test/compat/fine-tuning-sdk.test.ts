@@ -325,7 +325,14 @@ describe('official SDK: fineTuning', () => {
       'chronological',
     );
     for (const m of all) {
-      for (const k of ['train/global_step', 'train/loss', 'train/learning_rate', 'train/grad_norm', 'train/epoch', 'timestamp'])
+      for (const k of [
+        'train/global_step',
+        'train/loss',
+        'train/learning_rate',
+        'train/grad_norm',
+        'train/epoch',
+        'timestamp',
+      ])
         assert.equal(typeof m[k], 'number', `${k} of step ${m['train/global_step']}`);
     }
     assert.equal(all.filter((m) => typeof m['eval/loss'] === 'number').length, 1, 'n_evals = 1');

@@ -64,9 +64,8 @@ describe('queue: the API restarted mid-stream', () => {
     );
     const doneCount = async () =>
       Number(
-        (
-          await p.db.query(`SELECT count(*) FROM queue_jobs WHERE id = ANY($1) AND status = 'done'`, [ids])
-        ).rows[0].count,
+        (await p.db.query(`SELECT count(*) FROM queue_jobs WHERE id = ANY($1) AND status = 'done'`, [ids])).rows[0]
+          .count,
       );
 
     await eventually(doneCount, (n) => n >= 8, 30_000);

@@ -187,7 +187,10 @@ describe('model registry', () => {
     assert.ok(org.body.data.some((m: { name: string }) => m.name === `${t.projectSlug}/shared-base`));
     assert.equal((await v2('GET', `/organizations/${stranger.organizationId}/models`)).status, 404);
     // Shared is read-only elsewhere: the sibling cannot change or delete it.
-    assert.equal((await v2('DELETE', `/projects/${projectId}/models/${shared.body.id}`, undefined, sibling)).status, 404);
+    assert.equal(
+      (await v2('DELETE', `/projects/${projectId}/models/${shared.body.id}`, undefined, sibling)).status,
+      404,
+    );
   });
 
   test('supported models; the v2 routes answer under /v1 too (the SDK with one baseURL)', async () => {
