@@ -63,6 +63,10 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
     '5',
     '--max-time',
     String(BUDGET_SECONDS),
+    // Longer than the longest answer the API may take on purpose: a queue claim long-polls up to
+    // 20 s (wait_seconds), past schemathesis' default of 10 s.
+    '--request-timeout',
+    '25',
     // One worker: with two, schemathesis' threads describe hypothesis lambdas at once, and
     // CPython 3.11's AST constructor (ast.parse) keeps its recursion counter per interpreter, not
     // per thread, so a run can die with "SystemError: AST constructor recursion depth mismatch"
