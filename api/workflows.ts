@@ -5,7 +5,7 @@
  * so a Temporal outage is a prompt 503 rather than a hanging request.
  */
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { Workflow } from '@temporalio/common';
+import type { SignalDefinition, Workflow } from '@temporalio/common';
 import {
   SA_GPU_TYPE,
   SA_PROJECT_ID,
@@ -31,6 +31,45 @@ export interface ResourceWorkflowStart<W extends Workflow> {
   gpuType?: string;
   /** Human names for the memo (the ids are search attributes already). */
   names?: { projectSlug?: string; resource?: string };
+}
+
+/** The options of a resource's run: its queue, search attributes, summary and memo. */
+function resourceRunOptions<W extends Workflow>(w: ResourceWorkflowStart<W>) {
+  return {
+    workflowId: w.workflowId,
+    taskQueue: CONTROL_TASK_QUEUE,
+    args: w.args as never,
+    typedSearchAttributes: [
+      { key: SA_PROJECT_ID, value: w.projectId },
+      { key: SA_RESOURCE_TYPE, value: w.resourceType },
+      { key: SA_RESOURCE_ID, value: w.resourceId },
+      ...statusSearchAttributes(w.status),
+      ...(w.gpuType ? [{ key: SA_GPU_TYPE, value: w.gpuType }] : []),
+    ],
+    staticSummary: w.summary,
+    staticDetails: w.details,
+    // The static summary stays with the first run only; the memo is carried to every run that
+    // continues as new, so an entity's later runs still say what it is and whose.
+    memo: {
+      summary: w.summary,
+      ...(w.names?.projectSlug ? { project: w.names.projectSlug } : {}),
+      ...(w.names?.resource ? { resource: w.names.resource } : {}),
+    },
+  };
+}
+
+/**
+ * Signals a long-lived resource workflow (a queue's dispatcher), starting it first when no run is
+ * open, within the same deadline as a start: throws when the signal was not delivered.
+ */
+export async function signalWithStartResourceWorkflow<W extends Workflow>(
+  temporal: Client,
+  w: ResourceWorkflowStart<W>,
+  signal: SignalDefinition<[]>,
+): Promise<void> {
+  await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
+    temporal.workflow.signalWithStart<W, []>(w.workflowType, { ...resourceRunOptions(w), signal, signalArgs: [] }),
+  );
 }
 
 /**
@@ -79,27 +118,7 @@ async function startWithDeadline<W extends Workflow>(
   deadlineMs: number,
 ): Promise<void> {
   await temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
-    temporal.workflow.start<W>(w.workflowType, {
-      workflowId: w.workflowId,
-      taskQueue: CONTROL_TASK_QUEUE,
-      args: w.args as never,
-      typedSearchAttributes: [
-        { key: SA_PROJECT_ID, value: w.projectId },
-        { key: SA_RESOURCE_TYPE, value: w.resourceType },
-        { key: SA_RESOURCE_ID, value: w.resourceId },
-        ...statusSearchAttributes(w.status),
-        ...(w.gpuType ? [{ key: SA_GPU_TYPE, value: w.gpuType }] : []),
-      ],
-      staticSummary: w.summary,
-      staticDetails: w.details,
-      // The static summary stays with the first run only; the memo is carried to every run that
-      // continues as new, so an entity's later runs still say what it is and whose.
-      memo: {
-        summary: w.summary,
-        ...(w.names?.projectSlug ? { project: w.names.projectSlug } : {}),
-        ...(w.names?.resource ? { resource: w.names.resource } : {}),
-      },
-    }),
+    temporal.workflow.start<W>(w.workflowType, resourceRunOptions(w)),
   );
 }
 

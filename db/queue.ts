@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Db, Queryable } from './pool';
+import { withTransaction, type Db, type Queryable } from './pool';
 
 export type JobStatus = 'pending' | 'running' | 'done' | 'failed' | 'canceled';
 export const MAX_RETRIES = 3;
@@ -103,13 +103,14 @@ export interface Claim {
 
 /**
  * Claims the next job in strict order (priority desc, then submission) inside
- * one transaction; `beforeCommit` runs while the claim is still uncommitted
- * (it starts the claim's timer workflow: if that fails, nothing was claimed).
+ * one transaction; `beforeCommit` runs in that transaction while the claim is
+ * still uncommitted (it makes sure the queue's dispatcher will look at the
+ * claim by its deadline: if that fails, nothing was claimed).
  */
 export async function claimNextJob(
   db: Db,
   c: { deploymentId: string; worker: string; timeoutMs: number },
-  beforeCommit: (job: JobRow, token: string) => Promise<void>,
+  beforeCommit: (job: JobRow, token: string, tx: Queryable) => Promise<void>,
 ): Promise<Claim | null> {
   const client: pg.PoolClient = await db.connect();
   let locked = false;
@@ -140,7 +141,7 @@ export async function claimNextJob(
       await client.query('ROLLBACK');
       return null;
     }
-    await beforeCommit(rows[0], token);
+    await beforeCommit(rows[0], token, client);
     await client.query('COMMIT');
     return { job: rows[0], token };
   } catch (err) {
@@ -195,49 +196,126 @@ export type ClaimCheck =
   | { state: 'superseded' };
 
 /**
- * The claim timer fired: if the worker kept updating, how long is left; if
- * not, the job goes back to the queue (retries + 1), or fails for good after
- * MAX_RETRIES. `info` is kept either way: it accumulates across attempts.
+ * A claim whose worker stopped sending updates (the row is locked by the caller): the job goes
+ * back to the queue (retries + 1), or fails for good after MAX_RETRIES. `info` is kept either
+ * way: it accumulates across attempts.
+ */
+async function lapseClaim(tx: Queryable, job: Pick<JobRow, 'id' | 'retries'>): Promise<'requeued' | 'failed'> {
+  if (job.retries >= MAX_RETRIES) {
+    await tx.query(
+      `UPDATE queue_jobs SET status = 'failed', done_at = clock_timestamp(),
+              error = $2, history = history || ${historyEntry('failed', "'claim timed out'")}
+        WHERE id = $1`,
+      [job.id, `The worker stopped sending updates within the claim timeout ${MAX_RETRIES + 1} times; the job failed.`],
+    );
+    return 'failed';
+  }
+  await tx.query(
+    `UPDATE queue_jobs SET status = 'pending', retries = retries + 1, claim_token = NULL, claim_worker = NULL,
+            claim_expires_at = NULL, history = history || ${historyEntry('pending', "'claim timed out; retried'")}
+      WHERE id = $1`,
+    [job.id],
+  );
+  return 'requeued';
+}
+
+/**
+ * The timer of a claim made before queue dispatchers (a queueJob run still open) fired: if the
+ * worker kept updating, how long is left; if not, the claim lapses.
  */
 export async function checkClaim(db: Db, id: string, token: string): Promise<ClaimCheck> {
-  const client = await db.connect();
-  try {
-    await client.query('BEGIN');
-    const { rows } = await client.query<JobRow & { remaining_ms: number }>(
+  return withTransaction(db, async (tx) => {
+    const { rows } = await tx.query<JobRow & { remaining_ms: number }>(
       `SELECT *, extract(epoch FROM (claim_expires_at - clock_timestamp())) * 1000 AS remaining_ms
          FROM queue_jobs WHERE id = $1 FOR UPDATE`,
       [id],
     );
     const job = rows[0];
-    let result: ClaimCheck;
-    if (!job || job.claim_token !== token) result = { state: 'superseded' };
-    else if (job.status !== 'running') result = { state: 'finished' };
-    else if (job.remaining_ms > 0) result = { state: 'alive', remainingMs: Math.ceil(job.remaining_ms) };
-    else if (job.retries >= MAX_RETRIES) {
-      await client.query(
-        `UPDATE queue_jobs SET status = 'failed', done_at = clock_timestamp(),
-                error = $2, history = history || ${historyEntry('failed', "'claim timed out'")}
-          WHERE id = $1`,
-        [id, `The worker stopped sending updates within the claim timeout ${MAX_RETRIES + 1} times; the job failed.`],
-      );
-      result = { state: 'failed' };
-    } else {
-      await client.query(
-        `UPDATE queue_jobs SET status = 'pending', retries = retries + 1, claim_token = NULL, claim_worker = NULL,
-                claim_expires_at = NULL, history = history || ${historyEntry('pending', "'claim timed out; retried'")}
-          WHERE id = $1`,
-        [id],
-      );
-      result = { state: 'requeued' };
+    if (!job || job.claim_token !== token) return { state: 'superseded' };
+    if (job.status !== 'running') return { state: 'finished' };
+    if (job.remaining_ms > 0) return { state: 'alive', remainingMs: Math.ceil(job.remaining_ms) };
+    return { state: await lapseClaim(tx, job) };
+  });
+}
+
+/** A dispatcher that has not looked at its queue this long after it was due is taken for gone. */
+const DISPATCHER_OVERDUE = "interval '30 seconds'";
+
+/**
+ * Inside a claim's or a cancel's transaction: makes sure the queue's dispatcher looks at the queue
+ * by `by`. True when it must be woken (it is not running, would look later, or is overdue); its
+ * wake time is then set to `by`, and the caller signals it before committing. Locks the
+ * dispatcher's row, so a sweep deciding when to look next sees this transaction's work.
+ */
+export async function ensureDispatcherBy(tx: Queryable, deploymentId: string, by: Date): Promise<boolean> {
+  await tx.query('INSERT INTO queue_dispatchers (deployment_id) VALUES ($1) ON CONFLICT DO NOTHING', [deploymentId]);
+  const { rows } = await tx.query<{ wake: boolean }>(
+    `SELECT wake_at IS NULL OR wake_at > $2 OR wake_at < clock_timestamp() - ${DISPATCHER_OVERDUE} AS wake
+       FROM queue_dispatchers WHERE deployment_id = $1 FOR UPDATE`,
+    [deploymentId, by],
+  );
+  if (!rows[0]?.wake) return false;
+  await tx.query('UPDATE queue_dispatchers SET wake_at = $2 WHERE deployment_id = $1', [deploymentId, by]);
+  return true;
+}
+
+export interface Sweep {
+  requeued: number;
+  failed: number;
+  deleted: number;
+  /** Claims still held. */
+  running: number;
+  /** Milliseconds until the next claim deadline or retention end; null when there is none. */
+  nextInMs: number | null;
+}
+
+/**
+ * The dispatcher's look at a queue: lapses the claims past their deadline, deletes finished jobs
+ * past the retention period, and records when it must look next (the earliest claim deadline or
+ * retention end), all in one transaction under the dispatcher's row lock.
+ */
+export async function sweepQueue(db: Db, deploymentId: string, retentionSeconds: number): Promise<Sweep> {
+  return withTransaction(db, async (tx) => {
+    await tx.query(
+      'INSERT INTO queue_dispatchers (deployment_id) SELECT id FROM deployments WHERE id = $1 ON CONFLICT DO NOTHING',
+      [deploymentId],
+    );
+    await tx.query('SELECT 1 FROM queue_dispatchers WHERE deployment_id = $1 FOR UPDATE', [deploymentId]);
+    const lapsed = await tx.query<Pick<JobRow, 'id' | 'retries'>>(
+      `SELECT id, retries FROM queue_jobs
+        WHERE deployment_id = $1 AND status = 'running' AND claim_expires_at <= clock_timestamp()
+        FOR UPDATE`,
+      [deploymentId],
+    );
+    let requeued = 0;
+    let failed = 0;
+    for (const job of lapsed.rows) {
+      if ((await lapseClaim(tx, job)) === 'requeued') requeued++;
+      else failed++;
     }
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+    const deleted = await tx.query(
+      `DELETE FROM queue_jobs
+        WHERE deployment_id = $1 AND status IN ('done', 'failed', 'canceled')
+          AND done_at <= clock_timestamp() - make_interval(secs => $2)`,
+      [deploymentId, retentionSeconds],
+    );
+    const { rows } = await tx.query<{ running: string; next_ms: number | null }>(
+      `SELECT (SELECT count(*) FROM queue_jobs WHERE deployment_id = $1 AND status = 'running') AS running,
+              extract(epoch FROM (least(
+                (SELECT min(claim_expires_at) FROM queue_jobs WHERE deployment_id = $1 AND status = 'running'),
+                (SELECT min(done_at) + make_interval(secs => $2) FROM queue_jobs
+                  WHERE deployment_id = $1 AND status IN ('done', 'failed', 'canceled'))
+              ) - clock_timestamp())) * 1000 AS next_ms`,
+      [deploymentId, retentionSeconds],
+    );
+    const nextInMs = rows[0].next_ms === null ? null : Math.max(0, Math.ceil(Number(rows[0].next_ms)));
+    await tx.query(
+      `UPDATE queue_dispatchers SET wake_at = clock_timestamp() + make_interval(secs => $2 / 1000.0)
+        WHERE deployment_id = $1`,
+      [deploymentId, nextInMs],
+    );
+    return { requeued, failed, deleted: deleted.rowCount ?? 0, running: Number(rows[0].running), nextInMs };
+  });
 }
 
 export async function deleteJob(db: Queryable, id: string): Promise<void> {

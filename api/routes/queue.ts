@@ -3,7 +3,8 @@
  * status, cancel, clear, metrics; and the worker protocol that containers
  * use to take jobs: claim (long-poll), update (info, progress; keeps the
  * claim alive), complete, fail. Order comes from PostgreSQL (db/queue.ts);
- * each claim's timers from the workflow queueJob.
+ * the claims' timers and the retention period from the queue's dispatcher
+ * workflow (workflows/queue.ts queueDispatcher).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
@@ -12,6 +13,7 @@ import {
   cancelJob,
   claimNextJob,
   clearJobs,
+  ensureDispatcherBy,
   finishJob,
   getJob,
   queueMetrics,
@@ -20,11 +22,12 @@ import {
   type JobRow,
 } from '../../db/queue';
 import { findDeploymentByName } from '../../db/deployments';
-import type { queueJob, QueueJobInput } from '../../workflows/queue';
+import { withTransaction, type Queryable } from '../../db/pool';
+import { wakeQueueDispatcher, type queueDispatcher } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import type { ApiRouter } from '../route';
-import { startResourceWorkflow } from '../workflows';
+import { signalWithStartResourceWorkflow } from '../workflows';
 
 const JsonObject = z.record(z.string(), z.unknown());
 const Model = z.string().min(1).max(256);
@@ -99,7 +102,7 @@ export function toJobStatus(j: JobRow) {
 }
 
 export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config, queueWakeups: wakeups } = deps;
+  const { db, config, queueWakeups: wakeups } = deps;
 
   async function requireDeployment(projectId: string, model: string) {
     const d = await findDeploymentByName(db, projectId, model);
@@ -115,19 +118,11 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     if (!job) throw notFound(`No job '${id}' for model '${model}'.`, 'job_not_found');
     return job;
   }
-  /** A job canceled while pending has no claim workflow: this one keeps it for the retention period. */
-  const retention = (jobId: string, projectId: string) =>
-    startResourceWorkflow<typeof queueJob>(temporal, {
-      workflowType: 'queueJob',
-      workflowId: `queue-job/${jobId}/retention`,
-      args: [{ jobId, claimTimeoutMs: 0, retentionSeconds: config.queueRetentionSeconds } satisfies QueueJobInput],
-      projectId,
-      resourceType: 'queue-job',
-      resourceId: jobId,
-      status: 'canceled',
-      summary: `Retention of canceled job ${jobId}`,
-      details: '',
-    });
+  /** Jobs canceled while pending are kept for the retention period: their queue's dispatcher deletes them then. */
+  const retention = (deployment: QueueRef) =>
+    withTransaction(db, (tx) =>
+      ensureDispatcher(deps, tx, deployment, new Date(Date.now() + config.queueRetentionSeconds * 1000)),
+    );
 
   router.add({
     method: 'post',
@@ -197,7 +192,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
         res.status(409).json({ status, ...err.toBody() });
         return undefined;
       }
-      await retention(job.id, principal.projectId);
+      await retention({ id: job.deployment_id, projectId: principal.projectId, model: job.model });
       return { status };
     },
   });
@@ -218,7 +213,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ body, principal }) => {
       const deployment = await requireDeployment(principal.projectId, body.model);
       const ids = await clearJobs(db, deployment.id);
-      await Promise.all(ids.map((id) => retention(id, principal.projectId)));
+      if (ids.length) await retention({ id: deployment.id, projectId: principal.projectId, model: body.model });
       return { canceled_count: ids.length };
     },
   });
@@ -271,7 +266,13 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
         const claim = await claimNextJob(
           db,
           { deploymentId: deployment.id, worker: body.worker_id ?? `api-key:${principal.apiKeyId}`, timeoutMs },
-          (job, token) => startClaimTimer(deps, principal.projectId, job, token, timeoutMs),
+          (job, _token, tx) =>
+            ensureDispatcher(
+              deps,
+              tx,
+              { id: deployment.id, projectId: principal.projectId, model: job.model },
+              job.claim_expires_at!,
+            ),
         );
         if (claim) {
           return {
@@ -363,18 +364,36 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
   });
 }
 
-/** Starts the claim's timer workflow; runs inside the claim's transaction, so a failure here un-claims. */
-async function startClaimTimer(deps: ApiDeps, projectId: string, job: JobRow, token: string, timeoutMs: number) {
-  await startResourceWorkflow<typeof queueJob>(deps.temporal, {
-    workflowType: 'queueJob',
-    // The token in the id: a claim whose transaction rolled back leaves a workflow that must not block the next.
-    workflowId: `queue-job/${job.id}/claim-${job.retries}-${token.slice(0, 8)}`,
-    args: [{ jobId: job.id, token, claimTimeoutMs: timeoutMs, retentionSeconds: deps.config.queueRetentionSeconds }],
-    projectId,
-    resourceType: 'queue-job',
-    resourceId: job.id,
-    status: 'running',
-    summary: `Claim ${job.retries + 1} of job ${job.id} (${job.model}, priority ${job.priority})`,
-    details: `Claim timeout ${timeoutMs / 1000}s; the worker keeps the claim by sending updates.`,
-  });
+interface QueueRef {
+  /** The deployment's id. */
+  id: string;
+  projectId: string;
+  model: string;
+}
+
+/**
+ * Inside `tx` (a claim's or a cancel's), before it commits: makes sure the queue's dispatcher looks
+ * at the queue by `by`, waking it (or starting it) when it would look later or is not running. A
+ * failure here rolls the transaction back: no claim is made that no timer watches.
+ */
+async function ensureDispatcher(deps: ApiDeps, tx: Queryable, queue: QueueRef, by: Date): Promise<void> {
+  if (!(await ensureDispatcherBy(tx, queue.id, by))) return;
+  await signalWithStartResourceWorkflow<typeof queueDispatcher>(
+    deps.temporal,
+    {
+      workflowType: 'queueDispatcher',
+      workflowId: `queue-dispatcher/${queue.id}`,
+      args: [{ deploymentId: queue.id, retentionSeconds: deps.config.queueRetentionSeconds }],
+      projectId: queue.projectId,
+      resourceType: 'queue',
+      resourceId: queue.id,
+      status: 'running',
+      summary: `Claim timers and retention of queue ${queue.model}`,
+      details:
+        'Looks at the queue at each claim deadline and retention end: a lapsed claim goes back to the queue ' +
+        '(or fails after 3 retries), finished jobs past the retention period are deleted.',
+      names: { resource: queue.model },
+    },
+    wakeQueueDispatcher,
+  );
 }

@@ -287,3 +287,50 @@ describe('queue API', () => {
     assert.equal((await status(model, id)).body.status, 'pending');
   });
 });
+
+describe('the queue dispatcher', () => {
+  let q: TestPlatform;
+  let u: Tenant;
+  before(async () => {
+    q = await startTestPlatform({ env: { GANTRY_QUEUE_RETENTION_SECONDS: '2' } });
+    u = await createTenant(q.db);
+  });
+  after(() => q.stop());
+
+  test("one workflow holds a queue's timers: claims start none of their own; finished jobs go after the retention period, then it ends", async () => {
+    const model = `model-${newId('d').slice(2, 10)}`;
+    const deploymentId = newId('dep');
+    await insertDeployment(q.db, { id: deploymentId, projectId: u.projectId, name: model });
+    const qpost = (path: string, json: unknown) => call(q.baseUrl, 'POST', `/v1/queue/${path}`, { key: u.key, json });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push((await qpost('submit', { model, payload: { i } })).body.request_id);
+    for (let i = 0; i < 10; i++) {
+      const c = await qpost('claim', { model, claim_timeout_seconds: 2 });
+      assert.equal(c.status, 200);
+      const done = await qpost('complete', { model, request_id: c.body.request_id, claim_token: c.body.claim_token });
+      assert.equal(done.body.status, 'done');
+    }
+    // Temporal shows one run for the project's queue work: the queue's dispatcher.
+    const runs = await eventually(
+      async () => {
+        const found: string[] = [];
+        for await (const w of q.temporal.workflow.list({ query: `GantryProjectId = "${u.projectId}"` }))
+          found.push(w.workflowId);
+        return found;
+      },
+      (found) => found.length > 0,
+    );
+    assert.deepEqual(runs, [`queue-dispatcher/${deploymentId}`]);
+    // The dispatcher looks at the first claim's deadline, finds the jobs finished, and deletes them
+    // two seconds after they finished; with nothing left to watch it ends.
+    for (const id of ids) {
+      await eventually(
+        () => call(q.baseUrl, 'GET', `/v1/queue/status?model=${model}&request_id=${id}`, { key: u.key }),
+        (r) => r.status === 404,
+        20_000,
+      );
+    }
+    const handle = q.temporal.workflow.getHandle(`queue-dispatcher/${deploymentId}`);
+    assert.equal(await handle.result(), 'idle');
+  });
+});

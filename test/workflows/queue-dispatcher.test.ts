@@ -1,0 +1,112 @@
+/**
+ * The queueDispatcher workflow's decisions in Temporal's time-skipping test server: one run per
+ * queue sleeps until the next deadline its sweep reports, looks at once when a claim wakes it,
+ * ends when there is nothing to watch, and continues as new before its history grows long.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import type { QueueActivities } from '../../activities/queue';
+import type { Sweep } from '../../db/queue';
+import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import {
+  DISPATCHER_SWEEPS_PER_RUN,
+  wakeQueueDispatcher,
+  type queueDispatcher as queueDispatcherWorkflow,
+} from '../../workflows/queue';
+import {
+  createWorkflowTestEnv,
+  recordHistoryIfAsked,
+  runWorkers,
+  until,
+  type WorkflowTestEnv,
+} from '../helpers/workflow-env';
+
+const idle: Sweep = { requeued: 0, failed: 0, deleted: 0, running: 0, nextInMs: null };
+
+/** A sweep double that answers `answers` in turn (the last one again once they run out) and counts calls. */
+function sweeps(...answers: Sweep[]) {
+  const calls: number[] = [];
+  const activities: Pick<QueueActivities, 'sweepQueue'> = {
+    async sweepQueue() {
+      calls.push(Date.now());
+      return answers[Math.min(calls.length, answers.length) - 1];
+    },
+  };
+  return { calls, activities };
+}
+
+describe('queue dispatcher decisions (time-skipping)', () => {
+  let t: WorkflowTestEnv;
+  afterEach(() => t?.teardown());
+
+  const start = (id: string) =>
+    t.env.client.workflow.start<typeof queueDispatcherWorkflow>('queueDispatcher', {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: `queue-dispatcher/${id}`,
+      args: [{ deploymentId: id, retentionSeconds: 3600 }],
+    });
+
+  test(
+    'sleeps until the deadline its sweep reports; a wake looks at once; nothing left to watch ends the run',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const s = sweeps(
+        { ...idle, running: 1, nextInMs: 60_000 },
+        { ...idle, running: 2, nextInMs: 45_000 },
+        {
+          ...idle,
+          requeued: 2,
+        },
+      );
+      await runWorkers([await t.worker(CONTROL_TASK_QUEUE, s.activities)], async () => {
+        const handle = await start('ts-queue-wake');
+        await until(
+          () => s.calls.length,
+          (n) => n === 1,
+          'the first sweep',
+        );
+        await t.advance(30_000);
+        assert.equal(s.calls.length, 1, 'no look before the deadline');
+        await handle.signal(wakeQueueDispatcher);
+        await until(
+          () => s.calls.length,
+          (n) => n === 2,
+          'a look as soon as it is woken',
+        );
+        await t.advance(40_000);
+        assert.equal(s.calls.length, 2, 'the new deadline (45 s) not reached yet');
+        await t.advance(10_000);
+        assert.equal(await t.finished(handle), 'idle');
+        assert.equal(s.calls.length, 3, 'the third sweep found nothing left to watch');
+        await recordHistoryIfAsked(handle, 'queueDispatcher', 'woken-then-idle');
+      });
+    },
+  );
+
+  test(
+    `a queue watched for long continues as new every ${DISPATCHER_SWEEPS_PER_RUN} sweeps; its runs stay short`,
+    { timeout: 120_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      const s = sweeps({ ...idle, running: 4, nextInMs: 1_000 });
+      await runWorkers([await t.worker(CONTROL_TASK_QUEUE, s.activities)], async () => {
+        const handle = await start('ts-queue-long');
+        const firstRun = (await handle.describe()).runId;
+        await t.advance((DISPATCHER_SWEEPS_PER_RUN + 10) * 1_000, 1_000);
+        const now = await handle.describe();
+        assert.notEqual(now.runId, firstRun, 'continued as new');
+        assert.equal(now.status.name, 'RUNNING');
+        const first = await t.env.client.workflow.getHandle(handle.workflowId, firstRun).fetchHistory();
+        assert.ok(first.events!.length < 1_000, `${first.events!.length} events in the first run`);
+        assert.ok(s.calls.length > DISPATCHER_SWEEPS_PER_RUN);
+        await handle.terminate('test done');
+        await recordHistoryIfAsked(
+          t.env.client.workflow.getHandle(handle.workflowId, firstRun),
+          'queueDispatcher',
+          'continued-as-new',
+        );
+      });
+    },
+  );
+});
