@@ -7,9 +7,9 @@
  * Then it runs test/**\/*.test.ts (or the files given as arguments), each file in its own
  * `node --test` process, GANTRY_TEST_CONCURRENCY (default 2) files at a time. Files running at
  * the same time never share state: each lane has its own Temporal namespace (so its own task
- * queues and workers), its own database and its own data directory, and a file cleans up what it
- * started before the next file of its lane begins. A file's output is printed in one piece when
- * it ends. Exits non-zero on any failure.
+ * queues and workers) and its own database, each file its own data directory, and a file ends
+ * what it started before the next file of its lane begins. A file's output is printed in one
+ * piece when it ends. Exits non-zero on any failure.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -119,10 +119,12 @@ async function main() {
     };
     const queue = [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
     const results: FileResult[] = [];
+    let filesStarted = 0;
     await Promise.all(
-      services.lanes.map(async (lane, i) => {
-        const dataDir = path.join(work, `data-lane${i}`);
+      services.lanes.map(async (lane) => {
         for (let file = queue.shift(); file; file = queue.shift()) {
+          // A data directory of the file's own: what one file leaves on disk is never another's.
+          const dataDir = path.join(work, `data-${++filesStarted}`);
           mkdirSync(dataDir, { recursive: true });
           const env = {
             ...base,
@@ -131,6 +133,7 @@ async function main() {
             GANTRY_DATA_DIR: dataDir,
           };
           results.push(await runFile(file, env));
+          rmSync(dataDir, { recursive: true, force: true });
         }
       }),
     );

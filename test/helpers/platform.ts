@@ -177,6 +177,11 @@ export async function startTestPlatform(
     logs,
     queueWakeups,
     async stop() {
+      // A 5xx the API answered is logged with its error; the test output keeps it, so a failure
+      // in CI can be traced to its cause (tests that provoke one on purpose show it too).
+      for (const line of logs.lines) {
+        if (line.includes('"msg":"request failed"')) process.stderr.write(`[api error log] ${line}`);
+      }
       // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
       // next file's workers, which poll the same queues. Each lane of test/run.ts runs one file at a
       // time in a namespace of its own, so every open run in this namespace is this file's: end them.
