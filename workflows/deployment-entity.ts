@@ -239,7 +239,14 @@ export class DeploymentEntity {
    * which may not show a change accepted a moment ago.
    */
   validateUpdate(patch: Partial<DeploymentSpec>): void {
-    if (this.deleting) throw new Error('The deployment is being deleted.');
+    if (this.deleting) {
+      // A validator's refusal writes no history: what it throws can change without a patch.
+      throw ApplicationFailure.create({
+        type: UPDATE_REJECTIONS.conflict,
+        message: 'The deployment is being deleted; it takes no changes.',
+        nonRetryable: true,
+      });
+    }
     const next = { ...this.state.spec, ...patch };
     if (next.max_replicas < next.min_replicas) {
       throw ApplicationFailure.create({

@@ -45,6 +45,7 @@ import { deploymentState, trafficShares } from '../endpoint-state';
 import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { updateRejection } from '../cluster-messages';
 import { executeEntityUpdate } from '../workflows';
 import { PageQuery } from './cursor-pages';
 import { startContainerDeployment } from './deployments';
@@ -562,6 +563,13 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       checkEtag(d.etag, body.etag, 'deployment');
       // What an update leaves out of autoscaling keeps its value (the SDK's DeploymentAutoscaling).
       const autoscaling = body.autoscaling && { ...(d.autoscaling as EndpointAutoscaling), ...body.autoscaling };
+      if (d.deleting) {
+        // A deployment on its way out is stopping already: asking it to stop (bounds 0..0, what
+        // the CLI's `endpoints rm --force` sends before deleting) is satisfied; other changes are not.
+        const onlyStops = body.name === undefined && autoscaling !== undefined && Number(autoscaling.maxReplicas) < 1;
+        if (onlyStops) return toDeployment(d);
+        throw conflict(`Deployment '${d.name}' is being deleted; it takes no changes.`, 'deployment_deleting');
+      }
       if (autoscaling && d.container_deployment_id) {
         const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
         if (plan?.servable) {
@@ -572,7 +580,10 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
             'updateDeployment',
             [{ min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling }],
             idempotencyKey,
-          );
+          ).catch((err: unknown) => {
+            // The workflow's refusal (it began deleting meanwhile) as the 409 it means, not a 500.
+            throw updateRejection(err);
+          });
         }
       }
       await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling });

@@ -177,6 +177,27 @@ describe('dedicated endpoints', () => {
     assert.equal(unknown.body.error.param, 'modelId');
   });
 
+  test('a deployment being deleted takes no changes (409), but asking it to stop is answered as it is', async () => {
+    const res = await v2('POST', `/endpoints/${endpointId}/deployments`, {
+      name: 'leaving',
+      modelId: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference',
+      autoscaling: { minReplicas: 1 },
+    });
+    assert.equal(res.status, 200);
+    // Held in the state a deletion passes through while its replicas stop.
+    await p.db.query('UPDATE endpoint_deployments SET deleting = true WHERE id = $1', [res.body.id]);
+    const renamed = await v2('PATCH', `/endpoints/${endpointId}/deployments/${res.body.id}`, { name: 'staying' });
+    assert.equal(renamed.status, 409);
+    assert.equal(renamed.body.error.code, 'deployment_deleting');
+    // What the Python CLI's `endpoints rm --force` sends before it deletes each deployment.
+    const stop = await v2('PATCH', `/endpoints/${endpointId}/deployments/${res.body.id}?updateMask=autoscaling`, {
+      autoscaling: { minReplicas: 0, maxReplicas: 0 },
+    });
+    assert.equal(stop.status, 200, JSON.stringify(stop.body));
+    assert.equal(stop.body.name, 'leaving');
+    assert.equal((await v2('DELETE', `/endpoints/${endpointId}/deployments/${res.body.id}`)).status, 200);
+  });
+
   test('a deployment is paused with replica bounds 0..0 (STOPPED, no replica) and resumed by raising them', async () => {
     const url = `/endpoints/${endpointId}/deployments/${deploymentId}`;
     // Its container deployment (named after it: dep-<uuid> for dep_<uuid>) is changed only through the endpoints API.
