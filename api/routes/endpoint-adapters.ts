@@ -7,6 +7,7 @@
  * detach (etag too). An adapter whose base model is not the deployment's is
  * attached but invalid, with the reason, and is never loaded.
  */
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { z } from 'zod';
 import type { Principal } from '../../db/accounts';
 import {
@@ -183,26 +184,39 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
           : `The adapter was trained on ${model.base_model ?? 'an unknown base'}; this deployment serves ${deployed ?? 'an unknown base'}.`,
       });
       if (valid) {
-        await startResourceWorkflow<typeof adapterLoad>(temporal, {
-          workflowType: 'adapterLoad',
-          workflowId: adapterWorkflowId(d.id, model.id),
-          args: [
-            {
-              deploymentId: d.id,
-              containerDeploymentId: d.container_deployment_id,
-              adapterModelId: model.id,
-              revisionId: revision.id,
-              etag,
-              resyncSeconds: config.adapterResyncSeconds,
-            },
-          ],
-          projectId: principal.projectId,
-          resourceType: 'endpoint-adapter',
-          resourceId: `${d.id}/${model.id}`,
-          status: 'ADAPTER_LOAD_STATE_PENDING',
-          summary: `Adapter ${model.id} on ${d.id}`,
-          details: `Attached by API key \`${principal.apiKeyId}\`; revision ${revision.id}.`,
-        });
+        try {
+          await startResourceWorkflow<typeof adapterLoad>(temporal, {
+            workflowType: 'adapterLoad',
+            workflowId: adapterWorkflowId(d.id, model.id),
+            args: [
+              {
+                deploymentId: d.id,
+                containerDeploymentId: d.container_deployment_id,
+                adapterModelId: model.id,
+                revisionId: revision.id,
+                etag,
+                resyncSeconds: config.adapterResyncSeconds,
+              },
+            ],
+            projectId: principal.projectId,
+            resourceType: 'endpoint-adapter',
+            resourceId: `${d.id}/${model.id}`,
+            status: 'ADAPTER_LOAD_STATE_PENDING',
+            summary: `Adapter ${model.id} on ${d.id}`,
+            details: `Attached by API key \`${principal.apiKeyId}\`; revision ${revision.id}.`,
+          });
+        } catch (err) {
+          // No workflow, no attachment: the row goes with the failed start.
+          await deleteAdapterRow(db, d.id, model.id);
+          if (err instanceof WorkflowExecutionAlreadyStartedError) {
+            // Its previous attachment's workflow is still unloading it from the replicas.
+            throw conflict(
+              `Adapter '${model.id}' is still being removed from deployment '${d.name}'; attach it again in a moment.`,
+              'adapter_removing',
+            );
+          }
+          throw err;
+        }
       }
       return toAdapter((await getAdapter(db, d.id, model.id))!, principal.projectId);
     },

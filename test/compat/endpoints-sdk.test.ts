@@ -346,7 +346,20 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
     const { id: adapterId } = await adapter;
     const where = { endpointId: ids.endpoint, deploymentId: ids.deployment };
     const adapters = client.beta.endpoints.adapters;
-    await adapters.create({ ...where, adapterModelId: adapterId });
+    // The test before detached this adapter: until its workflow has unloaded it, attaching it again
+    // is a 409 adapter_removing.
+    await eventually(
+      () =>
+        adapters.create({ ...where, adapterModelId: adapterId }).then(
+          () => 'attached',
+          (err: any) => {
+            if (err?.status === 409 && JSON.stringify(err.error ?? {}).includes('adapter_removing')) return 'removing';
+            throw err;
+          },
+        ),
+      (r) => r === 'attached',
+      30_000,
+    );
     // A second adapter (of another base: attached, never loaded) with a stored revision.
     const other = await client.beta.models.create({
       baseModelId: 'Qwen/Qwen3-8B',
