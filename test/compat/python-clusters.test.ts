@@ -178,7 +178,11 @@ test('remediations from the CLI: create, list, get; approve and reject what heal
   // The approved reboot runs, and the node is healthy again; the rejected one stays as it was.
   const after = await eventually(
     () => togetherJson(cli, 'clusters', 'retrieve', id),
-    (x) => x.gpu_worker_nodes.find((n: any) => n.node_id === third.node_id)?.latest_remediation?.state === 'SUCCEEDED',
+    (x) => {
+      const n = x.gpu_worker_nodes.find((y: any) => y.node_id === third.node_id);
+      // The node's status follows the remediation's end by a moment (the cluster records it).
+      return n?.latest_remediation?.state === 'SUCCEEDED' && n.status === 'Ready';
+    },
     60_000,
   );
   const node = (n: any) => after.gpu_worker_nodes.find((x: any) => x.node_id === n.node_id);
