@@ -177,10 +177,12 @@ export async function startTestPlatform(
     logs,
     queueWakeups,
     async stop() {
-      // A 5xx the API answered is logged with its error; the test output keeps it, so a failure
-      // in CI can be traced to its cause (tests that provoke one on purpose show it too).
+      // An unexpected error the API answered with a 500 is logged with its stack; the test output
+      // keeps it, so a failure in CI can be traced to its cause. (5xx answers the API means, an
+      // ApiError such as an injected fault or a 503 with Retry-After, are left out.)
       for (const line of logs.lines) {
-        if (line.includes('"msg":"request failed"')) process.stderr.write(`[api error log] ${line}`);
+        if (line.includes('"msg":"request failed"') && !line.includes('"type":"ApiError"'))
+          process.stderr.write(`[api error log] ${line}`);
       }
       // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
       // next file's workers, which poll the same queues. Each lane of test/run.ts runs one file at a
