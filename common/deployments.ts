@@ -3,6 +3,8 @@
  * workflow and the container runtime. Pure (no Node APIs): imported by workflows.
  */
 export const deploymentWorkflowId = (id: string) => `deployment/${id}`;
+/** The workflow that holds the claim timers and retention periods of a deployment's job queue. */
+export const queueDispatcherWorkflowId = (deploymentId: string) => `queue-dispatcher/${deploymentId}`;
 /**
  * The failure a replica's supervisor ends with when its container host is shut down to restart
  * under the same name (GANTRY_CONTAINER_HOST_ID): the replica runs on, for the restarted process

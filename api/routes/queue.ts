@@ -8,6 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { queueDispatcherWorkflowId } from '../../common/deployments';
 import { newId } from '../../common/ids';
 import {
   cancelJob,
@@ -382,7 +383,7 @@ async function ensureDispatcher(deps: ApiDeps, tx: Queryable, queue: QueueRef, b
     deps.temporal,
     {
       workflowType: 'queueDispatcher',
-      workflowId: `queue-dispatcher/${queue.id}`,
+      workflowId: queueDispatcherWorkflowId(queue.id),
       args: [{ deploymentId: queue.id, retentionSeconds: deps.config.queueRetentionSeconds }],
       projectId: queue.projectId,
       resourceType: 'queue',

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { queueDispatcherWorkflowId } from '../../common/deployments';
 import { newId } from '../../common/ids';
 import { insertDeployment } from '../../db/deployments';
 import { QueueWorker } from '../../worker-kit/queue-worker';
@@ -320,7 +321,7 @@ describe('the queue dispatcher', () => {
       },
       (found) => found.length > 0,
     );
-    assert.deepEqual(runs, [`queue-dispatcher/${deploymentId}`]);
+    assert.deepEqual(runs, [queueDispatcherWorkflowId(deploymentId)]);
     // The dispatcher looks at the first claim's deadline, finds the jobs finished, and deletes them
     // two seconds after they finished; with nothing left to watch it ends.
     for (const id of ids) {
@@ -330,7 +331,33 @@ describe('the queue dispatcher', () => {
         20_000,
       );
     }
-    const handle = q.temporal.workflow.getHandle(`queue-dispatcher/${deploymentId}`);
+    const handle = q.temporal.workflow.getHandle(queueDispatcherWorkflowId(deploymentId));
     assert.equal(await handle.result(), 'idle');
+  });
+
+  test('a dispatcher terminated while it holds a claim: the next claim starts a new one, and the silent claim still lapses', async () => {
+    const model = `model-${newId('d').slice(2, 10)}`;
+    const deploymentId = newId('dep');
+    await insertDeployment(q.db, { id: deploymentId, projectId: u.projectId, name: model });
+    const qpost = (path: string, json: unknown) => call(q.baseUrl, 'POST', `/v1/queue/${path}`, { key: u.key, json });
+    const silent = (await qpost('submit', { model, payload: { n: 1 } })).body.request_id;
+    const other = (await qpost('submit', { model, payload: { n: 2 } })).body.request_id;
+    const first = await qpost('claim', { model, claim_timeout_seconds: 1 });
+    assert.equal(first.body.request_id, silent);
+    // An operator ends the dispatcher; its worker never reports on the claim.
+    const handle = q.temporal.workflow.getHandle(queueDispatcherWorkflowId(deploymentId));
+    await handle.terminate('operator test');
+    // Once it is overdue (its claim's deadline plus 10 s), the next claim starts a new dispatcher...
+    await new Promise((r) => setTimeout(r, 12_000));
+    const second = await qpost('claim', { model, claim_timeout_seconds: 60 });
+    assert.equal(second.body.request_id, other);
+    // ...which looks at once and puts the silent claim's job back in the queue.
+    const back = await eventually(
+      () => call(q.baseUrl, 'GET', `/v1/queue/status?model=${model}&request_id=${silent}`, { key: u.key }),
+      (r) => r.body.status === 'pending',
+      15_000,
+    );
+    assert.equal(back.body.retries, 1);
+    assert.equal((await handle.describe()).status.name, 'RUNNING', 'a new run');
   });
 });

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { ApplicationFailure } from '@temporalio/common';
 import type { QueueActivities } from '../../activities/queue';
+import { queueDispatcherWorkflowId } from '../../common/deployments';
 import type { Sweep } from '../../db/queue';
 import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
 import {
@@ -42,7 +44,7 @@ describe('queue dispatcher decisions (time-skipping)', () => {
   const start = (id: string) =>
     t.env.client.workflow.start<typeof queueDispatcherWorkflow>('queueDispatcher', {
       taskQueue: CONTROL_TASK_QUEUE,
-      workflowId: `queue-dispatcher/${id}`,
+      workflowId: queueDispatcherWorkflowId(id),
       args: [{ deploymentId: id, retentionSeconds: 3600 }],
     });
 
@@ -106,6 +108,34 @@ describe('queue dispatcher decisions (time-skipping)', () => {
           'queueDispatcher',
           'continued-as-new',
         );
+      });
+    },
+  );
+  test(
+    'a sweep that fails again and again (the database down) is retried until it works; nothing is lost',
+    { timeout: 60_000 },
+    async () => {
+      t = await createWorkflowTestEnv();
+      let failures = 12;
+      const looked: number[] = [];
+      const activities: Pick<QueueActivities, 'sweepQueue'> = {
+        async sweepQueue() {
+          if (failures > 0) {
+            failures--;
+            throw ApplicationFailure.retryable('connection to PostgreSQL refused', 'InjectedFault');
+          }
+          looked.push(Date.now());
+          return idle;
+        },
+      };
+      await runWorkers([await t.worker(CONTROL_TASK_QUEUE, activities)], async () => {
+        const handle = await start('ts-queue-db-down');
+        // Retries back off to 10 s: about two simulated minutes of refusals.
+        for (let i = 0; i < 60 && looked.length === 0; i++) await t.advance(5_000, 1_000);
+        assert.equal(failures, 0);
+        assert.equal(await t.finished(handle), 'idle', 'the sweep that worked found nothing left: the run ends');
+        const events = (await handle.fetchHistory()).events ?? [];
+        assert.ok(events.length < 30, `${events.length} events: retries add none`);
       });
     },
   );
