@@ -1,7 +1,7 @@
 /** Activities that run on gpu.<type> queues, on the accelerator host itself. */
 import { activityInfo } from '@temporalio/activity';
-import type { GpuType } from '../common/gpu-types';
-import type { HostReport } from '../common/self-check';
+import type { GpuType } from '../shared/gpu-types';
+import type { HostReport } from '../shared/self-check';
 import type { AcceleratorHost } from '../providers/accelerator/host';
 
 export function createAcceleratorActivities({ host }: { host: AcceleratorHost }) {

@@ -13,8 +13,8 @@ import {
   type ClusterState,
   type FleetNode,
   type Remediation,
-} from '../common/clusters';
-import type { GpuType } from '../common/gpu-types';
+} from '../shared/clusters';
+import type { GpuType } from '../shared/gpu-types';
 import {
   findVolume,
   projectCluster,

@@ -8,14 +8,14 @@
  */
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { SealedValueUnreadable, type Keyring } from '../common/keyring';
+import { SealedValueUnreadable, type Keyring } from '../platform/keyring';
 import {
   HOST_RESTARTING,
   REVISION_ENV,
   type DeploymentState,
   type LaunchedReplica,
   type ReplicaLaunch,
-} from '../common/deployments';
+} from '../shared/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import {
   deleteDeploymentRow,
@@ -107,7 +107,7 @@ export function createReplicaActivities(deps: {
   survivors: Array<{ deploymentId: string; replicaId: string }>;
   volumes: VolumeStore;
   hostQueue: string;
-  /** Opens sealed values (common/keyring.ts). */
+  /** Opens sealed values (platform/keyring.ts). */
   keyring?: Keyring;
   /** How long a replica whose supervisor detached keeps running for another to re-attach. */
   adoptionSeconds: number;

@@ -6,7 +6,7 @@
  * deployment does is in the endpoint's event list without the workflow
  * knowing about endpoints.
  */
-import type { DeploymentState } from '../common/deployments';
+import type { DeploymentState } from '../shared/deployments';
 import { addEndpointEvent, deleteEndpointDeploymentRow, endpointDeploymentOfContainer } from '../db/endpoints';
 import type { Queryable } from '../db/pool';
 

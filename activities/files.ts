@@ -5,7 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { ProcessingStatus, ValidationReport } from '../common/files';
+import type { ProcessingStatus, ValidationReport } from '../shared/files';
 import type { ValidationProgress } from '../datasets/progress';
 import { buildReport } from '../datasets/report';
 import { UnknownFileTypeError, validateDataset } from '../datasets/validate';

@@ -8,7 +8,7 @@
  * refunded, with a `refund` event on the job.
  */
 import Decimal from 'decimal.js';
-import { PRODUCTS } from '../common/pricing';
+import { PRODUCTS } from '../shared/pricing';
 import type { DatasetFormat } from '../datasets/records';
 import { getFileById } from '../db/files';
 import { addFineTuneEvent, getFineTuneById } from '../db/fine-tunes';

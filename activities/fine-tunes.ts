@@ -18,7 +18,7 @@ import {
   type PreparedData,
   type TrainingProgress,
   type TrainingOutcome,
-} from '../common/fine-tunes';
+} from '../shared/fine-tunes';
 import type { DatasetFormat } from '../datasets/records';
 import { getFileById, releaseFileLease } from '../db/files';
 import {

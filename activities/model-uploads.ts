@@ -14,8 +14,8 @@ import { createGunzip } from 'node:zlib';
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import tar from 'tar-stream';
-import type { RemoteFetchPolicy } from '../common/config';
-import type { Keyring } from '../common/keyring';
+import type { RemoteFetchPolicy } from '../platform/config';
+import type { Keyring } from '../platform/keyring';
 import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } from '../db/model-uploads';
 import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/registry';
@@ -107,7 +107,7 @@ export function createModelUploadActivities(deps: {
   db: Db;
   blobs: BlobStore;
   policy: RemoteFetchPolicy;
-  /** Opens sealed values (common/keyring.ts). */
+  /** Opens sealed values (platform/keyring.ts). */
   keyring?: Keyring;
 }) {
   const { db, blobs, policy } = deps;

@@ -6,7 +6,7 @@
  *                      or per second (MIN / MAX, idle seconds counting 0).
  * null when nothing was measured (no request in the window), except in-flight, where no request is 0.
  */
-import type { MetricRule } from '../common/rollouts';
+import type { MetricRule } from '../shared/rollouts';
 import { ROUTER_LATENCY_BUCKETS_MS, type RouterSecond } from '../db/router-stats';
 
 export function routerTotals(seconds: RouterSecond[]) {

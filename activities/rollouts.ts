@@ -13,7 +13,7 @@ import {
   type MetricResult,
   type MetricRule,
   type RolloutSnapshot,
-} from '../common/rollouts';
+} from '../shared/rollouts';
 import { addEndpointEvent, getEndpointDeployment, newEtag, updateEndpoint, type EndpointEvent } from '../db/endpoints';
 import { withTransaction, type Db } from '../db/pool';
 import { recordRolloutSnapshot } from '../db/rollouts';

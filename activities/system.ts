@@ -2,8 +2,8 @@
 import { hostname } from 'node:os';
 import type { Db } from '../db/pool';
 import { completeSelfCheck, upsertProbe } from '../db/system';
-import type { HostReport, ProbeRecord, SelfCheckOutcome } from '../common/self-check';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import type { HostReport, ProbeRecord, SelfCheckOutcome } from '../shared/self-check';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export function createSystemActivities({ db }: { db: Db }) {
   return {

@@ -10,8 +10,8 @@
  * it. Every other GPU is metered by the hour while its node exists.
  */
 import Decimal from 'decimal.js';
-import { GPUS_PER_NODE, type ClusterState, type NodeCapacity } from '../common/clusters';
-import { CAPACITY_BILLING, GPU_HOUR_PRICES, PRODUCTS, replicaHourPrice } from '../common/pricing';
+import { GPUS_PER_NODE, type ClusterState, type NodeCapacity } from '../shared/clusters';
+import { CAPACITY_BILLING, GPU_HOUR_PRICES, PRODUCTS, replicaHourPrice } from '../shared/pricing';
 import type { Db } from '../db/pool';
 import { recordUsage, setMeter, stopMeters } from '../db/usage';
 

@@ -4,8 +4,8 @@
  * replica-hour intervals into ledger records while they stay open.
  */
 import Decimal from 'decimal.js';
-import type { AudioTask } from '../common/audio';
-import { AUDIO_MINUTE_PRICES, PRODUCTS } from '../common/pricing';
+import type { AudioTask } from '../shared/audio';
+import { AUDIO_MINUTE_PRICES, PRODUCTS } from '../shared/pricing';
 import type { Db } from '../db/pool';
 import { meterOpenIntervals, recordUsage } from '../db/usage';
 
@@ -20,7 +20,7 @@ export function createUsageActivities({ db }: { db: Db }) {
       durationSeconds: number;
     }): Promise<void> {
       const price = AUDIO_MINUTE_PRICES[a.model];
-      if (price === undefined) throw new Error(`no audio price for ${a.model} in common/pricing.ts`);
+      if (price === undefined) throw new Error(`no audio price for ${a.model} in shared/pricing.ts`);
       await recordUsage(db, {
         projectId: a.projectId,
         product: a.task === 'translate' ? PRODUCTS.translation : PRODUCTS.transcription,

@@ -5,7 +5,7 @@
  */
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { UPDATE_REJECTIONS, clusterWorkflowId } from '../common/clusters';
+import { UPDATE_REJECTIONS, clusterWorkflowId } from '../shared/clusters';
 import { badRequest, conflict, notFound } from './errors';
 import { executeEntityUpdate, TEMPORAL_CALL_DEADLINE_MS } from './workflows';
 

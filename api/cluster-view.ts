@@ -1,5 +1,5 @@
 /** The GPU cluster object of the spec, built from a cluster's row, its volumes and its remediations. */
-import { STATUS_OF_PHASE, type ClusterNode, type Remediation } from '../common/clusters';
+import { STATUS_OF_PHASE, type ClusterNode, type Remediation } from '../shared/clusters';
 import type { ClusterRow, VolumeRow } from '../db/clusters';
 
 function workerNode(n: ClusterNode, latest: Map<string, Remediation>) {

@@ -5,7 +5,7 @@
  * usable revision unless named, so every replica of a revision sees the same
  * files. Mount paths are absolute, plain and do not overlap.
  */
-import type { DeploymentSpec } from '../common/deployments';
+import type { DeploymentSpec } from '../shared/deployments';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../db/registry';

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { GantryConfig } from '../common/config';
-import type { Logger } from '../common/logger';
+import type { GantryConfig } from '../platform/config';
+import type { Logger } from '../platform/logger';
 import type { Db } from '../db/pool';
 import type { PrincipalCache } from '../db/principal-cache';
 import type { QueueWakeups } from '../db/queue-wakeups';

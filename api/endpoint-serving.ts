@@ -7,8 +7,8 @@
  * from the catalog's seed). Other catalog families have no weights on this
  * installation, and say so.
  */
-import type { GantryConfig } from '../common/config';
-import type { DeploymentSpec } from '../common/deployments';
+import type { GantryConfig } from '../platform/config';
+import type { DeploymentSpec } from '../shared/deployments';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/registry';
 import { findCatalogModel } from '../finetune/models';

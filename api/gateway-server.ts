@@ -1,7 +1,7 @@
 /** The inference gateway process: `npm run gateway` (started by `./dev up`). */
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
 import { listen } from './listen';

@@ -1,9 +1,9 @@
 /** The API process: `npm run api` (started by `./dev up`). */
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
-import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
+import { ensureSearchAttributes, temporalConnectionOptions } from '../platform/temporal';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';

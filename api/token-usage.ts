@@ -7,7 +7,7 @@
  * replica-hour, so tokens are recorded at DEDICATED_TOKEN_PRICE.
  */
 import { randomUUID } from 'node:crypto';
-import { DEDICATED_TOKEN_PRICE, PRODUCTS } from '../common/pricing';
+import { DEDICATED_TOKEN_PRICE, PRODUCTS } from '../shared/pricing';
 import { withTransaction, type Db } from '../db/pool';
 import { recordUsage } from '../db/usage';
 

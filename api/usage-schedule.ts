@@ -5,8 +5,8 @@
  * Temporal UI under Schedules.
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
-import type { Logger } from '../common/logger';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import type { Logger } from '../platform/logger';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export const USAGE_METERING_SCHEDULE_ID = 'usage-metering';
 

@@ -12,8 +12,8 @@ import {
   SA_RESOURCE_ID,
   SA_RESOURCE_TYPE,
   statusSearchAttributes,
-} from '../common/search-attributes';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+} from '../shared/search-attributes';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export const TEMPORAL_CALL_DEADLINE_MS = 5_000;
 

@@ -20,7 +20,7 @@ import { mkdtempSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { SPEECH_MODELS } from '../common/audio';
+import { SPEECH_MODELS } from '../shared/audio';
 import { call } from '../test/helpers/platform';
 import { speak, speechTool, wordErrorRate } from '../test/helpers/speech';
 import { createTenant } from '../test/helpers/tenants';

@@ -18,7 +18,7 @@ import { call, eventually, type TestPlatform } from '../test/helpers/platform';
 import { runBench, withBenchPlatform } from './lib/platform';
 import { compareInRounds, median } from './lib/rounds';
 import { createTenant, type Tenant } from '../test/helpers/tenants';
-import { temporalConnectionOptions } from '../common/temporal';
+import { temporalConnectionOptions } from '../platform/temporal';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 

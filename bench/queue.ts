@@ -17,7 +17,7 @@
  * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
  */
 import pg from 'pg';
-import { newId } from '../common/ids';
+import { newId } from '../platform/ids';
 import { insertDeployment } from '../db/deployments';
 import { call } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';

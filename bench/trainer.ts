@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../common/config';
+import { loadConfig } from '../platform/config';
 import { ByteTokenizer } from '../finetune/tokenizer';
 import { tokenizeSft } from '../finetune/tokenize';
 import { FINE_TUNE_MODELS } from '../finetune/models';

@@ -15,7 +15,7 @@ import {
   type FilePurpose,
   type FileType,
   type ValidationReport,
-} from '../common/files';
+} from '../shared/files';
 import { buildReport } from '../datasets/report';
 import { validateDataset } from '../datasets/validate';
 import { usageError } from './errors';

@@ -10,7 +10,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { FilePurpose } from '../common/files';
+import type { FilePurpose } from '../shared/files';
 import { CliError, EXIT } from './errors';
 import type { ApiClient } from './http';
 import type { LocalFile } from './local-check';

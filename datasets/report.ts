@@ -1,5 +1,5 @@
 /** Turns a driver's outcome into the spec's validation_report. */
-import type { FileType, ValidationReport } from '../common/files';
+import type { FileType, ValidationReport } from '../shared/files';
 import type { ValidationOutcome } from './progress';
 
 export function buildReport(fileId: string, fileType: FileType, outcome: ValidationOutcome): ValidationReport {

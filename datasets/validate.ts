@@ -4,7 +4,7 @@
  * `gantry files check` (a local file) apply.
  */
 import type { Readable } from 'node:stream';
-import type { FilePurpose, FileType } from '../common/files';
+import type { FilePurpose, FileType } from '../shared/files';
 import { validateCsv } from './csv';
 import { validateJsonl } from './jsonl';
 import { validateParquet } from './parquet';

@@ -6,7 +6,7 @@
  * it lets a request find its key by an indexed equality lookup.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { newId } from '../common/ids';
+import { newId } from '../platform/ids';
 import type { Queryable } from './pool';
 
 export type ProjectRole = 'Admin' | 'Editor';

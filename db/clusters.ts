@@ -5,7 +5,7 @@ import type {
   RemediationMode,
   RemediationState,
   RemediationTrigger,
-} from '../common/clusters';
+} from '../shared/clusters';
 import type { Queryable } from './pool';
 
 export interface ClusterRow {

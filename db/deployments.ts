@@ -1,5 +1,5 @@
 /** Read model of container deployments, their replicas, and deployment secrets. */
-import type { DeploymentState, DeploymentStatus } from '../common/deployments';
+import type { DeploymentState, DeploymentStatus } from '../shared/deployments';
 import type { Queryable } from './pool';
 
 export interface DeploymentRow {

@@ -1,5 +1,5 @@
 /** Read model of files: rows, status history, leases and upload tokens. */
-import type { FilePurpose, FileType, ProcessingStatus, ValidationReport } from '../common/files';
+import type { FilePurpose, FileType, ProcessingStatus, ValidationReport } from '../shared/files';
 import type { Queryable } from './pool';
 
 export interface FileRow {

@@ -1,6 +1,6 @@
 import type { TokenizedCounts } from '../finetune/estimate';
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
-import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../common/fine-tunes';
+import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../shared/fine-tunes';
 import type { Queryable } from './pool';
 import { qualifiedModelName } from './registry';
 

@@ -5,7 +5,7 @@
  * stops caching, claim long-polls re-check the table more often).
  */
 import pg from 'pg';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../platform/logger';
 
 export class NotificationListener {
   private client: pg.Client | null = null;

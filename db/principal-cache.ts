@@ -13,7 +13,7 @@
  * (migration 021), so a new key works at once.
  */
 import { createHash } from 'node:crypto';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../platform/logger';
 import { NotificationListener } from './notification-listener';
 import { findPrincipalByApiKey, recordApiKeyUse, type Principal } from './accounts';
 import type { Db } from './pool';

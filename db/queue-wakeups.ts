@@ -9,7 +9,7 @@
  * version the caller read before querying. While the notification channel is
  * down, waits end after a short interval, so claims fall back to polling.
  */
-import type { Logger } from '../common/logger';
+import type { Logger } from '../platform/logger';
 import { NotificationListener } from './notification-listener';
 
 const CHANNEL = 'gantry_queue';

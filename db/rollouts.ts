@@ -1,6 +1,6 @@
 /** Rollouts of endpoints (SDK beta.endpoints.rollouts); the workflow rollout/<id> writes their progress. */
-import type { RolloutPlan, RolloutSnapshot, RolloutState } from '../common/rollouts';
-import { TERMINAL_ROLLOUT_STATES } from '../common/rollouts';
+import type { RolloutPlan, RolloutSnapshot, RolloutState } from '../shared/rollouts';
+import { TERMINAL_ROLLOUT_STATES } from '../shared/rollouts';
 import { newEtag } from './endpoints';
 import type { Queryable } from './pool';
 

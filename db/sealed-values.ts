@@ -1,11 +1,11 @@
 /**
- * Every value the installation stores sealed (common/keyring.ts): deployment
+ * Every value the installation stores sealed (platform/keyring.ts): deployment
  * secrets and the source tokens of model uploads. After a key rotation,
  * `resealStoredValues` opens each value still under an older key and seals it
  * under the current one, so the old root can be dropped from
  * GANTRY_PREVIOUS_SIGNING_SECRETS.
  */
-import type { Keyring } from '../common/keyring';
+import type { Keyring } from '../platform/keyring';
 import type { Db } from './pool';
 
 /** Where sealed values live: table, key column, sealed column. */

@@ -1,6 +1,6 @@
 /** Read model of system self-checks (written by activities, read by the API). */
 import type { Queryable } from './pool';
-import type { HostReport, ProbeRecord, ProbeStatus, SelfCheckStatus } from '../common/self-check';
+import type { HostReport, ProbeRecord, ProbeStatus, SelfCheckStatus } from '../shared/self-check';
 
 export interface SelfCheckRow {
   id: string;

@@ -16,7 +16,7 @@
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import Decimal from 'decimal.js';
-import type { TrainingPlan } from '../common/fine-tunes';
+import type { TrainingPlan } from '../shared/fine-tunes';
 import type { DatasetFormat } from '../datasets/records';
 import type { FineTuneModel } from './models';
 import { encodeSample, segmentsOf, tokenizePreference } from './tokenize';

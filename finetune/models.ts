@@ -14,7 +14,7 @@
  *   never a made-up result. Limits follow the provider's published tables for
  *   these models (LoRA and full context lengths and batch sizes).
  */
-import type { GpuType } from '../common/gpu-types';
+import type { GpuType } from '../shared/gpu-types';
 import { ByteTokenizer, hfTokenizer, type Tokenizer } from './tokenizer';
 
 /** Which trainer process can train a model. */

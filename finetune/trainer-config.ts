@@ -1,5 +1,5 @@
 /** A job's plan -> the trainer's configuration (trainers/reference/README; the PyTorch trainer reads the same). */
-import type { TrainingPlan } from '../common/fine-tunes';
+import type { TrainingPlan } from '../shared/fine-tunes';
 import type { FineTuneModel } from './models';
 
 export function trainerConfig(

@@ -10,10 +10,10 @@
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
-import { writeSecretFile } from '../common/secret-file';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
+import { writeSecretFile } from '../platform/secret-file';
 import { bootstrapDefaultAccount } from '../db/bootstrap';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';

@@ -14,8 +14,8 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { TrainingPlan } from '../common/fine-tunes';
-import { loadConfig } from '../common/config';
+import type { TrainingPlan } from '../shared/fine-tunes';
+import { loadConfig } from '../platform/config';
 import { findFineTuneModel, type FineTuneModel } from '../finetune/models';
 import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
 import { trainerConfig } from '../finetune/trainer-config';

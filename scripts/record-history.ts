@@ -13,8 +13,8 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { loadConfig } from '../common/config';
-import { temporalConnectionOptions } from '../common/temporal';
+import { loadConfig } from '../platform/config';
+import { temporalConnectionOptions } from '../platform/temporal';
 import { writeRecordedHistory } from './lib/recorded-histories';
 
 async function main() {

@@ -12,8 +12,8 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { loadConfig } from '../common/config';
-import { temporalConnectionOptions } from '../common/temporal';
+import { loadConfig } from '../platform/config';
+import { temporalConnectionOptions } from '../platform/temporal';
 import { workflowSource } from '../workers/runtime';
 
 async function main(): Promise<number> {

@@ -6,9 +6,9 @@
  *
  *   GANTRY_SIGNING_SECRET=… GANTRY_PREVIOUS_SIGNING_SECRETS=… DATABASE_URL=… node --import tsx scripts/reseal.ts
  */
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
 import { createPool } from '../db/pool';
 import { resealStoredValues } from '../db/sealed-values';
 

@@ -5,10 +5,10 @@
  * Temporal (cancelled and retried elsewhere).
  */
 import { Connection } from '@temporalio/client';
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { ensureSearchAttributes, temporalConnectionOptions } from '../common/temporal';
-import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { ensureSearchAttributes, temporalConnectionOptions } from '../platform/temporal';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { LocalFleet } from '../providers/compute/local-fleet';

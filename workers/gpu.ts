@@ -4,15 +4,15 @@
  * simulated accelerator host and says so; the reference trainer runs on CPU.
  */
 import path from 'node:path';
-import { loadConfig, requireDatabaseUrl } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
 import { createPool } from '../db/pool';
 import { detectAcceleratorHost } from '../providers/accelerator/host';
 import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createGpuWorkers, installRuntime } from './runtime';
-import { gpuTaskQueue } from './task-queues';
+import { gpuTaskQueue } from '../shared/task-queues';
 
 async function main() {
   ownerOnlyFiles();

@@ -13,12 +13,12 @@ import {
   Worker,
   type WorkerOptions,
 } from '@temporalio/worker';
-import type { GantryConfig } from '../common/config';
-import type { Keyring } from '../common/keyring';
-import type { Logger } from '../common/logger';
-import { retryUntilReady } from '../common/lifecycle';
-import { temporalConnectionOptions } from '../common/temporal';
-import type { GpuType } from '../common/gpu-types';
+import type { GantryConfig } from '../platform/config';
+import type { Keyring } from '../platform/keyring';
+import type { Logger } from '../platform/logger';
+import { retryUntilReady } from '../platform/lifecycle';
+import { temporalConnectionOptions } from '../platform/temporal';
+import type { GpuType } from '../shared/gpu-types';
 import type { Db } from '../db/pool';
 import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
@@ -31,18 +31,18 @@ import { createAdapterControlActivities, createAdapterHostActivities } from '../
 import { createRolloutActivities } from '../activities/rollouts';
 import { createUsageActivities } from '../activities/usage';
 import { createSpeechActivities, type SpeechDeps } from '../activities/audio';
-import type { RemoteFetchPolicy } from '../common/config';
+import type { RemoteFetchPolicy } from '../platform/config';
 import { createSystemActivities } from '../activities/system';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
 import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
-import { containerHostQueue, CONTAINERS_TASK_QUEUE } from '../common/deployments';
+import { containerHostQueue, CONTAINERS_TASK_QUEUE } from '../shared/deployments';
 import type { ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
-import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE, gpuTaskQueue } from './task-queues';
+import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE, gpuTaskQueue } from '../shared/task-queues';
 
 /**
  * Sends the Temporal SDK's own logs through pino, so every line is structured;

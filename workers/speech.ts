@@ -1,18 +1,18 @@
 /**
  * A speech worker: transcription and translation activities on queue
- * `speech` (workers/task-queues.ts), running the speech environment's tools
+ * `speech` (shared/task-queues.ts), running the speech environment's tools
  * (GANTRY_SPEECH_PYTHON; `./dev` installs `.venv-speech`). Start one on every
  * host that should recognize speech; more hosts mean more chunks in parallel,
  * and a host lost mid-request has its chunks retried on another.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../common/config';
-import { exitOnStartupError, ownerOnlyFiles } from '../common/lifecycle';
-import { createLogger } from '../common/logger';
+import { loadConfig } from '../platform/config';
+import { exitOnStartupError, ownerOnlyFiles } from '../platform/lifecycle';
+import { createLogger } from '../platform/logger';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { connectWorkerConnection, createSpeechWorker, installRuntime } from './runtime';
-import { SPEECH_TASK_QUEUE } from './task-queues';
+import { SPEECH_TASK_QUEUE } from '../shared/task-queues';
 
 async function main() {
   ownerOnlyFiles();

@@ -17,11 +17,11 @@ import {
   setCurrentDetails,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../common/search-attributes';
+import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
 import type { AdapterControlActivities, AdapterHostActivities } from '../activities/adapters';
-import { CONTAINERS_TASK_QUEUE } from '../common/deployments';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTAINERS_TASK_QUEUE } from '../shared/deployments';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export interface AdapterLoadInput {
   deploymentId: string;

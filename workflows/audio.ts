@@ -15,7 +15,7 @@ import {
   setCurrentDetails,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../common/search-attributes';
+import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
 import type { SpeechActivities } from '../activities/audio';
 import type { UsageActivities } from '../activities/usage';
@@ -25,8 +25,8 @@ import {
   SPEECH_MODELS,
   type AudioRequestInput,
   type AudioResult,
-} from '../common/audio';
-import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE } from '../workers/task-queues';
+} from '../shared/audio';
+import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE } from '../shared/task-queues';
 
 const usage = proxyActivities<UsageActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

@@ -5,7 +5,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { ClusterActivities } from '../activities/clusters';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export const clusterControl = proxyActivities<ClusterActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

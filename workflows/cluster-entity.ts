@@ -5,7 +5,7 @@
  * queue, remediations as child workflows, drains, scaling, health rounds and
  * teardown. The workflow function wires the messages and the main loop to
  * these methods; the decisions that need no Temporal API are pure functions in
- * common/cluster-state.ts. Everything here is workflow code: deterministic, and
+ * shared/cluster-state.ts. Everything here is workflow code: deterministic, and
  * a change to the commands it issues goes behind a patch (patches.ts).
  */
 import {
@@ -30,7 +30,7 @@ import { PATCHES } from './patches';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
 import { clusterControl, clusterWaits, NODE_POLL_MS } from './cluster-activities';
-import { ClusterRuleError, resolveClusterUpdate, type ClusterUpdateRequest } from '../common/cluster-rules';
+import { ClusterRuleError, resolveClusterUpdate, type ClusterUpdateRequest } from '../shared/cluster-rules';
 import {
   FINAL_REMEDIATION_STATES,
   GPUS_PER_NODE,
@@ -45,7 +45,7 @@ import {
   type NodeCapacity,
   type Remediation,
   type ReviewRemediationRequest,
-} from '../common/clusters';
+} from '../shared/clusters';
 import {
   SA_PHASE,
   SA_PROJECT_ID,
@@ -54,8 +54,8 @@ import {
   SA_STATUS,
   gantryPhaseOf,
   statusSearchAttributes,
-} from '../common/search-attributes';
-import { gpuTaskQueue } from '../workers/task-queues';
+} from '../shared/search-attributes';
+import { gpuTaskQueue } from '../shared/task-queues';
 import {
   applyHealthReport,
   autoscaleCooledDown,
@@ -74,7 +74,7 @@ import {
   setPhase,
   settledPhase,
   targetRegularNodes,
-} from '../common/cluster-state';
+} from '../shared/cluster-state';
 import { nodeRemediation, type RemediationOutcome } from './node-remediation';
 
 const control = clusterControl;

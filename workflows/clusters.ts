@@ -9,7 +9,7 @@
  *
  * This file wires the messages and the main loop; what the cluster does lives
  * in ClusterEntity (cluster-entity.ts), and the decisions that need no
- * Temporal API in common/cluster-state.ts.
+ * Temporal API in shared/cluster-state.ts.
  */
 import {
   CancellationScope,
@@ -26,7 +26,7 @@ import {
 } from '@temporalio/workflow';
 import { failureMessage } from './failures';
 import { PATCHES } from './patches';
-import { clusterExpiry, type ClusterUpdateRequest } from '../common/cluster-rules';
+import { clusterExpiry, type ClusterUpdateRequest } from '../shared/cluster-rules';
 import {
   CLUSTER_MESSAGES,
   type ClusterState,
@@ -34,7 +34,7 @@ import {
   type CreateRemediationRequest,
   type Remediation,
   type ReviewRemediationRequest,
-} from '../common/clusters';
+} from '../shared/clusters';
 import { ClusterEntity, DeletionRequested, type RemediationProgress } from './cluster-entity';
 
 export const updateClusterUpdate = defineUpdate<void, [ClusterUpdateRequest]>(CLUSTER_MESSAGES.update);

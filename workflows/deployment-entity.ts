@@ -4,7 +4,7 @@
  * autoscaler's memory, and what it does with them: launch, supervise, roll,
  * scale and stop replicas, observe demand, project its status. The workflow
  * function wires the messages and the main loop to these methods; decisions
- * that need no Temporal API are pure functions in common/deployments.ts.
+ * that need no Temporal API are pure functions in shared/deployments.ts.
  * Everything here is workflow code: a change to the commands it issues goes
  * behind a patch (patches.ts).
  */
@@ -33,11 +33,11 @@ import {
   type DeploymentStatus,
   type DeploymentWorkflowInput,
   type DemandSample,
-} from '../common/deployments';
-import { statusSearchAttributes } from '../common/search-attributes';
-import { UPDATE_REJECTIONS } from '../common/clusters';
+} from '../shared/deployments';
+import { statusSearchAttributes } from '../shared/search-attributes';
+import { UPDATE_REJECTIONS } from '../shared/clusters';
 import { PATCHES } from './patches';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const control = proxyActivities<DeploymentControlActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

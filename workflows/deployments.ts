@@ -10,7 +10,7 @@
  *
  * This file wires the messages and the main loop; what the deployment does
  * lives in DeploymentEntity (deployment-entity.ts), and the decisions that
- * need no Temporal API in common/deployments.ts.
+ * need no Temporal API in shared/deployments.ts.
  */
 import {
   CancellationScope,
@@ -25,7 +25,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { failureMessage } from './failures';
-import { activeAutoscaling, type DeploymentSpec, type DeploymentWorkflowInput } from '../common/deployments';
+import { activeAutoscaling, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
 import { PATCHES } from './patches';
 import { DeploymentEntity } from './deployment-entity';
 

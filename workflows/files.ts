@@ -27,9 +27,9 @@ import {
   type FilePurpose,
   type FileValidationInput,
   type ValidationReport,
-} from '../common/files';
-import { statusSearchAttributes } from '../common/search-attributes';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+} from '../shared/files';
+import { statusSearchAttributes } from '../shared/search-attributes';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export const uploadStartedSignal = defineSignal('uploadStarted');
 export const uploadFinishedSignal = defineSignal<[{ ok: boolean; error?: string }]>('uploadFinished');

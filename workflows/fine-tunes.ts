@@ -31,10 +31,10 @@ import {
   type PreparedData,
   type TrainingOutcome,
   type TrainingProgress,
-} from '../common/fine-tunes';
-import type { GpuType } from '../common/gpu-types';
-import { statusSearchAttributes } from '../common/search-attributes';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+} from '../shared/fine-tunes';
+import type { GpuType } from '../shared/gpu-types';
+import { statusSearchAttributes } from '../shared/search-attributes';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../shared/task-queues';
 
 const controlOptions: ActivityOptions = {
   taskQueue: CONTROL_TASK_QUEUE,

@@ -14,9 +14,9 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { ModelUploadActivities } from '../activities/model-uploads';
-import { statusSearchAttributes } from '../common/search-attributes';
+import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export interface ModelUploadInput {
   uploadId: string;

@@ -26,10 +26,10 @@ import type {
   PhaseTransition,
   Remediation,
   RemediationState,
-} from '../common/clusters';
-import { CLUSTER_MESSAGES } from '../common/clusters';
-import type { GpuType } from '../common/gpu-types';
-import { gpuTaskQueue } from '../workers/task-queues';
+} from '../shared/clusters';
+import { CLUSTER_MESSAGES } from '../shared/clusters';
+import type { GpuType } from '../shared/gpu-types';
+import { gpuTaskQueue } from '../shared/task-queues';
 
 export interface RemediationInput {
   clusterId: string;

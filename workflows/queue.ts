@@ -28,7 +28,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { QueueActivities } from '../activities/queue';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const queue = proxyActivities<QueueActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

@@ -24,19 +24,19 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../common/search-attributes';
+import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
 import type { RolloutActivities } from '../activities/rollouts';
-import { UPDATE_REJECTIONS } from '../common/clusters';
-import { deploymentWorkflowId } from '../common/deployments';
+import { UPDATE_REJECTIONS } from '../shared/clusters';
+import { deploymentWorkflowId } from '../shared/deployments';
 import {
   ROLLOUT_UPDATES,
   type RolloutSnapshot,
   type RolloutState,
   type RolloutWorkflowInput,
   type StepRecord,
-} from '../common/rollouts';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+} from '../shared/rollouts';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { setReplicaBoundsSignal } from './deployments';
 
 export const pauseRolloutUpdate = defineUpdate<void, [{ reason?: string }]>(ROLLOUT_UPDATES.pause);

@@ -4,7 +4,7 @@
  * are the cluster workflow's business (its volume phase and its deletion).
  */
 import { patched, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../common/search-attributes';
+import { statusSearchAttributes } from '../shared/search-attributes';
 import { clusterWaits } from './cluster-activities';
 import { PATCHES } from './patches';
 

@@ -9,10 +9,10 @@ import { proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@tem
 import { failureMessage, isScheduleToStart } from './failures';
 import type { SystemActivities } from '../activities/system';
 import type { AcceleratorActivities } from '../activities/accelerator';
-import type { GpuType } from '../common/gpu-types';
-import type { SelfCheckInput, SelfCheckOutcome } from '../common/self-check';
-import { statusSearchAttributes } from '../common/search-attributes';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../workers/task-queues';
+import type { GpuType } from '../shared/gpu-types';
+import type { SelfCheckInput, SelfCheckOutcome } from '../shared/self-check';
+import { statusSearchAttributes } from '../shared/search-attributes';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../shared/task-queues';
 
 const control = proxyActivities<SystemActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

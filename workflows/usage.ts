@@ -6,7 +6,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { UsageActivities } from '../activities/usage';
-import { CONTROL_TASK_QUEUE } from '../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const usage = proxyActivities<UsageActivities>({
   taskQueue: CONTROL_TASK_QUEUE,

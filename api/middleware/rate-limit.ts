@@ -14,7 +14,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import type { GantryConfig } from '../../common/config';
+import type { GantryConfig } from '../../platform/config';
 import { tooManyRequests } from '../errors';
 
 interface Limit {

@@ -2,12 +2,12 @@
  * Request ids and per-request structured logging. A client-supplied
  * X-Request-Id is kept when it is a sane token, so calls can be traced across
  * services; otherwise one is made. Authorization headers never reach the log
- * (see common/logger.ts redaction).
+ * (see platform/logger.ts redaction).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pinoHttp } from 'pino-http';
-import type { Logger } from '../../common/logger';
+import type { Logger } from '../../platform/logger';
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

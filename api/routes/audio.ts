@@ -22,8 +22,8 @@ import {
   type AudioRequestInput,
   type AudioResult,
   type AudioTask,
-} from '../../common/audio';
-import { newId } from '../../common/ids';
+} from '../../shared/audio';
+import { newId } from '../../platform/ids';
 import type { audioRequest } from '../../workflows/audio';
 import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
 import type { ApiDeps } from '../deps';

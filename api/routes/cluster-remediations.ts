@@ -4,8 +4,8 @@
  * cancel. Every change is an Update of the cluster workflow, whose validator
  * enforces the state rules (409 otherwise); the rows are its projection.
  */
-import { CLUSTER_MESSAGES, type Remediation } from '../../common/clusters';
-import { newId } from '../../common/ids';
+import { CLUSTER_MESSAGES, type Remediation } from '../../shared/clusters';
+import { newId } from '../../platform/ids';
 import { getRemediation, listRemediations } from '../../db/clusters';
 import type { Principal } from '../../db/accounts';
 import { updateCluster } from '../cluster-messages';

@@ -3,9 +3,9 @@
  * the SDK's beta.clusters.storage): create (provisioned by the workflow
  * volume/<id>), list, get, resize (PUT, grow only), delete (not while bound).
  */
-import { volumeWorkflowId } from '../../common/clusters';
-import { findRegion } from '../../common/cluster-catalog';
-import { newId } from '../../common/ids';
+import { volumeWorkflowId } from '../../shared/clusters';
+import { findRegion } from '../../shared/cluster-catalog';
+import { newId } from '../../platform/ids';
 import { deleteVolumeRow, getVolume, insertVolume, listVolumes, resizeVolume, type VolumeRow } from '../../db/clusters';
 import type { storageVolume } from '../../workflows/storage-volumes';
 import type { ApiDeps } from '../deps';

@@ -6,16 +6,16 @@
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { randomBytes } from 'node:crypto';
-import { ClusterRuleError, resolveClusterCreate } from '../../common/cluster-rules';
-import { REGIONS } from '../../common/cluster-catalog';
+import { ClusterRuleError, resolveClusterCreate } from '../../shared/cluster-rules';
+import { REGIONS } from '../../shared/cluster-catalog';
 import {
   CLUSTER_MESSAGES,
   CLUSTER_RESOURCE_TYPE,
   clusterWorkflowId,
   initialState,
   type ClusterWorkflowInput,
-} from '../../common/clusters';
-import { newId } from '../../common/ids';
+} from '../../shared/clusters';
+import { newId } from '../../platform/ids';
 import {
   deleteClusterRow,
   deleteVolumeRow,

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { INT4_MAX } from '../schemas/common';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
   deleteVolume,

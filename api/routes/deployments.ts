@@ -14,8 +14,8 @@ import {
   REVISION_ENV,
   type DeploymentSpec,
   type DeploymentWorkflowInput,
-} from '../../common/deployments';
-import { newId } from '../../common/ids';
+} from '../../shared/deployments';
+import { newId } from '../../platform/ids';
 import {
   deleteDeploymentRow,
   deleteSecret,

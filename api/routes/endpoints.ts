@@ -9,8 +9,8 @@
  * answers 403.
  */
 import { z } from 'zod';
-import { deploymentWorkflowId } from '../../common/deployments';
-import { newId } from '../../common/ids';
+import { deploymentWorkflowId } from '../../shared/deployments';
+import { newId } from '../../platform/ids';
 import { findCatalogModel } from '../../finetune/models';
 import type { Principal } from '../../db/accounts';
 import {

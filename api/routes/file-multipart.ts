@@ -13,8 +13,8 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Request, Response } from 'express';
-import { fileValidationWorkflowId } from '../../common/files';
-import { newId } from '../../common/ids';
+import { fileValidationWorkflowId } from '../../shared/files';
+import { newId } from '../../platform/ids';
 import {
   deleteFileRow,
   getFileById,

@@ -1,6 +1,6 @@
 /** What both file route modules need: the file object, type inference, the workflow start. */
 import path from 'node:path';
-import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../common/files';
+import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../shared/files';
 import { deleteFileRow, findFileByChecksum, type FileRow } from '../../db/files';
 import type { Queryable } from '../../db/pool';
 import type { fileValidation, FileWorkflowInput } from '../../workflows/files';

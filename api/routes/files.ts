@@ -9,8 +9,8 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { fileValidationWorkflowId } from '../../common/files';
-import { newId } from '../../common/ids';
+import { fileValidationWorkflowId } from '../../shared/files';
+import { newId } from '../../platform/ids';
 import {
   consumeUploadToken,
   deleteFileRow,

@@ -9,7 +9,7 @@
 import path from 'node:path';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../common/fine-tunes';
+import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../shared/fine-tunes';
 import { getFineTune, getFineTuneById, listCheckpoints, type FineTuneRow } from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-zst';

@@ -4,7 +4,7 @@
  * a complete TrainingPlan.
  */
 import { randomInt } from 'node:crypto';
-import type { TrainingPlan } from '../../common/fine-tunes';
+import type { TrainingPlan } from '../../shared/fine-tunes';
 import type Decimal from 'decimal.js';
 import type { DatasetFormat } from '../../datasets/records';
 import { remainingCredit } from '../../db/credit';

@@ -6,8 +6,8 @@
  */
 import { z } from 'zod';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../common/fine-tunes';
-import { newId } from '../../common/ids';
+import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../shared/fine-tunes';
+import { newId } from '../../platform/ids';
 import { acquireFileLease, getFile } from '../../db/files';
 import {
   addFineTuneEvent,

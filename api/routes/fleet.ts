@@ -5,7 +5,7 @@
  * and deliver a preemption notice. A real fleet reports these by itself; here
  * they let a person (or a test) drive every path of the cluster workflow.
  */
-import { CLUSTER_MESSAGES } from '../../common/clusters';
+import { CLUSTER_MESSAGES } from '../../shared/clusters';
 import type { ClusterRow } from '../../db/clusters';
 import { FleetControls } from '../../providers/compute/local-fleet';
 import { signalCluster } from '../cluster-messages';

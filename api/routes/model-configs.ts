@@ -8,7 +8,7 @@
  * than one must name the one it wants.
  */
 import { z } from 'zod';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import { catalogModelId } from '../../finetune/models';
 import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import type { ApiDeps } from '../deps';

@@ -7,7 +7,7 @@
  * at rest, used only by the worker, and never returned.
  */
 import { z } from 'zod';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import {
   deleteUploadRow,
   getUpload,

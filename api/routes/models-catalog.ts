@@ -1,6 +1,6 @@
 /**
  * The model catalog (`GET /v1/models`, the official SDK's `models.list`): what a key of this
- * project can call, each with its context length and price (common/pricing.ts). The speech
+ * project can call, each with its context length and price (shared/pricing.ts). The speech
  * models (type `transcribe`, priced per minute of audio in `base`), and the project's dedicated
  * endpoints (called at the gateway by their endpoint string `<project_slug>/<name>`; priced per
  * replica-hour in `hourly`, tokens free). A fine-tunable base or a registered model is called
@@ -9,8 +9,8 @@
  * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
 import { z } from 'zod';
-import { SPEECH_MODELS } from '../../common/audio';
-import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../common/pricing';
+import { SPEECH_MODELS } from '../../shared/audio';
+import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
 import { getRegistryModel } from '../../db/registry';
 import { findCatalogModel } from '../../finetune/models';

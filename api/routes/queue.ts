@@ -8,8 +8,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { queueDispatcherWorkflowId } from '../../common/deployments';
-import { newId } from '../../common/ids';
+import { queueDispatcherWorkflowId } from '../../shared/deployments';
+import { newId } from '../../platform/ids';
 import {
   cancelJob,
   claimNextJob,

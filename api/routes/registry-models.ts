@@ -10,7 +10,7 @@
  * naming it.
  */
 import { z } from 'zod';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import type { Principal } from '../../db/accounts';
 import {
   deleteRegistryModel,

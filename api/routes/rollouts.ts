@@ -7,7 +7,7 @@
  * gates, conditions) is read from its projection. Bodies and queries are strict.
  */
 import { z } from 'zod';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import {
   checkCanarySteps,
   checkMetricRule,
@@ -22,7 +22,7 @@ import {
   type MetricRule,
   type RolloutPlan,
   type RolloutWorkflowInput,
-} from '../../common/rollouts';
+} from '../../shared/rollouts';
 import type { Principal } from '../../db/accounts';
 import {
   addEndpointEvent,

@@ -2,12 +2,12 @@
  * Installation health for operators: GET /system/status, and the self-check
  * workflow that proves work reaches the control and GPU queues.
  */
-import { GPU_TYPES, type GpuType } from '../../common/gpu-types';
-import { newId } from '../../common/ids';
-import { SELF_CHECK_RESOURCE_TYPE, selfCheckWorkflowId, type SelfCheckInput } from '../../common/self-check';
-import { describeTaskQueuePollers, type QueuePollers } from '../../common/temporal';
+import { GPU_TYPES, type GpuType } from '../../shared/gpu-types';
+import { newId } from '../../platform/ids';
+import { SELF_CHECK_RESOURCE_TYPE, selfCheckWorkflowId, type SelfCheckInput } from '../../shared/self-check';
+import { describeTaskQueuePollers, type QueuePollers } from '../../platform/temporal';
 import { deleteSelfCheck, getSelfCheck, insertSelfCheck, listSelfChecks, type SelfCheckRow } from '../../db/system';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../workers/task-queues';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import type { systemSelfCheck } from '../../workflows/system';
 import type { ApiDeps } from '../deps';
 import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';

@@ -10,8 +10,8 @@ import {
   REMEDIATION_MODES,
   REMEDIATION_STATES,
   REMEDIATION_TRIGGERS,
-} from '../../common/clusters';
-import { GPU_TYPES } from '../../common/gpu-types';
+} from '../../shared/clusters';
+import { GPU_TYPES } from '../../shared/gpu-types';
 import { INT4_MAX, IsoDateTime } from './common';
 
 const count = z.number().int().nonnegative().max(INT4_MAX);

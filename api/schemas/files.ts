@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FILE_PURPOSES, FILE_TYPES, PROCESSING_STATUSES } from '../../common/files';
+import { FILE_PURPOSES, FILE_TYPES, PROCESSING_STATUSES } from '../../shared/files';
 import { IsoDateTime, listOf } from './common';
 
 /** The spec's file_name rule: valid UTF-8, no NUL, at most 128 bytes. Metadata only: never a path. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FINE_TUNE_STATUSES } from '../../common/fine-tunes';
+import { FINE_TUNE_STATUSES } from '../../shared/fine-tunes';
 import { IsoDateTime } from './common';
 
 const LrScheduler = z.object({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { GPU_TYPES } from '../../common/gpu-types';
+import { GPU_TYPES } from '../../shared/gpu-types';
 import { IsoDateTime } from './common';
 
 const HostReportSchema = z.object({

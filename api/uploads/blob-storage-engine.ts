@@ -6,7 +6,7 @@
  */
 import type { Request } from 'express';
 import type { StorageEngine } from 'multer';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import type { BlobStore } from '../../providers/storage/blob-store';
 
 export interface StoredUpload {

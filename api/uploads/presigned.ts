@@ -2,13 +2,13 @@
  * Pre-signed upload URLs for the official SDKs' flow (POST /files answers 302
  * to a URL that takes a PUT of the bytes without an API key). A URL is bound
  * to one file, one token, a size bound and an expiry, all under an HMAC with the
- * installation's signing key (common/keyring.ts, current or previous); the
+ * installation's signing key (platform/keyring.ts, current or previous); the
  * token is single-use in PostgreSQL, so a URL cannot be replayed. Multipart
  * part URLs are signed the same way and also name their part; a part may be
  * sent again (a retry) until its upload completes, never after.
  */
 import { z } from 'zod';
-import type { Keyring } from '../../common/keyring';
+import type { Keyring } from '../../platform/keyring';
 import { forbidden } from '../errors';
 import { parseOrThrow } from '../validation';
 

@@ -3,7 +3,7 @@ import { openAsBlob } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { AUDIO_EXTENSIONS, AUDIO_LIMITS } from '../../common/audio';
+import { AUDIO_EXTENSIONS, AUDIO_LIMITS } from '../../shared/audio';
 import { collect, context, float, int, oneOf } from '../context';
 import { usageError } from '../errors';
 import { print, table } from '../output';

@@ -1,8 +1,8 @@
 /** `gantry clusters`: regions, create, list, get, update, delete, credentials (kubeconfig). */
 import { writeFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { BILLING_TYPES, CLUSTER_TYPES } from '../../common/clusters';
-import { GPU_TYPES } from '../../common/gpu-types';
+import { BILLING_TYPES, CLUSTER_TYPES } from '../../shared/clusters';
+import { GPU_TYPES } from '../../shared/gpu-types';
 import { context, int, jsonObject, oneOf } from '../context';
 import { usageError } from '../errors';
 import { details, print, table, time, yesNo } from '../output';

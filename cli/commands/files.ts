@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { FILE_PURPOSES, type FilePurpose, type ValidationReport } from '../../common/files';
+import { FILE_PURPOSES, type FilePurpose, type ValidationReport } from '../../shared/files';
 import { context, oneOf, type Context } from '../context';
 import { CliError, EXIT, usageError } from '../errors';
 import { checkLocalFile, localFile, type LocalFile } from '../local-check';

@@ -7,8 +7,8 @@
 import { execFile } from 'node:child_process';
 import { hostname } from 'node:os';
 import { promisify } from 'node:util';
-import type { GpuType } from '../../common/gpu-types';
-import type { HostReport } from '../../common/self-check';
+import type { GpuType } from '../../shared/gpu-types';
+import type { HostReport } from '../../shared/self-check';
 
 const run = promisify(execFile);
 

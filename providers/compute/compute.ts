@@ -5,8 +5,8 @@
  * tenant control plane) implements the same interface. Every call is
  * idempotent on its ids, because activities that make them are retried.
  */
-import type { AcceptanceTestsParams, FleetNode, NodePhase } from '../../common/clusters';
-import type { GpuType } from '../../common/gpu-types';
+import type { AcceptanceTestsParams, FleetNode, NodePhase } from '../../shared/clusters';
+import type { GpuType } from '../../shared/gpu-types';
 
 export interface NodeRequest {
   clusterId: string;

@@ -9,8 +9,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AcceptanceTestsParams, FleetNode, NodePhase } from '../../common/clusters';
-import type { GpuType } from '../../common/gpu-types';
+import type { AcceptanceTestsParams, FleetNode, NodePhase } from '../../shared/clusters';
+import type { GpuType } from '../../shared/gpu-types';
 import type { Db } from '../../db/pool';
 import type {
   CheckResult,

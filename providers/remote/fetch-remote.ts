@@ -19,7 +19,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import ipaddr from 'ipaddr.js';
 import { Agent, fetch, type RequestInit, type Response } from 'undici';
-import type { RemoteFetchPolicy } from '../../common/config';
+import type { RemoteFetchPolicy } from '../../platform/config';
 
 export class RemoteFetchRefused extends Error {}
 

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
 import { Connection } from '@temporalio/client';
-import { ensureSearchAttributes } from '../../common/temporal';
+import { ensureSearchAttributes } from '../../platform/temporal';
 import { startEmbeddedPostgres } from '../../db/embedded';
 import { migrate } from '../../db/migrate';
 import { createPool } from '../../db/pool';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Decimal from 'decimal.js';
-import { GPU_HOUR_PRICES } from '../../common/pricing';
+import { GPU_HOUR_PRICES } from '../../shared/pricing';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { recordUsage } from '../../db/usage';
 import { addOrganizationMember, addProjectMember, createApiKey, createProject, createUser } from '../../db/accounts';

@@ -9,7 +9,7 @@ import express from 'express';
 import { tooManyRequests } from '../../api/errors';
 import { errorHandler, routeNotFound } from '../../api/middleware/errors';
 import { requestLogging } from '../../api/middleware/request-context';
-import { createLogger } from '../../common/logger';
+import { createLogger } from '../../platform/logger';
 import { call, LogCapture } from '../helpers/platform';
 
 describe('error mapping', () => {

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { createApp } from '../../api/app';
 import { createHttpMetrics, serveMetrics } from '../../api/metrics';
-import { createLogger } from '../../common/logger';
+import { createLogger } from '../../platform/logger';
 import { freePort } from '../../scripts/lib/ports';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';

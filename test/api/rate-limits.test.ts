@@ -12,8 +12,8 @@ import type express from 'express';
 
 import { createApp } from '../../api/app';
 import { createGatewayApp } from '../../api/gateway';
-import type { GantryConfig } from '../../common/config';
-import { createLogger } from '../../common/logger';
+import type { GantryConfig } from '../../platform/config';
+import { createLogger } from '../../platform/logger';
 import { createApiKey } from '../../db/accounts';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant } from '../helpers/tenants';

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { audioWorkflowId } from '../../common/audio';
+import { audioWorkflowId } from '../../shared/audio';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { speak, wordErrorRate } from '../helpers/speech';

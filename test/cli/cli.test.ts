@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { deleteAllClusters, FAST_CLUSTERS, NVIDIA_VERSION_ID, REGION } from '../helpers/clusters';
 import { chat, jsonl } from '../helpers/datasets';

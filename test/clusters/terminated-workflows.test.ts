@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { remediationWorkflowId } from '../../common/clusters';
+import { remediationWorkflowId } from '../../shared/clusters';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { FAST_CLUSTERS, createCluster, eventsOf, waitForCluster } from '../helpers/clusters';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import pg from 'pg';
 
-import { ownerOnlyFiles } from '../../common/lifecycle';
+import { ownerOnlyFiles } from '../../platform/lifecycle';
 import { assertPostgresUserCanReach, startEmbeddedPostgres } from '../../db/embedded';
 import { freePort } from '../../providers/containers/replica-health';
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Keyring } from '../../common/keyring';
+import { Keyring } from '../../platform/keyring';
 import { getSecret, insertSecret, sealedSecrets } from '../../db/deployments';
 import { migrate } from '../../db/migrate';
 import { resealStoredValues } from '../../db/sealed-values';

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../../common/config';
+import { loadConfig } from '../../platform/config';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';

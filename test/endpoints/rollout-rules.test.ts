@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { histogramPercentile, measureMetric } from '../../activities/rollout-metrics';
-import { checkMetricRule, judgeMetric, planSteps, type MetricRule } from '../../common/rollouts';
+import { checkMetricRule, judgeMetric, planSteps, type MetricRule } from '../../shared/rollouts';
 import { ROUTER_LATENCY_BUCKETS_MS, type RouterSecond } from '../../db/router-stats';
 
 /** One second of gateway records holding the given latencies (and `errors` failures). */

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { loadConfig } from '../../common/config';
+import { loadConfig } from '../../platform/config';
 import { ByteTokenizer, hfTokenizer } from '../../finetune/tokenizer';
 import { encodeSample, segmentsOf, tokenizePreference, tokenizeSft, trainedSpans } from '../../finetune/tokenize';
 import { runTrainer } from '../../providers/trainer/process-trainer';

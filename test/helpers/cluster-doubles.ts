@@ -8,7 +8,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { AcceleratorActivities } from '../../activities/accelerator';
 import type { ClusterActivities, ClusterNodeTestActivities } from '../../activities/clusters';
-import type { ClusterSpec, ClusterState, ClusterWorkflowInput, FleetNode, Remediation } from '../../common/clusters';
+import type { ClusterSpec, ClusterState, ClusterWorkflowInput, FleetNode, Remediation } from '../../shared/clusters';
 import type { DescribedNode, NodeRequest } from '../../providers/compute/compute';
 
 type Activities = ClusterActivities & ClusterNodeTestActivities;

@@ -14,7 +14,7 @@ import {
   HOST_RESTARTING,
   type DeploymentState,
   type DeploymentWorkflowInput,
-} from '../../common/deployments';
+} from '../../shared/deployments';
 
 type Activities = DeploymentControlActivities & ReplicaActivities;
 

@@ -4,7 +4,7 @@
  * GANTRY_RECORD_HISTORIES=1, its history recorded for the replay test.
  */
 import type { Client } from '@temporalio/client';
-import { SA_PHASE, SA_STATUS } from '../../common/search-attributes';
+import { SA_PHASE, SA_STATUS } from '../../shared/search-attributes';
 import { eventually } from './platform';
 import { recordHistoryIfAsked } from './workflow-env';
 

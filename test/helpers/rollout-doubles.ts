@@ -5,7 +5,7 @@
  * what the test programs; a snapshot of a given state can be made slow to land.
  */
 import type { RolloutActivities } from '../../activities/rollouts';
-import type { RolloutSnapshot, RolloutState, RolloutWorkflowInput } from '../../common/rollouts';
+import type { RolloutSnapshot, RolloutState, RolloutWorkflowInput } from '../../shared/rollouts';
 
 export class RolloutActivityDoubles {
   readonly snapshots: RolloutSnapshot[] = [];

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { loadConfig } from '../../common/config';
+import { loadConfig } from '../../platform/config';
 
 const run = promisify(execFile);
 const SPEECH_DIR = path.resolve(__dirname, '../../speech');

@@ -22,8 +22,8 @@ import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString } from '@temp
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
 import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
 import { workflowSource } from '../../workers/runtime';
-import { GANTRY_SEARCH_ATTRIBUTES } from '../../common/search-attributes';
-import { INDEXED_TYPE } from '../../common/temporal';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../../shared/search-attributes';
+import { INDEXED_TYPE } from '../../platform/temporal';
 import type { temporal } from '@temporalio/proto';
 
 let runtimeInstalled = false;

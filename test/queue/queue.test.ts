@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { queueDispatcherWorkflowId } from '../../common/deployments';
-import { newId } from '../../common/ids';
+import { queueDispatcherWorkflowId } from '../../shared/deployments';
+import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { QueueWorker } from '../../worker-kit/queue-worker';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { newId } from '../../common/ids';
+import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { freePort } from '../../scripts/lib/ports';
 import { QueueWorker } from '../../worker-kit/queue-worker';

@@ -60,7 +60,7 @@ describe('workflow versioning', () => {
     const bare: string[] = [];
     for (const file of [
       ...workflowSources(path.join(ROOT, 'workflows')),
-      ...workflowSources(path.join(ROOT, 'common')),
+      ...workflowSources(path.join(ROOT, 'shared')),
     ]) {
       if (file.endsWith(`${path.sep}patches.ts`)) continue; // the table itself, whose comments name the call
       const text = readFileSync(file, 'utf8');

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { ConfigError, loadConfig } from '../../common/config';
+import { ConfigError, loadConfig } from '../../platform/config';
 
 const COMPOSE = readFileSync(path.resolve(__dirname, '../../docker-compose.yml'), 'utf8');
 type Service = { environment?: Record<string, string> };

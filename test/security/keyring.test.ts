@@ -1,5 +1,5 @@
 /**
- * The installation's keys (common/keyring.ts): signing and sealing keys are
+ * The installation's keys (platform/keyring.ts): signing and sealing keys are
  * separate, sealed values name their key, and a rotation keeps what was sealed
  * and signed before it readable until the old root is dropped.
  */
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createCipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 
-import { Keyring, SealedValueUnreadable } from '../../common/keyring';
+import { Keyring, SealedValueUnreadable } from '../../platform/keyring';
 
 const OLD = 'o'.repeat(40);
 const NEW = 'n'.repeat(40);

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { loadConfig } from '../../common/config';
+import { loadConfig } from '../../platform/config';
 import { runTrainer, type TrainerRun } from '../../providers/trainer/process-trainer';
 import type { TrainerEvent } from '../../providers/trainer/protocol';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';

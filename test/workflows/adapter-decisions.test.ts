@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AdapterControlActivities, AdapterHostActivities } from '../../activities/adapters';
-import { CONTAINERS_TASK_QUEUE } from '../../common/deployments';
-import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../common/search-attributes';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import { CONTAINERS_TASK_QUEUE } from '../../shared/deployments';
+import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
+import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { adapterLoad as adapterLoadWorkflow } from '../../workflows/adapters';
 import {
   createWorkflowTestEnv,

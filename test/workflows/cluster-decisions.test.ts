@@ -18,8 +18,8 @@ import {
   clusterWorkflowId,
   remediationWorkflowId,
   type ClusterState,
-} from '../../common/clusters';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../workers/task-queues';
+} from '../../shared/clusters';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import type { cluster as clusterWorkflow } from '../../workflows/clusters';
 import { ClusterActivityDoubles, acceleratorHostDouble, clusterInput } from '../helpers/cluster-doubles';
 import type { Worker } from '@temporalio/worker';
@@ -509,7 +509,7 @@ describe('cluster workflow decisions (time-skipping)', () => {
           );
           assert.ok(reboots >= days * 10, `every other hourly check fails and is rebooted (${reboots})`);
           // The bound: lifecycle events, cluster phases, deleted nodes and each node's phases are capped
-          // (common/clusters.ts), so what one run hands the next stops growing once the caps are reached.
+          // (shared/clusters.ts), so what one run hands the next stops growing once the caps are reached.
           assert.ok(Math.max(...sizeByDay) < 128 * 1024, `largest carried state ${Math.max(...sizeByDay)} bytes`);
           // Before the per-node cap it grew by about 1.8 KB a day for as long as the node flapped.
           assert.ok(

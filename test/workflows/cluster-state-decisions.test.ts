@@ -1,18 +1,18 @@
 /**
- * The cluster workflow's pure decisions (common/cluster-state.ts), each on an
+ * The cluster workflow's pure decisions (shared/cluster-state.ts), each on an
  * explicit state, without Temporal: what the autoscaler asks for and which
  * nodes a scale-down releases.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { initialState, type ClusterState, type Remediation } from '../../common/clusters';
+import { initialState, type ClusterState, type Remediation } from '../../shared/clusters';
 import {
   applyHealthReport,
   autoscaleCooledDown,
   autoscaleTargetGpus,
   newNode,
   scaleDownVictims,
-} from '../../common/cluster-state';
+} from '../../shared/cluster-state';
 import { clusterInput } from '../helpers/cluster-doubles';
 
 /** A running cluster of `nodes` regular 8-GPU workers (w-1 the oldest), autoscaling between 16 and 48 GPUs. */

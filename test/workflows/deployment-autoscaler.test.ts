@@ -1,11 +1,11 @@
 /**
- * The deployment autoscaler's decision (common/deployments.ts), a pure
+ * The deployment autoscaler's decision (shared/deployments.ts), a pure
  * function of its observation window, without Temporal: up at once, down only
  * when the whole window agrees and the cool-down has passed.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { autoscaleDecision, type ActiveAutoscaling, type DemandSample } from '../../common/deployments';
+import { autoscaleDecision, type ActiveAutoscaling, type DemandSample } from '../../shared/deployments';
 
 const inflight: ActiveAutoscaling = {
   metric: 'CustomMetric',

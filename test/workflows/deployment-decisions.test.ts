@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId, type DeploymentWorkflowInput } from '../../common/deployments';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId, type DeploymentWorkflowInput } from '../../shared/deployments';
+import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
 import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
 import {

@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { fineTuneWorkflowId } from '../../common/fine-tunes';
-import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../workers/task-queues';
+import { fineTuneWorkflowId } from '../../shared/fine-tunes';
+import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import type { fineTune as fineTuneWorkflow } from '../../workflows/fine-tunes';
 import { acceleratorHostDouble } from '../helpers/cluster-doubles';
 import { FineTuneActivityDoubles, fineTuneInput } from '../helpers/fine-tune-doubles';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { gantryPhaseOf } from '../../common/search-attributes';
+import { gantryPhaseOf } from '../../shared/search-attributes';
 
 describe('GantryPhase', () => {
   const cases: Array<[string, string]> = [

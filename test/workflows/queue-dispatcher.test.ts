@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { QueueActivities } from '../../activities/queue';
-import { queueDispatcherWorkflowId } from '../../common/deployments';
+import { queueDispatcherWorkflowId } from '../../shared/deployments';
 import type { Sweep } from '../../db/queue';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import {
   DISPATCHER_SWEEPS_PER_RUN,
   wakeQueueDispatcher,

@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { rolloutWorkflowId } from '../../common/rollouts';
-import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../common/search-attributes';
-import { CONTROL_TASK_QUEUE } from '../../workers/task-queues';
+import { rolloutWorkflowId } from '../../shared/rollouts';
+import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
+import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { endpointRollout as rolloutWorkflow } from '../../workflows/rollouts';
 import { RolloutActivityDoubles, rolloutInput } from '../helpers/rollout-doubles';
 import {

@@ -5,7 +5,7 @@
  * - `gpu.<GPU_TYPE>`: activities that need an accelerator of that type; served
  *   by GPU workers started on hosts that have it.
  */
-import { GPU_TYPES, type GpuType } from '../common/gpu-types';
+import { GPU_TYPES, type GpuType } from './gpu-types';
 
 export const CONTROL_TASK_QUEUE = 'control';
 

@@ -1,5 +1,5 @@
 /**
- * Pure helpers over a cluster's state (common/clusters.ts ClusterState), used
+ * Pure helpers over a cluster's state (shared/clusters.ts ClusterState), used
  * by the cluster workflow: phases, lifecycle events, which nodes are live,
  * where a new node's GPUs come from. No activities, no timers: each function
  * only reads or changes the state it is given, with workflow time.

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { SearchAttributeType } from '@temporalio/common';
-import { GANTRY_SEARCH_ATTRIBUTES } from './search-attributes';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../shared/search-attributes';
 import type { GantryConfig } from './config';
 
 type TemporalConfig = GantryConfig['temporal'];

@@ -2,11 +2,11 @@
  * Every setting Gantry reads from its environment, parsed in one place.
  * Processes call loadConfig() once at start; nothing else reads process.env.
  */
-import type { ClusterSettings } from './clusters';
+import type { ClusterSettings } from '../shared/clusters';
 import path from 'node:path';
 import { Keyring } from './keyring';
 import { z } from 'zod';
-import { GPU_TYPES, type GpuType } from './gpu-types';
+import { GPU_TYPES, type GpuType } from '../shared/gpu-types';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -94,7 +94,7 @@ const EnvSchema = z.object({
   /** Base URL clients reach the API at; pre-signed upload URLs point here. */
   GANTRY_PUBLIC_URL: z.url().optional(),
   /**
-   * The root of the installation's keys (common/keyring.ts): the key that signs pre-signed URLs and
+   * The root of the installation's keys (platform/keyring.ts): the key that signs pre-signed URLs and
    * the key that seals deployment secrets and source tokens are derived from it, separately. Every
    * API replica and control worker needs the same one. A value published in this repository's
    * history is refused: anyone could forge URLs and open sealed values with it.
