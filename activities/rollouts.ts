@@ -18,7 +18,7 @@ import { addEndpointEvent, getEndpointDeployment, newEtag, updateEndpoint, type 
 import { withTransaction, type Db } from '../db/pool';
 import { recordRolloutSnapshot } from '../db/rollouts';
 import { routerSeconds } from '../db/router-stats';
-import { deploymentState } from '../api/endpoint-state';
+import { deploymentState } from '../shared/endpoint-state';
 import { measureMetric, routerTotals } from './rollout-metrics';
 
 export interface RolloutPair {

@@ -4,7 +4,7 @@
  *   npx tsx bench/gateway.ts [requests per measurement, default 400]
  *
  * An endpoint with one replica of the reference model server. The gateway
- * runs as its own process (api/gateway-server.ts), as `./dev up` runs it. The
+ * runs as its own process (gateway/server.ts), as `./dev up` runs it. The
  * same workload, 8 concurrent clients, in interleaved rounds (bench/lib/rounds.ts):
  *   - a trivial GET (/health) through the gateway's deployment proxy, through a
  *     plain reverse proxy (nginx, one worker, keep-alive upstream; bench/lib/nginx.ts)
@@ -60,7 +60,7 @@ async function main() {
   await withBenchPlatform(say, { env }, async (platform) => {
     const tenant = await createTenant(platform.db);
     const gatewayPort = await freePort();
-    const gateway = startProcess('api/gateway-server.ts', {
+    const gateway = startProcess('gateway/server.ts', {
       GANTRY_GATEWAY_PORT: String(gatewayPort),
       LOG_LEVEL: 'warn',
       ...UNTRIPPABLE_RATE_LIMITS,

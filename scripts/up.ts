@@ -31,7 +31,7 @@ const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
 /** Each process, and its Prometheus metrics port: GANTRY_METRICS_BASE_PORT (9464) plus its offset. */
 const PROCESSES = [
   { name: 'api', entry: 'api/server.ts', metrics: 0 },
-  { name: 'gateway', entry: 'api/gateway-server.ts', metrics: 1 },
+  { name: 'gateway', entry: 'gateway/server.ts', metrics: 1 },
   { name: 'worker-control', entry: 'workers/control.ts', metrics: 2 },
   { name: 'worker-gpu', entry: 'workers/gpu.ts', metrics: 3 },
   { name: 'worker-speech', entry: 'workers/speech.ts', metrics: 4 },

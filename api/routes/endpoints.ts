@@ -41,7 +41,7 @@ import {
   type ServingPlan,
 } from '../endpoint-serving';
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
-import { deploymentState, trafficShares } from '../endpoint-state';
+import { deploymentState, trafficShares } from '../../shared/endpoint-state';
 import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';

@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type express from 'express';
 
 import { createApp } from '../../api/app';
-import { createGatewayApp } from '../../api/gateway';
+import { createGatewayApp } from '../../gateway/app';
 import type { GantryConfig } from '../../platform/config';
 import { createLogger } from '../../platform/logger';
 import { createApiKey } from '../../db/accounts';

@@ -1,8 +1,8 @@
-/** The gateway's routing cache (api/ttl-cache.ts): never older than its TTL, the database off the request path. */
+/** The gateway's routing cache (gateway/ttl-cache.ts): never older than its TTL, the database off the request path. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ttlCache } from '../../api/ttl-cache';
+import { ttlCache } from '../../gateway/ttl-cache';
 
 /** A loader that counts its calls and answers `value()` after `ms`. */
 function loader(value: () => number, ms = 20) {

@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { createApp } from '../../api/app';
-import { createGatewayApp } from '../../api/gateway';
+import { createGatewayApp } from '../../gateway/app';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../platform/config';
 import type { GpuType } from '../../shared/gpu-types';
 import { createLogger } from '../../platform/logger';

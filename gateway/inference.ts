@@ -23,9 +23,9 @@ import {
 } from '../db/endpoints';
 import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
-import { deploymentState, trafficShares } from './endpoint-state';
-import { ApiError, badRequest, notFound, serviceUnavailable } from './errors';
-import { forwardToReplica } from './gateway-proxy';
+import { deploymentState, trafficShares } from '../shared/endpoint-state';
+import { ApiError, badRequest, notFound, serviceUnavailable } from '../api/errors';
+import { forwardToReplica } from './proxy';
 import type { RequestCounter } from './request-counter';
 import { TokenUsage, UsageTap } from './token-usage';
 import type { RouterStats } from './router-stats';

@@ -4,9 +4,9 @@ import { exitOnStartupError, ownerOnlyFiles, onShutdownSignal, retryUntilReady }
 import { createLogger } from '../platform/logger';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
-import { listen } from './listen';
-import { createGatewayApp } from './gateway';
-import { createHttpMetrics, serveMetrics } from './metrics';
+import { listen } from '../api/listen';
+import { createGatewayApp } from './app';
+import { createHttpMetrics, serveMetrics } from '../api/metrics';
 
 async function main() {
   ownerOnlyFiles();

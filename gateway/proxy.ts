@@ -10,7 +10,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import express, { type Request, type Response } from 'express';
 import { findDeploymentByName, runningReplicaPorts } from '../db/deployments';
 import type { Db } from '../db/pool';
-import { ApiError, notFound, serviceUnavailable } from './errors';
+import { ApiError, notFound, serviceUnavailable } from '../api/errors';
 import type { RequestCounter } from './request-counter';
 import { ttlCache } from './ttl-cache';
 

@@ -1,22 +1,22 @@
 /**
  * The inference gateway ({inference_url}/v1/...): routes inference calls to
  * endpoint replicas. It authenticates like the API. Today it proxies requests to
- * dedicated endpoints (gateway-inference.ts: chat completions and completions
- * by endpoint string) and to container deployments (gateway-proxy.ts). Every
+ * dedicated endpoints (inference.ts: chat completions and completions
+ * by endpoint string) and to container deployments (proxy.ts). Every
  * other path is a 404 in the spec's shape.
  */
 import express from 'express';
-import type { ApiDeps } from './deps';
-import { authenticate, principalLookup } from './middleware/auth';
-import { rateLimits, trustProxy } from './middleware/rate-limit';
-import { errorHandler, routeNotFound } from './middleware/errors';
-import { requestLogging } from './middleware/request-context';
-import { deploymentProxy } from './gateway-proxy';
-import { inferenceRoutes } from './gateway-inference';
+import type { ApiDeps } from '../api/deps';
+import { authenticate, principalLookup } from '../api/middleware/auth';
+import { rateLimits, trustProxy } from '../api/middleware/rate-limit';
+import { errorHandler, routeNotFound } from '../api/middleware/errors';
+import { requestLogging } from '../api/middleware/request-context';
+import { deploymentProxy } from './proxy';
+import { inferenceRoutes } from './inference';
 import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
 import { TokenUsage } from './token-usage';
-import { createHttpMetrics } from './metrics';
+import { createHttpMetrics } from '../api/metrics';
 
 export function createGatewayApp(
   deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>,
