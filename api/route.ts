@@ -10,7 +10,7 @@ import type { OpenAPIRegistry, RouteConfig } from '@asteasolutions/zod-to-openap
 import { z, type ZodObject, type ZodType } from 'zod';
 import type { Principal } from '../db/accounts';
 import { checkAccess, type Access } from './middleware/auth';
-import { badRequest } from './errors';
+import { badRequest, notFound } from './errors';
 import { parseOrThrow } from './validation';
 import { ErrorResponseSchema } from './schemas/common';
 
@@ -23,6 +23,19 @@ const MEDIA_TYPES: Record<BodyType, string[]> = {
   multipart: ['multipart/form-data'],
 };
 type AnyObject = ZodObject;
+export type ProjectScope = 'key' | 'key-or-public' | 'organization';
+
+/** The installation's own project name in resource paths (public deployment profiles). */
+export const PUBLIC_PROJECT = 'public';
+
+/** The path's project must be the key's (by id or slug): anything else is not found, whoever owns it. */
+function checkProjectScope(scope: ProjectScope, principal: Principal, projectId: string): void {
+  if (scope === 'organization') return;
+  if (scope === 'key-or-public' && projectId === PUBLIC_PROJECT) return;
+  if (projectId !== principal.projectId && projectId !== principal.projectSlug) {
+    throw notFound(`Project '${projectId}' not found. This key belongs to project '${principal.projectSlug}'.`);
+  }
+}
 
 export interface RouteContext<P, Q, B> {
   params: P;
@@ -58,6 +71,13 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
   tags: string[];
   /** Who may call it; every route authenticates. Default: any key of the project. */
   access?: Access;
+  /**
+   * Required on a path with `:projectId`: who that project may be. `key`: the key's own project
+   * (by id or slug), anything else is a 404 whoever owns it; `key-or-public` also lets through
+   * `public`, the installation's own resources; `organization`: any project of the caller's
+   * organization, the handler deciding on membership (the project administration routes).
+   */
+  projectScope?: ProjectScope;
   params?: P;
   query?: Q;
   body?: B;
@@ -114,6 +134,11 @@ export class ApiRouter {
 
   add<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType>(spec: RouteSpec<P, Q, B, R>) {
     this.document(spec);
+    if (spec.path.includes(':projectId') !== (spec.projectScope !== undefined)) {
+      throw new Error(
+        `route ${spec.operationId}: a path with :projectId declares its projectScope, and only such a path`,
+      );
+    }
     const access = spec.access ?? 'project';
     const strict = spec.strict ?? false;
     const bodyTypes = spec.bodyTypes ?? ['json'];
@@ -140,6 +165,7 @@ export class ApiRouter {
       let result: z.input<R> | undefined;
       try {
         const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
+        if (spec.projectScope) checkProjectScope(spec.projectScope, principal, String(req.params.projectId));
         const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
         const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
         const idempotencyKey = spec.idempotencyKey

@@ -6,7 +6,7 @@
  * version they mount (the current one when they were deployed or updated).
  */
 import { z } from 'zod';
-import { INT4_MAX } from '../schemas/common';
+import { DnsLabelName, INT4_MAX } from '../schemas/common';
 import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
@@ -28,9 +28,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 
-const VolumeName = z
-  .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const VolumeName = DnsLabelName;
 const Content = z.object({
   type: z.literal('files').default('files'),
   source_prefix: z.string().max(1024).default(''),

@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import { INT4_MAX } from '../schemas/common';
+import { DnsLabelName, INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import {
   deploymentWorkflowId,
@@ -42,9 +42,7 @@ import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
 import { updateRejection } from '../cluster-messages';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 
-const Name = z
-  .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const Name = DnsLabelName;
 const EnvVar = z
   .object({
     name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/),

@@ -27,7 +27,6 @@ import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
 import { cursorPage } from './cursor-pages';
-import { checkProject } from './registry-models';
 
 const Params = z.object({
   projectId: z.string().min(1).max(128),
@@ -82,7 +81,6 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
 
   async function requireDeployment(principal: Principal, p: z.infer<typeof Params>) {
-    checkProject(principal, p.projectId);
     const e = await getEndpoint(db, principal.projectId, p.endpointId);
     if (!e) throw notFound(`Endpoint '${p.endpointId}' not found.`);
     const d = await getEndpointDeployment(db, e.id, p.deploymentId);
@@ -125,6 +123,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:deploymentId/adapters',
+    projectScope: 'key',
     operationId: 'attachEndpointAdapter',
     summary: 'Attach a LoRA adapter (a registered adapter model) to a deployment; it is loaded onto every replica',
     tags: ['endpoints'],
@@ -224,6 +223,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:deploymentId/adapters',
+    projectScope: 'key',
     operationId: 'listEndpointAdapters',
     summary: "A deployment's adapters with their load state (limit, after: cursor)",
     tags: ['endpoints'],
@@ -253,6 +253,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:deploymentId/adapters/:id',
+    projectScope: 'key',
     operationId: 'getEndpointAdapter',
     summary: 'An adapter and its load state',
     tags: ['endpoints'],
@@ -268,6 +269,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'patch',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:deploymentId/adapters/:id',
+    projectScope: 'key',
     operationId: 'updateEndpointAdapter',
     summary: 'Move an adapter to another revision (etag required: a stale one is refused)',
     tags: ['endpoints'],
@@ -290,6 +292,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'delete',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:deploymentId/adapters/:id',
+    projectScope: 'key',
     operationId: 'detachEndpointAdapter',
     summary: 'Detach an adapter: it is unloaded from every replica, then gone (etag required)',
     tags: ['endpoints'],

@@ -11,7 +11,6 @@ import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { PageQuery } from './cursor-pages';
-import { checkProject } from './registry-models';
 
 const EndpointParams = z.object({ projectId: z.string().min(1).max(128), id: z.string().min(1).max(128) });
 const EmptyList = z.object({
@@ -33,6 +32,7 @@ export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) 
     router.add({
       method: 'get',
       path: `/projects/:projectId/endpoints/:id/${path}`,
+      projectScope: 'key',
       operationId,
       summary: `An endpoint's ${what} (none run on this installation)`,
       tags: ['endpoints'],
@@ -42,7 +42,6 @@ export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) 
       errors: [404],
       response: { status: 200, description: `The ${what}: none`, schema: EmptyList },
       handler: async ({ params, principal }) => {
-        checkProject(principal, params.projectId);
         if (!(await getEndpoint(db, principal.projectId, params.id)))
           throw notFound(`Endpoint '${params.id}' not found.`);
         return { object: 'list' as const, data: [], next_cursor: null };

@@ -49,11 +49,9 @@ import { updateRejection } from '../cluster-messages';
 import { executeEntityUpdate } from '../workflows';
 import { PageQuery } from './cursor-pages';
 import { startContainerDeployment } from './deployments';
-import { checkProject } from './registry-models';
+import { DnsLabelName, ProjectParams, EventId } from '../schemas/common';
 
-const Name = z
-  .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, at most 63');
+const Name = DnsLabelName;
 const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
 const Autoscaling = z
   .object({
@@ -74,7 +72,6 @@ const Autoscaling = z
       .optional(),
   })
   .strict();
-const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const EndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
 const DeploymentParams = ProjectParams.extend({
   endpointId: z.string().min(1).max(128),
@@ -184,7 +181,6 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
 
   async function requireEndpoint(principal: Principal, projectId: string, id: string) {
-    checkProject(principal, projectId);
     const e = await getEndpoint(db, principal.projectId, id);
     if (!e) throw notFound(`Endpoint '${id}' not found.`);
     return e;
@@ -237,6 +233,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints',
+    projectScope: 'key',
     operationId: 'createEndpoint',
     summary: 'Create a dedicated endpoint (called as <project_slug>/<name> at the inference gateway)',
     tags: ['endpoints'],
@@ -246,7 +243,6 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The endpoint', schema: Any },
     handler: async ({ params, body, principal }) => {
-      checkProject(principal, params.projectId);
       if (await getEndpoint(db, principal.projectId, body.name))
         throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
       const id = newId('ep', '_');
@@ -269,6 +265,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints',
+    projectScope: 'key',
     operationId: 'listEndpoints',
     summary: "The project's endpoints, newest first, by cursor",
     tags: ['endpoints'],
@@ -278,7 +275,6 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'Endpoints', schema: List },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       const all = await listEndpoints(db, principal.projectId, undefined, MAX_LISTED);
       const { page, next } = filteredPage(all, query, principal.projectSlug);
       return {
@@ -291,6 +287,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:id',
+    projectScope: 'key',
     operationId: 'getEndpoint',
     summary: 'An endpoint, by id or name, with its deployments and traffic split',
     tags: ['endpoints'],
@@ -306,6 +303,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'patch',
     path: '/projects/:projectId/endpoints/:id',
+    projectScope: 'key',
     operationId: 'updateEndpoint',
     summary: 'Rename an endpoint, change its visibility or its traffic split (etag: optimistic concurrency)',
     tags: ['endpoints'],
@@ -357,6 +355,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'delete',
     path: '/projects/:projectId/endpoints/:id',
+    projectScope: 'key',
     operationId: 'deleteEndpoint',
     summary: 'Delete an endpoint that has no deployments left (other than ones being deleted)',
     tags: ['endpoints'],
@@ -385,6 +384,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints/:endpointId/deployments',
+    projectScope: 'key',
     operationId: 'createEndpointDeployment',
     summary: 'Deploy a model behind an endpoint (a registered model id, or a supported base model)',
     tags: ['endpoints'],
@@ -506,6 +506,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/deployments',
+    projectScope: 'key',
     operationId: 'listEndpointDeployments',
     summary: "An endpoint's deployments",
     tags: ['endpoints'],
@@ -529,6 +530,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    projectScope: 'key',
     operationId: 'getEndpointDeployment',
     summary: 'A deployment of an endpoint: state, replicas, model and revision',
     tags: ['endpoints'],
@@ -546,6 +548,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'patch',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    projectScope: 'key',
     operationId: 'updateEndpointDeployment',
     summary: "Change a deployment's autoscaling or name (etag: optimistic concurrency)",
     tags: ['endpoints'],
@@ -608,6 +611,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'delete',
     path: '/projects/:projectId/endpoints/:endpointId/deployments/:id',
+    projectScope: 'key',
     operationId: 'deleteEndpointDeployment',
     summary: 'Delete a deployment: its replicas stop (with their grace period), then it is gone',
     tags: ['endpoints'],
@@ -649,16 +653,14 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:id/events',
+    projectScope: 'key',
     operationId: 'listEndpointEvents',
     summary: "An endpoint's events, across all its deployments, newest first",
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
     query: z.object({
-      after: z
-        .string()
-        .regex(/^\d{1,18}$/, 'an event id')
-        .optional(),
+      after: EventId.optional(),
       limit: z.coerce.number().int().min(1).max(500).default(100),
       deploymentIds: z.union([z.string(), z.array(z.string())]).optional(),
       types: z.union([z.string(), z.array(z.string())]).optional(),

@@ -14,15 +14,13 @@ import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRo
 import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
 import { badRequest, notFound } from '../errors';
-import type { ApiRouter } from '../route';
+import { PUBLIC_PROJECT, type ApiRouter } from '../route';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
-import { checkProject } from './registry-models';
+import { ProjectParams } from '../schemas/common';
 
-const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const Any = z.record(z.string(), z.unknown());
 
 /** The project id of the installation's own (public) profiles and catalog models in resource names. */
-const PUBLIC_PROJECT = 'public';
 
 export function toConfig(c: ModelConfigRow) {
   return {
@@ -40,6 +38,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
   v2.add({
     method: 'get',
     path: '/projects/:projectId/configs',
+    projectScope: 'key',
     operationId: 'listConfigs',
     summary: 'Deployment profiles this project can use, oldest first (optionally for one model)',
     tags: ['models'],
@@ -52,7 +51,6 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     errors: [404],
     response: { status: 200, description: 'Profiles', schema: Any },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       const fromName = query.referenceModel?.match(/^projects\/[^/]+\/models\/(.+)$/)?.[1];
       if (query.referenceModel && !fromName)
         throw badRequest('referenceModel is projects/{projectId}/models/{modelId}.', 'referenceModel');
@@ -76,6 +74,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
   v2.add({
     method: 'get',
     path: '/projects/:projectId/configs/:id',
+    projectScope: 'key-or-public',
     operationId: 'getConfig',
     summary: 'A deployment profile and its selectors',
     tags: ['models'],
@@ -86,7 +85,6 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     handler: async ({ params, principal }) => {
       // `public` holds the installation's own profiles (the resource names deployment profiles carry).
       const publicOnly = params.projectId === PUBLIC_PROJECT;
-      if (!publicOnly) checkProject(principal, params.projectId);
       const c = await getModelConfig(db, principal.projectId, params.id);
       if (!c || (publicOnly && c.project_id !== null)) throw notFound(`Config '${params.id}' not found.`);
       return toConfig(c);

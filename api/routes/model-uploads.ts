@@ -24,11 +24,10 @@ import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
-import { checkProject } from './registry-models';
+import { ProjectParams, EventId } from '../schemas/common';
 
 /** Attempts after the first that an import gets (a lost worker, a dropped connection). */
 const MAX_RESTARTS = 3;
-const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const UploadParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
 
 const UploadSchema = z
@@ -79,6 +78,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/models/uploads',
+    projectScope: 'key',
     operationId: 'createModelUpload',
     summary: "Import a model's files from a URL (a file, or a .tar, .tar.gz or .tar.zst archive) as a new revision",
     tags: ['models'],
@@ -92,7 +92,6 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 503],
     response: { status: 200, description: 'The upload (pending)', schema: UploadSchema },
     handler: async ({ params, body, principal }) => {
-      checkProject(principal, params.projectId);
       const model =
         (await getRegistryModel(db, principal.projectId, body.modelId)) ??
         (await findRegistryModelsByName(db, principal.projectId, body.modelId))[0];
@@ -136,6 +135,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/uploads',
+    projectScope: 'key',
     operationId: 'listModelUploads',
     summary: "The project's uploads, newest first, by cursor",
     tags: ['models'],
@@ -149,7 +149,6 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: z.object({ object: z.literal('list'), data: z.array(UploadSchema), next_cursor: z.string().nullable() }),
     },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       const rows = await listUploads(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
       return cursorPage(rows, query.limit, encodeCursor, toUpload);
     },
@@ -158,6 +157,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/uploads/:id',
+    projectScope: 'key',
     operationId: 'getModelUpload',
     summary: 'An upload: status, restarts and the revision it made',
     tags: ['models'],
@@ -166,7 +166,6 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The upload', schema: UploadSchema },
     handler: async ({ params, principal }) => {
-      checkProject(principal, params.projectId);
       return toUpload(await requireUpload(principal.projectId, params.id));
     },
   });
@@ -174,16 +173,14 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/uploads/:id/events',
+    projectScope: 'key',
     operationId: 'listModelUploadEvents',
     summary: 'What the importer did, in order (download, each file stored, validation, the outcome)',
     tags: ['models'],
     strict: true,
     params: UploadParams,
     query: z.object({
-      after: z
-        .string()
-        .regex(/^\d{1,18}$/, 'an event id')
-        .optional(),
+      after: EventId.optional(),
       limit: z.coerce.number().int().min(1).max(500).default(100),
     }),
     errors: [404],
@@ -199,7 +196,6 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
       }),
     },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       const u = await requireUpload(principal.projectId, params.id);
       const rows = await listUploadEvents(db, u.id, Number(query.after ?? 0), query.limit + 1);
       const page = rows.slice(0, query.limit);

@@ -31,8 +31,8 @@ import {
   VisibilitySchema,
 } from '../schemas/administration';
 import { memberView, projectView, requireProjectAdmin, requireUser, visibleProject } from './administration-access';
+import { ProjectParams } from '../schemas/common';
 
-const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const MemberParams = ProjectParams.extend({ userId: z.string().min(1).max(128) });
 const Ok = z.object({
   object: z.literal('project.membership'),
@@ -118,6 +118,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'get',
     path: '/projects/:projectId',
+    projectScope: 'organization',
     operationId: 'getProject',
     summary: 'One project',
     tags: ['administration'],
@@ -131,6 +132,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'patch',
     path: '/projects/:projectId',
+    projectScope: 'organization',
     operationId: 'updateProject',
     summary: "Rename a project or change its visibility (its admins and the organization's)",
     tags: ['administration'],
@@ -157,6 +159,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'get',
     path: '/projects/:projectId/members',
+    projectScope: 'organization',
     operationId: 'listProjectMembers',
     summary: 'Members of a project and their roles',
     tags: ['administration'],
@@ -173,6 +176,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'post',
     path: '/projects/:projectId/members',
+    projectScope: 'organization',
     operationId: 'addProjectMember',
     summary: 'Add an organization member to a project, or change their role (project or organization admins)',
     tags: ['administration'],
@@ -211,6 +215,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'delete',
     path: '/projects/:projectId/members/:userId',
+    projectScope: 'organization',
     operationId: 'removeProjectMember',
     summary: 'Remove a member from a project (project or organization admins); the last admin cannot be removed',
     tags: ['administration'],
@@ -232,6 +237,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'post',
     path: '/projects/:projectId/join',
+    projectScope: 'organization',
     operationId: 'joinProject',
     summary: 'Join an open project as Editor',
     tags: ['administration'],
@@ -255,6 +261,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
   router.add({
     method: 'post',
     path: '/projects/:projectId/leave',
+    projectScope: 'organization',
     operationId: 'leaveProject',
     summary: 'Leave a project; non-members cannot leave the default project and the last admin cannot leave',
     tags: ['administration'],

@@ -29,10 +29,10 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { ProjectParams } from '../schemas/common';
 
 const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
 const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const ProjectParams = z.object({ projectId: z.string().min(1).max(128) });
 const ModelParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
 
 const ModelSchema = z
@@ -75,13 +75,6 @@ export function toModel(m: RegistryModelRow) {
     createdAt: new Date(m.created_at).toISOString(),
     updatedAt: new Date(m.updated_at).toISOString(),
   };
-}
-
-/** The path's project must be the key's (by id or slug): anything else is not found, whoever owns it. */
-export function checkProject(principal: Principal, projectId: string): void {
-  if (projectId !== principal.projectId && projectId !== principal.projectSlug) {
-    throw notFound(`Project '${projectId}' not found. This key belongs to project '${principal.projectSlug}'.`);
-  }
 }
 
 /** `name` bare, or qualified with the key's project slug. */
@@ -135,6 +128,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/models',
+    projectScope: 'key',
     operationId: 'createRegistryModel',
     summary: "Register a model (its weights come later, from a remote upload or a fine-tune's outputs)",
     tags: ['models'],
@@ -149,7 +143,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, body, principal }) => {
-      checkProject(principal, params.projectId);
       const weightsType = WEIGHT_TYPES[body.type];
       if (!weightsType) throw badRequest("type must be 'model' or 'adapter' (or 'models', 'adapters').", 'type');
       const name = bareName(principal, body.name, 'name');
@@ -178,6 +171,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models',
+    projectScope: 'key',
     operationId: 'listRegistryModels',
     summary: "The project's models, and models its organization shares (newest first, by cursor)",
     tags: ['models'],
@@ -191,7 +185,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: z.object({ object: z.literal('list'), data: z.array(ModelSchema), next_cursor: z.string().nullable() }),
     },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       if (query.organizationId && query.organizationId !== principal.organizationId)
         throw notFound(`Organization '${query.organizationId}' not found.`);
       return visibleModelsPage(principal, query);
@@ -223,6 +216,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/:id',
+    projectScope: 'key',
     operationId: 'getRegistryModel',
     summary: 'A model, by id or name',
     tags: ['models'],
@@ -231,7 +225,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, principal }) => {
-      checkProject(principal, params.projectId);
       return toModel(await ownModel(principal, params.id));
     },
   });
@@ -239,6 +232,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'patch',
     path: '/projects/:projectId/models/:id',
+    projectScope: 'key',
     operationId: 'updateRegistryModel',
     summary: 'Change name, description or visibility (updateMask names the fields; without it, all are set)',
     tags: ['models'],
@@ -253,7 +247,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, query, body, principal }) => {
-      checkProject(principal, params.projectId);
       const model = await ownModel(principal, params.id);
       const mask = query.updateMask ? query.updateMask.split(',').map((f) => f.trim()) : [...UPDATABLE];
       for (const f of mask) {
@@ -281,6 +274,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'delete',
     path: '/projects/:projectId/models/:id',
+    projectScope: 'key',
     operationId: 'deleteRegistryModel',
     summary: 'Delete a model, its revisions and their files',
     tags: ['models'],
@@ -289,7 +283,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'Deleted', schema: z.object({}) },
     handler: async ({ params, principal, req }) => {
-      checkProject(principal, params.projectId);
       const model = await ownModel(principal, params.id);
       const keys = await deleteRegistryModel(db, model.id);
       // The rows are gone first, so nothing can reach a file while it is deleted.
@@ -303,6 +296,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/:id/revisions',
+    projectScope: 'key',
     operationId: 'listRegistryModelRevisions',
     summary: "A model's immutable revisions, newest first",
     tags: ['models'],
@@ -323,7 +317,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       }),
     },
     handler: async ({ params, principal }) => {
-      checkProject(principal, params.projectId);
       const model = await ownModel(principal, params.id);
       return {
         object: 'list' as const,
@@ -340,6 +333,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/models/:id/files',
+    projectScope: 'key',
     operationId: 'listRegistryModelFiles',
     summary: 'The files of a revision (the newest unless revisionId names one), with sizes and SHA-256',
     tags: ['models'],
@@ -360,7 +354,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       }),
     },
     handler: async ({ params, query, principal }) => {
-      checkProject(principal, params.projectId);
       const model = await ownModel(principal, params.id);
       const revisions = await listRevisions(db, model.id);
       const revision = query.revisionId ? revisions.find((r) => r.id === query.revisionId) : revisions[0];

@@ -47,7 +47,6 @@ import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
-import { checkProject } from './registry-models';
 
 /** Metric rules wait this long beyond their window for the gateway's last writes. */
 const INGESTION_LAG_SECONDS = 1;
@@ -139,7 +138,6 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
 
   async function requireEndpoint(principal: Principal, projectId: string, id: string): Promise<EndpointRow> {
-    checkProject(principal, projectId);
     const e = await getEndpoint(db, principal.projectId, id);
     if (!e) throw notFound(`Endpoint '${id}' not found.`);
     return e;
@@ -229,6 +227,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts',
+    projectScope: 'key',
     operationId: 'createRollout',
     summary: 'Create a rollout (pending: no traffic moves until it is started)',
     tags: ['rollouts'],
@@ -270,6 +269,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts/preview-defaults',
+    projectScope: 'key',
     operationId: 'previewRolloutDefaults',
     summary: 'The values a create would pick for unset fields, and the capacity they come from (creates nothing)',
     tags: ['rollouts'],
@@ -323,6 +323,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts',
+    projectScope: 'key',
     operationId: 'listRollouts',
     summary: "An endpoint's rollouts, newest first (filter: active or terminal)",
     tags: ['rollouts'],
@@ -345,6 +346,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'get',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts/:id',
+    projectScope: 'key',
     operationId: 'getRollout',
     summary: "A rollout's strategy, state, traffic, step history and gate results",
     tags: ['rollouts'],
@@ -358,6 +360,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts/:id/start',
+    projectScope: 'key',
     operationId: 'startRollout',
     summary: 'Start a pending rollout: its workflow rollout/<id> begins shifting traffic',
     tags: ['rollouts'],
@@ -420,6 +423,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     router.add({
       method: 'post',
       path: `/projects/:projectId/endpoints/:endpointId/rollouts/:id/${name}`,
+      projectScope: 'key',
       operationId: `${name}Rollout`,
       summary,
       tags: ['rollouts'],
@@ -470,6 +474,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'delete',
     path: '/projects/:projectId/endpoints/:endpointId/rollouts/:id',
+    projectScope: 'key',
     operationId: 'deleteRollout',
     summary: 'Delete a rollout record (pending or finished; a running one must be canceled or completed first)',
     tags: ['rollouts'],
