@@ -22,7 +22,7 @@ import type { ApiDeps } from '../deps';
 import { forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { ApiKeySchema, listOf, NewApiKeySchema } from '../schemas/administration';
-import { requireUser, visibleProject } from './administration-access';
+import { requireUser, visibleProject } from '../use-cases/administration-access';
 
 const keyView = (k: ApiKeyRow) => ({
   id: k.id,

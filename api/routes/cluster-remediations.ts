@@ -23,7 +23,7 @@ import {
   RemediationParams,
   RemediationSchema,
 } from '../schemas/clusters';
-import { requireCluster } from './clusters';
+import { requireCluster } from '../use-cases/clusters';
 
 /** The instance id that lists the remediations of every instance of a cluster. */
 const ANY_INSTANCE = '-';

@@ -33,7 +33,7 @@ import type { cluster } from '../../workflows/clusters';
 import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
-import { ApiError, badRequest, conflict, notFound } from '../errors';
+import { ApiError, badRequest, conflict } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   ClusterDeleteSchema,
@@ -46,16 +46,11 @@ import {
   UpdateClusterBody,
 } from '../schemas/clusters';
 import { startResourceWorkflow } from '../workflows';
+import { requireCluster } from '../use-cases/clusters';
 import { z } from 'zod';
 
-export async function clusterObject(db: Db, row: ClusterRow) {
+async function clusterObject(db: Db, row: ClusterRow) {
   return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
-}
-
-export async function requireCluster(db: Db, projectId: string, clusterId: string): Promise<ClusterRow> {
-  const row = await getCluster(db, projectId, clusterId);
-  if (!row) throw notFound(`Cluster '${clusterId}' not found.`);
-  return row;
 }
 
 /** Starts a cluster run that goes straight to tear-down, for a cluster whose workflow ended without deleting it. */

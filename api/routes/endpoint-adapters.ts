@@ -26,7 +26,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
-import { cursorPage } from './cursor-pages';
+import { cursorPage } from '../cursor-pages';
 
 const Params = z.object({
   projectId: z.string().min(1).max(128),

@@ -10,7 +10,7 @@ import { getEndpoint } from '../../db/endpoints';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { PageQuery } from './cursor-pages';
+import { PageQuery } from '../cursor-pages';
 
 const EndpointParams = z.object({ projectId: z.string().min(1).max(128), id: z.string().min(1).max(128) });
 const EmptyList = z.object({

@@ -47,8 +47,8 @@ import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { updateRejection } from '../cluster-messages';
 import { executeEntityUpdate } from '../workflows';
-import { PageQuery } from './cursor-pages';
-import { startContainerDeployment } from './deployments';
+import { PageQuery } from '../cursor-pages';
+import { startContainerDeployment } from '../use-cases/container-deployments';
 import { DnsLabelName, ProjectParams, EventId } from '../schemas/common';
 
 const Name = DnsLabelName;

@@ -47,7 +47,7 @@ import { fileBlobKey } from '../uploads/blob-storage-engine';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from './files-shared';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from '../use-cases/files';
 
 const MAX_PARTS = 10_000;
 

@@ -35,7 +35,7 @@ import { requireStorageRoom } from '../uploads/storage-quota';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from './files-shared';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from '../use-cases/files';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,

@@ -9,8 +9,8 @@ import { getFile, type FileRow } from '../../db/files';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { CreateFineTuneBody } from '../schemas/fine-tunes';
-import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
-import { checkFile, quoteFineTune, resolveModel, resolvePlan } from './fine-tunes-plan';
+import { resolveCheckpointSource } from '../use-cases/fine-tunes-checkpoint-source';
+import { checkFile, quoteFineTune, resolveModel, resolvePlan } from '../use-cases/fine-tunes-plan';
 
 const EstimateResponse = z
   .union([

@@ -11,7 +11,7 @@ import { encodeSample, segmentsOf, trainedSpans } from '../../finetune/tokenize'
 import type { ApiDeps } from '../deps';
 import { badRequest } from '../errors';
 import type { ApiRouter } from '../route';
-import { checkFile, resolveModel } from './fine-tunes-plan';
+import { checkFile, resolveModel } from '../use-cases/fine-tunes-plan';
 
 const PreviewBody = z
   .object({

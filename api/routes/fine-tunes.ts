@@ -39,8 +39,8 @@ import {
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
-import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
-import { checkFile, quoteFineTune, resolveModel, resolvePlan } from './fine-tunes-plan';
+import { resolveCheckpointSource } from '../use-cases/fine-tunes-checkpoint-source';
+import { checkFile, quoteFineTune, resolveModel, resolvePlan } from '../use-cases/fine-tunes-plan';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 

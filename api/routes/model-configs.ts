@@ -15,7 +15,7 @@ import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
 import { badRequest, notFound } from '../errors';
 import { PUBLIC_PROJECT, type ApiRouter } from '../route';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
 
 const Any = z.record(z.string(), z.unknown());

@@ -23,7 +23,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflow } from '../workflows';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams, EventId } from '../schemas/common';
 
 /** Attempts after the first that an import gets (a lost worker, a dropped connection). */

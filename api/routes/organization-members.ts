@@ -18,7 +18,7 @@ import type { ApiDeps } from '../deps';
 import { conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { listOf, MemberSchema, OrganizationRoleSchema } from '../schemas/administration';
-import { memberView, requireOrganizationAdmin, requireUser } from './administration-access';
+import { memberView, requireOrganizationAdmin, requireUser } from '../use-cases/administration-access';
 
 const UserParams = z.object({ userId: z.string().min(1).max(128) });
 

@@ -30,7 +30,13 @@ import {
   slugField,
   VisibilitySchema,
 } from '../schemas/administration';
-import { memberView, projectView, requireProjectAdmin, requireUser, visibleProject } from './administration-access';
+import {
+  memberView,
+  projectView,
+  requireProjectAdmin,
+  requireUser,
+  visibleProject,
+} from '../use-cases/administration-access';
 import { ProjectParams } from '../schemas/common';
 
 const MemberParams = ProjectParams.extend({ userId: z.string().min(1).max(128) });

@@ -46,7 +46,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from './cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 
 /** Metric rules wait this long beyond their window for the gateway's last writes. */
 const INGESTION_LAG_SECONDS = 1;

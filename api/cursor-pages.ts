@@ -4,7 +4,7 @@
  * exact creation time (microseconds) and id of the last item of the page.
  */
 import { z } from 'zod';
-import { badRequest } from '../errors';
+import { badRequest } from './errors';
 
 export const PageQuery = z.object({
   after: z.string().max(200).optional(),
