@@ -103,8 +103,8 @@ async function main() {
       return {
         steps: steps.length,
         trained_tokens_per_second: tokens / seconds,
-        loss_first: steps[0].loss,
-        loss_last: steps.at(-1)!.loss,
+        loss_first: steps[0].loss ?? NaN,
+        loss_last: steps.at(-1)!.loss ?? NaN,
       };
     };
     await compareInRounds({

@@ -187,12 +187,13 @@ export async function recordMetric(
     jobId: string;
     step: number;
     epoch?: number;
-    loss?: number;
+    /** Null when the trainer measured a non-finite value (a diverged loss). */
+    loss?: number | null;
     lr?: number;
-    gradNorm?: number;
+    gradNorm?: number | null;
     tokens?: number;
-    evalLoss?: number;
-    rewardMargin?: number;
+    evalLoss?: number | null;
+    rewardMargin?: number | null;
   },
 ): Promise<void> {
   await db.query(

@@ -78,7 +78,7 @@ async function train(
   const steps = run.events.flatMap((e) => (e.event === 'step' ? [e] : []));
   const done = run.events.find((e) => e.event === 'done');
   process.stdout.write(
-    `${name}: exit ${run.exitCode}, ${steps.length} steps, loss ${steps[0]?.loss.toFixed(3)} -> ${steps.at(-1)?.loss.toFixed(3)}` +
+    `${name}: exit ${run.exitCode}, ${steps.length} steps, loss ${steps[0]?.loss?.toFixed(3)} -> ${steps.at(-1)?.loss?.toFixed(3)}` +
       (done && done.event === 'done' ? `, files ${done.files.join(' ')}\n` : '\n'),
   );
   if (run.exitCode !== 0) throw new Error(`${name} failed:\n${run.stderr.slice(-3000)}`);
@@ -96,7 +96,7 @@ async function main() {
     { tokenizer, format: 'CONVERSATION', maxSeqLength: 64, trainOnInputs: 'auto', packing: true },
   ).rows;
   const lora = await train('lora-sft', plan({}), sft);
-  const losses = lora.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
+  const losses = lora.events.flatMap((e) => (e.event === 'step' ? [e.loss ?? NaN] : []));
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   if (!(mean(losses.slice(-3)) < mean(losses.slice(0, 3)) - 0.2)) throw new Error('LoRA SFT: the loss did not fall');
   for (const f of ['adapter.safetensors', 'model.safetensors', 'config.json']) {
@@ -108,7 +108,7 @@ async function main() {
     plan({ training_type: 'full', lora: null, n_epochs: 3, learning_rate: 0.001 }),
     sft,
   );
-  const fullLosses = full.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
+  const fullLosses = full.events.flatMap((e) => (e.event === 'step' ? [e.loss ?? NaN] : []));
   if (!(mean(fullLosses.slice(-3)) < mean(fullLosses.slice(0, 3)) - 0.2))
     throw new Error('full SFT: the loss did not fall');
 
@@ -133,9 +133,7 @@ async function main() {
       ).row,
   );
   const dpo = await train('lora-dpo', plan({ method: 'dpo', n_epochs: 4 }), pairs);
-  const margins = dpo.events.flatMap((e) =>
-    e.event === 'step' && e.reward_margin !== undefined ? [e.reward_margin] : [],
-  );
+  const margins = dpo.events.flatMap((e) => (e.event === 'step' && e.reward_margin != null ? [e.reward_margin] : []));
   if (!(mean(margins.slice(-3)) > mean(margins.slice(0, 3)))) throw new Error('DPO: the reward margin did not grow');
   process.stdout.write(`DPO reward margin ${margins[0]?.toFixed(3)} -> ${margins.at(-1)?.toFixed(3)}\nok\n`);
 }

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TrainerKind } from '../../finetune/models';
-import { parseTrainerLine, type TrainerEvent } from './protocol';
+import { parseTrainerLine, TrainerProtocolError, type TrainerEvent } from './protocol';
 import { subprocessEnv } from '../process/subprocess-env';
 
 export const REFERENCE_TRAINER_DIR = path.resolve(__dirname, '../../trainers/reference');
@@ -88,7 +88,15 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
         }, 1000);
   const lines = createInterface({ input: child.stdout! });
   lines.on('line', (line) => {
-    const event = parseTrainerLine(line);
+    let event: TrainerEvent | null;
+    try {
+      event = parseTrainerLine(line);
+    } catch (err) {
+      // A trainer that breaks the protocol cannot be followed: stop it, and say why as its error.
+      if (!(err instanceof TrainerProtocolError)) throw err;
+      event = { event: 'error', message: err.message };
+      child.kill('SIGKILL');
+    }
     if (!event) return;
     lastEventAt = Date.now();
     events.push(event);

@@ -1,47 +1,71 @@
 /**
- * The trainer line protocol (trainers/reference/gantry_trainer/protocol.py):
- * one JSON object per line on the trainer's stdout.
+ * The trainer line protocol (trainers/reference/gantry_trainer/protocol.py): one JSON object per
+ * line on the trainer's stdout, parsed here with a schema so a trainer that breaks the protocol is
+ * caught at the line it printed, not later as an undefined field. The reference trainer's tests
+ * (test/trainers/) run its real emitters through this parser; test/trainers/trainer-protocol.test.ts
+ * checks what it refuses.
  */
-export type TrainerEvent =
-  | {
-      event: 'start';
-      total_steps: number;
-      steps_per_epoch: number;
-      n_epochs: number;
-      trainable_params: number;
-      resumed_from_step: number | null;
-    }
-  | {
-      event: 'step';
-      step: number;
-      epoch: number;
-      loss: number;
-      lr: number;
-      grad_norm: number;
-      tokens: number;
-      reward_margin?: number;
-    }
-  | { event: 'eval'; step: number; eval_loss: number }
-  | { event: 'epoch'; epoch: number; step: number }
-  | { event: 'checkpoint'; step: number; epoch: number; path: string; file: string }
-  | { event: 'early_stopped'; step: number; best_step: number; best_metric: number }
-  | { event: 'cancelled'; step: number }
-  | {
-      event: 'done';
-      step: number;
-      output_dir: string;
-      files: string[];
-      early_stopped: boolean;
-      best_step?: number;
-      best_metric?: number;
-    }
-  | { event: 'error'; message: string };
+import { z } from 'zod';
 
+const Step = z.number().int().nonnegative();
+/** A measured value; the trainer writes a non-finite one (a diverged loss) as null. */
+const Measure = z.number().nullable();
+
+export const TrainerEventSchema = z.discriminatedUnion('event', [
+  z.object({
+    event: z.literal('start'),
+    total_steps: Step,
+    steps_per_epoch: Step,
+    n_epochs: Step,
+    trainable_params: Step,
+    resumed_from_step: Step.nullable(),
+  }),
+  z.object({
+    event: z.literal('step'),
+    step: Step,
+    epoch: z.number(),
+    loss: Measure,
+    lr: z.number(),
+    grad_norm: Measure,
+    tokens: Step,
+    reward_margin: Measure.optional(),
+  }),
+  z.object({ event: z.literal('eval'), step: Step, eval_loss: Measure }),
+  z.object({ event: z.literal('epoch'), epoch: Step, step: Step }),
+  z.object({ event: z.literal('checkpoint'), step: Step, epoch: z.number(), path: z.string(), file: z.string() }),
+  z.object({ event: z.literal('early_stopped'), step: Step, best_step: Step, best_metric: Measure }),
+  z.object({ event: z.literal('cancelled'), step: Step }),
+  z.object({
+    event: z.literal('done'),
+    step: Step,
+    output_dir: z.string(),
+    files: z.array(z.string()),
+    early_stopped: z.boolean(),
+    best_step: Step.nullable().optional(),
+    best_metric: Measure.optional(),
+  }),
+  z.object({ event: z.literal('error'), message: z.string() }),
+]);
+export type TrainerEvent = z.infer<typeof TrainerEventSchema>;
+
+/** A line that is not the protocol: what was wrong with it, for the job's error. */
+export class TrainerProtocolError extends Error {}
+
+/** One stdout line: its event, or null for a blank line; throws TrainerProtocolError for anything else. */
 export function parseTrainerLine(line: string): TrainerEvent | null {
   if (!line.trim()) return null;
-  const value = JSON.parse(line) as TrainerEvent;
-  if (typeof value !== 'object' || value === null || typeof value.event !== 'string') {
-    throw new Error(`not a trainer protocol line: ${line.slice(0, 200)}`);
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    throw new TrainerProtocolError(`the trainer printed a line that is not JSON: ${line.slice(0, 200)}`);
   }
-  return value;
+  const parsed = TrainerEventSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new TrainerProtocolError(
+      `the trainer printed a line that breaks the protocol (${issue.path.join('.') || 'event'}: ${issue.message}): ${line.slice(0, 200)}`,
+    );
+  }
+  return parsed.data;
 }

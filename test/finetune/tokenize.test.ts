@@ -161,7 +161,7 @@ describe('tokenized rows train the reference model', () => {
       },
     });
     assert.equal(run.exitCode, 0, run.stderr);
-    const losses = run.events.flatMap((e) => (e.event === 'step' ? [e.loss] : []));
+    const losses = run.events.flatMap((e) => (e.event === 'step' ? [e.loss ?? NaN] : []));
     assert.ok(losses.at(-1)! < losses[0] - 1, `loss ${losses[0].toFixed(2)} -> ${losses.at(-1)!.toFixed(2)}`);
   });
 });
