@@ -40,6 +40,7 @@ import type { BlobStore } from '../providers/storage/blob-store';
 import { runTrainer, type Trainers } from '../providers/trainer/process-trainer';
 import type { TrainingSlots } from '../providers/accelerator/training-slots';
 import { tarZstStream, type ArchiveEntry } from '../providers/archive/tar-zst';
+import { TrainingSideWork } from './training-side-work';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -302,10 +303,10 @@ export function createTrainingActivities(deps: {
 
     const heartbeat = () => ctx.heartbeat(progress);
     const ticker = setInterval(heartbeat, 1000);
-    // Protocol events arrive faster than PostgreSQL round trips; keep them in order.
-    let writes: Promise<unknown> = Promise.resolve();
-    const later = (fn: () => Promise<unknown>) => (writes = writes.then(fn));
-    const uploads: Array<Promise<void>> = [];
+    // Protocol events arrive faster than PostgreSQL round trips: their writes run in order, and
+    // checkpoint uploads alongside, all settled before the attempt ends.
+    const work = new TrainingSideWork();
+    const later = (fn: () => Promise<unknown>) => work.inOrder(fn);
     try {
       const result = await runTrainer({
         python,
@@ -368,11 +369,11 @@ export function createTrainingActivities(deps: {
               break;
             case 'checkpoint': {
               const blobPrefix = `fine-tunes/${jobId}/checkpoints/step-${e.step}`;
-              uploads.push(
-                uploadDir(blobs, e.path, blobPrefix).then(async (files) => {
+              work.alongside(
+                uploadDir(blobs, e.path, blobPrefix).then((files) => {
                   progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
                   heartbeat();
-                  await later(() =>
+                  later(() =>
                     Promise.all([
                       recordCheckpoint(db, {
                         jobId,
@@ -408,7 +409,7 @@ export function createTrainingActivities(deps: {
                   },
                   event: {
                     type: 'early_stopped',
-                    message: `Early stopping at step ${e.step}: no improvement; the best step was ${e.best_step} (eval loss ${e.best_metric.toFixed(4)}).`,
+                    message: `Early stopping at step ${e.step}: no improvement; the best step was ${e.best_step} (eval loss ${e.best_metric?.toFixed(4) ?? 'not finite'}).`,
                     step: e.step,
                     dedupKey: 'early-stopped',
                   },
@@ -418,8 +419,7 @@ export function createTrainingActivities(deps: {
           }
         },
       });
-      await Promise.all(uploads);
-      await writes;
+      await work.settled();
       if (ctx.cancellationSignal.aborted) throw new CancelledFailure('training cancelled');
       const error = result.events.find((e) => e.event === 'error');
       const done = result.events.find((e) => e.event === 'done');
