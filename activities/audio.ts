@@ -23,6 +23,13 @@ import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remot
 import { BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { frameLoudness, planChunks, readWavLayout, writeWavSlice } from './wav';
 import { subprocessEnv } from '../providers/process/subprocess-env';
+import {
+  DecodeOutput,
+  DiarizeOutput,
+  parseToolOutput,
+  ToolFailure,
+  TranscribeOutput,
+} from '../providers/speech/protocol';
 
 export const SPEECH_DIR = path.resolve(__dirname, '..', 'speech');
 
@@ -36,12 +43,25 @@ export interface SpeechDeps {
 
 const decodedKey = (projectId: string, requestId: string) => `audio/${projectId}/${requestId}/decoded.wav`;
 
+interface ToolRun {
+  tool: string;
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The reason a tool gave for refusing its input (`{"error": ...}`), or what it printed instead. */
+function failureOf(run: ToolRun): string {
+  try {
+    return parseToolOutput(run.tool, run.stdout, ToolFailure).error;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 export function createSpeechActivities(deps: SpeechDeps) {
-  /** Runs `python -m gantry_speech.<tool>`, heartbeating; its stdout is one JSON document. */
-  function runTool(
-    tool: string,
-    args: string[],
-  ): Promise<{ code: number; out: Record<string, unknown>; stderr: string }> {
+  /** Runs `python -m gantry_speech.<tool>`, heartbeating; its stdout is one JSON document (providers/speech/protocol.ts). */
+  function runTool(tool: string, args: string[]): Promise<ToolRun> {
     const ctx = Context.current();
     return new Promise((resolve, reject) => {
       const child = spawn(deps.speechPython, ['-m', `gantry_speech.${tool}`, ...args], {
@@ -66,13 +86,7 @@ export function createSpeechActivities(deps: SpeechDeps) {
       child.on('close', (code) => {
         clearInterval(beat);
         ctx.cancellationSignal.removeEventListener('abort', cancel);
-        let out: Record<string, unknown> = {};
-        try {
-          out = JSON.parse(stdout.trim().split('\n').pop() || '{}');
-        } catch {
-          // left empty: the exit code and stderr say what happened
-        }
-        resolve({ code: code ?? -1, out, stderr });
+        resolve({ tool, code: code ?? -1, stdout, stderr });
       });
     });
   }
@@ -149,10 +163,11 @@ export function createSpeechActivities(deps: SpeechDeps) {
         );
       if (run.code === 3)
         throw ApplicationFailure.nonRetryable(
-          `The file could not be decoded as audio: ${String(run.out.error ?? 'unknown format')}.`,
+          `The file could not be decoded as audio: ${failureOf(run)}.`,
           AUDIO_FAILURES.undecodable,
         );
       if (run.code !== 0) throw new Error(`decode failed (exit ${run.code}): ${run.stderr.slice(-500)}`);
+      parseToolOutput('decode', run.stdout, DecodeOutput);
       const layout = await readWavLayout(decoded);
       const duration = layout.dataBytes / (layout.sampleRate * layout.channels * (layout.bitsPerSample / 8));
       const chunks = planChunks(await frameLoudness(decoded, layout), duration, a.chunkSeconds);
@@ -183,9 +198,10 @@ export function createSpeechActivities(deps: SpeechDeps) {
         if (a.prompt) args.push('--prompt', a.prompt);
         if (a.temperature !== undefined) args.push('--temperature', String(a.temperature));
         const run = await runTool('transcribe', args);
-        if (run.code === 2) throw ApplicationFailure.nonRetryable(String(run.out.error), AUDIO_FAILURES.invalid);
+        if (run.code === 2) throw ApplicationFailure.nonRetryable(failureOf(run), AUDIO_FAILURES.invalid);
         if (run.code !== 0) throw new Error(`transcribe failed (exit ${run.code}): ${run.stderr.slice(-500)}`);
-        return run.out as unknown as ChunkResult;
+        const out = parseToolOutput('transcribe', run.stdout, TranscribeOutput);
+        return { language: out.language, segments: out.segments, words: out.words };
       } finally {
         await rm(chunk, { force: true });
       }
@@ -202,9 +218,9 @@ export function createSpeechActivities(deps: SpeechDeps) {
       if (a.minSpeakers !== undefined) args.push('--min-speakers', String(a.minSpeakers));
       if (a.maxSpeakers !== undefined) args.push('--max-speakers', String(a.maxSpeakers));
       const run = await runTool('diarize', args);
-      if (run.code === 2) throw ApplicationFailure.nonRetryable(String(run.out.error), AUDIO_FAILURES.invalid);
+      if (run.code === 2) throw ApplicationFailure.nonRetryable(failureOf(run), AUDIO_FAILURES.invalid);
       if (run.code !== 0) throw new Error(`diarize failed (exit ${run.code}): ${run.stderr.slice(-500)}`);
-      return (run.out.turns as SpeakerTurn[]) ?? [];
+      return parseToolOutput('diarize', run.stdout, DiarizeOutput).turns;
     },
 
     async discardAudio(a: { requestId: string; keys: string[] }): Promise<void> {

@@ -97,7 +97,8 @@ export interface RecognizedWord {
 
 /** One chunk's recognition, timings already global (offset by the chunk's start). */
 export interface ChunkResult {
-  language: string;
+  /** Null for a chunk with no speech when no language was given. */
+  language: string | null;
   segments: Array<{ start: number; end: number; text: string }>;
   words: RecognizedWord[];
 }
