@@ -4,7 +4,7 @@
  * know, so they can be refused by name.
  */
 import { z, type ZodType } from 'zod';
-import { ApiError, badRequest } from './errors';
+import { type ApiError, badRequest } from './errors';
 
 export type Location = 'body' | 'query' | 'path' | 'header';
 

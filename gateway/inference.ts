@@ -27,7 +27,7 @@ import { deploymentState, trafficShares } from '../shared/endpoint-state';
 import { ApiError, badRequest, notFound, serviceUnavailable } from '../api/errors';
 import { forwardToReplica } from './proxy';
 import type { RequestCounter } from './request-counter';
-import { TokenUsage, UsageTap } from './token-usage';
+import { type TokenUsage, UsageTap } from './token-usage';
 import type { RouterStats } from './router-stats';
 import { ttlCache } from './ttl-cache';
 

@@ -36,8 +36,8 @@ def _reason(stderr, input_path):
     if "matches no streams" in text or "does not contain any stream" in text:
         return "input has no audio stream"
     reasons = []
-    for ln in text.splitlines():
-        ln = re.sub(r"^\[[^\]]*\]\s*", "", ln.strip())
+    for raw in text.splitlines():
+        ln = re.sub(r"^\[[^\]]*\]\s*", "", raw.strip())
         ln = re.sub(r"^(Error opening input( files?)?|<input>):\s*", "", ln)
         ln = ln.rstrip(".")
         if ln and not ln.startswith("Error opening input file") and ln not in reasons:
@@ -52,7 +52,7 @@ def header_duration(input_path):
     """The duration the container's header states, in seconds (None when it states none): ffmpeg
     reads only the header when given no output."""
     proc = subprocess.run([ffmpeg_exe(), "-nostdin", "-hide_banner", "-i", str(input_path)],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     m = _DURATION.search(proc.stderr)
     return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
 
@@ -71,7 +71,7 @@ def decode(input_path, output_path, max_seconds=None):
     cmd += ["-map", "0:a:0", "-vn", "-sn", "-dn", "-ac", "1", "-ar", str(SAMPLE_RATE),
             "-c:a", "pcm_s16le", "-f", "wav", str(tmp)]
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
         if proc.returncode != 0:
             _cli.fail(EXIT_UNDECODABLE, _reason(proc.stderr, input_path))
         with wave.open(str(tmp), "rb") as w:

@@ -38,7 +38,7 @@ def windows(regions):
     for a, b in regions:
         k = max(1, int(np.ceil((b - a) / max_len)))
         edges = np.linspace(a, b, k + 1).astype(int)
-        out += list(zip(edges[:-1], edges[1:]))
+        out += list(zip(edges[:-1], edges[1:], strict=True))
     return out
 
 
@@ -64,7 +64,7 @@ def cluster(emb, min_speakers, max_speakers, threshold):
 
 def turns_from(wins, labels):
     ids, turns = {}, []
-    for (a, b), lab in zip(wins, labels):
+    for (a, b), lab in zip(wins, labels, strict=True):
         spk = ids.setdefault(int(lab), f"SPEAKER_{len(ids):02d}")
         start, end = a / SAMPLE_RATE, b / SAMPLE_RATE
         if turns and turns[-1]["speaker"] == spk and start - turns[-1]["end"] <= MERGE_GAP_S:

@@ -31,7 +31,7 @@ after(async () => {
 describe('operations', () => {
   test('a key over its rate limit gets 429 with Retry-After; another key does not', async () => {
     const statuses: number[] = [];
-    let limited: { status: number; body: any; headers: Headers } | undefined; // eslint-disable-line @typescript-eslint/no-explicit-any
+    let limited: { status: number; body: any; headers: Headers } | undefined;
     for (let i = 0; i < 5; i++) {
       const res = await call(p.baseUrl, 'GET', '/v1/whoami', { key: t.key });
       statuses.push(res.status);

@@ -51,13 +51,11 @@ before(async () => {
     path.join(dir, 'three.json'),
   );
   duration = spoken.duration;
-  files = createServer(async (req, res) => {
-    try {
-      const body = await readFile(path.join(dir, path.basename(req.url ?? '')));
-      res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
+  files = createServer((req, res) => {
+    readFile(path.join(dir, path.basename(req.url ?? ''))).then(
+      (body) => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body),
+      () => res.writeHead(404).end(),
+    );
   });
   await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
 });

@@ -18,7 +18,6 @@ describe('official SDK: clusters', () => {
   before(async () => {
     p = await startClusterPlatform();
     tenant = await createTenant(p.db);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
   });

@@ -109,7 +109,6 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
   before(async () => {
     p = await startTestPlatform({ env: { GANTRY_ADAPTER_RESYNC_SECONDS: '1', GANTRY_ADAPTERS_PER_DEPLOYMENT: '1' } });
     tenant = await createTenant(p.db);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, projectID: tenant.projectId, maxRetries: 0 });
     adapter = (async () => {
@@ -304,7 +303,6 @@ describe('official SDK: beta.endpoints (endpoints, deployments, events, adapters
     listed.forEach((a) => assertAdapter(a, adapterId));
 
     // The SDK's chat.completions at the gateway, with and without the adapter.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     const inference = new SDK({ apiKey: tenant.key, baseURL: `${p.gatewayUrl}/v1`, maxRetries: 0 });
     const ask = (model: string) =>

@@ -25,7 +25,6 @@ describe('official SDK: files', () => {
     process.env.TOGETHER_API_BASE_URL = `${p.baseUrl}/v1`;
     // require, not import(): the SDK's ESM build cannot upload (its node-unsafe-imports
     // uses `require`, which ESM lacks, so files.upload fails with "File does not exists").
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
   });

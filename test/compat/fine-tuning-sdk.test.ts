@@ -110,7 +110,6 @@ describe('official SDK: fineTuning', () => {
   before(async () => {
     p = await startTestPlatform();
     tenant = await createTenant(p.db);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
     const records = Array.from({ length: 32 }, (_, i) => chat(`What is ${i} + 1?`, `${i + 1}.`));

@@ -27,7 +27,6 @@ describe('official SDK: endpoints, rollouts, configs, models, audio', () => {
   before(async () => {
     p = await startTestPlatform({ speech: true, env: { GANTRY_ROLLOUT_BATCH_SOAK_SECONDS: '1' } });
     tenant = await createTenant(p.db);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, projectID: tenant.projectId, maxRetries: 0 });
   });

@@ -21,7 +21,6 @@ describe('official SDK: beta.models', () => {
   before(async () => {
     p = await startTestPlatform({ env: { GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true' } });
     tenant = await createTenant(p.db);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, projectID: tenant.projectId, maxRetries: 0 });
   });

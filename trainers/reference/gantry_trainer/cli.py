@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from .protocol import emit
 from .run_state import Cancelled
@@ -20,7 +20,7 @@ def main(run: Callable[[dict], None], prog: str) -> int:
         return 0
     except Cancelled:
         return 0
-    except Exception as err:  # the caller reads the reason from the protocol
+    except Exception as err:  # noqa: BLE001 - any failure is the run's; the caller reads the reason from the protocol
         traceback.print_exc(file=sys.stderr)
         emit("error", message=f"{type(err).__name__}: {err}")
         return 1

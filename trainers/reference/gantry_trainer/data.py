@@ -23,8 +23,8 @@ def load_rows(path: str) -> list[dict]:
 
 def _pad(seqs: list[list[int]], length: int) -> np.ndarray:
     out = np.zeros((len(seqs), length), dtype=np.int32)
-    for i, s in enumerate(seqs):
-        s = s[:length]
+    for i, seq in enumerate(seqs):
+        s = seq[:length]
         out[i, : len(s)] = s
     return out
 

@@ -27,7 +27,7 @@ class ModelConfig:
     max_seq_len: int
 
     @staticmethod
-    def from_dict(d: dict) -> "ModelConfig":
+    def from_dict(d: dict) -> ModelConfig:
         return ModelConfig(**{k: int(d[k]) for k in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len")})
 
 
@@ -83,7 +83,7 @@ def forward(params: Params, ids: jax.Array, cfg: ModelConfig, linear) -> jax.Arr
         pre = f"layers.{i}"
         h = _layer_norm(x, params[f"{pre}.attn_norm.g"], params[f"{pre}.attn_norm.b"])
 
-        def heads(name):
+        def heads(name, pre=pre, h=h):
             y = linear(f"{pre}.{name}", h)
             return y.reshape(y.shape[0], t, cfg.n_heads, hd).transpose(0, 2, 1, 3)
 

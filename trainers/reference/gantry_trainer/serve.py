@@ -214,7 +214,7 @@ def make_handler(engine: Engine, metrics: Metrics):
             try:
                 return json.loads(self.rfile.read(length) or b"{}")
             except json.JSONDecodeError as e:
-                raise BadRequest(f"the body is not JSON: {e}")
+                raise BadRequest(f"the body is not JSON: {e}") from e
 
         def do_GET(self):
             if self.path == "/health":

@@ -14,8 +14,8 @@ import optax
 
 from . import checkpoint as ckpt
 from .data import batches, epoch_order, load_rows, trained_tokens
-from .losses import dpo_loss, sequence_length, sequence_logprob, sft_loss
 from .lora import init_lora, make_linear, merge
+from .losses import dpo_loss, sequence_length, sequence_logprob, sft_loss
 from .model import ModelConfig, forward, init_params
 from .protocol import emit
 from .run_state import Cancelled, RunState

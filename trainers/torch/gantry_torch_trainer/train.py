@@ -66,12 +66,20 @@ def run(cfg: dict) -> None:
             lora_dropout=float(lora_cfg.get("dropout", 0.0)), target_modules=list(lora_cfg["target_modules"]),
             task_type="CAUSAL_LM"))
         trainable_file = "adapter.safetensors"
-        trainable_state = lambda: {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
-        load_trainable = lambda sd: set_peft_model_state_dict(model, sd)
+
+        def trainable_state():
+            return {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+
+        def load_trainable(sd):
+            set_peft_model_state_dict(model, sd)
     else:
         trainable_file = "model.safetensors"
-        trainable_state = lambda: {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        load_trainable = lambda sd: model.load_state_dict(sd)
+
+        def trainable_state():
+            return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+
+        def load_trainable(sd):
+            model.load_state_dict(sd)
     if cfg.get("init_from"):
         load_trainable(load_file(os.path.join(cfg["init_from"], trainable_file)))
 

@@ -1,0 +1,84 @@
+/**
+ * Lint: promises that nobody awaits or that are passed where a callback's result is ignored, type
+ * imports written as such, and the architecture as import zones (docs/architecture.md):
+ *
+ * - workflow code (workflows/, shared/) is deterministic and runs in Temporal's sandbox: no Node
+ *   built-ins, no database, providers, API, gateway or platform modules, no Temporal client or
+ *   worker; activities only as types (their signatures, for proxyActivities);
+ * - activities do not reach into the API or the gateway;
+ * - a route file imports no other route file (what routes share lives in api/use-cases/).
+ *
+ * Run by `./dev test` after prettier; `npx eslint .` runs it alone.
+ */
+import { builtinModules } from 'node:module';
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = [...builtinModules.filter((m) => !m.startsWith('_')), 'node:*'];
+
+const restrict = (patterns) => ({
+  '@typescript-eslint/no-restricted-imports': ['error', { patterns }],
+});
+
+export default tseslint.config(
+  {
+    ignores: ['node_modules/**', 'dist/**', '.data/**', '.venv*/**', 'test/replay/histories/**', '**/*.js', '**/*.mjs'],
+  },
+  {
+    files: ['**/*.ts'],
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        // node:test's describe/test return promises the runner itself awaits.
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['describe', 'test', 'it', 'suite'] },
+          ],
+        },
+      ],
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': [
+        'error',
+        // `typeof import('x')` types what a require() returns (the SDK tests load it that way).
+        { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false },
+      ],
+    },
+  },
+  {
+    files: ['workflows/**/*.ts', 'shared/**/*.ts'],
+    rules: restrict([
+      { group: nodeBuiltins, message: 'Workflow code runs in a deterministic sandbox: no Node built-ins.' },
+      {
+        group: ['pg', '@temporalio/client', '@temporalio/worker', '@temporalio/activity'],
+        message: 'Not in workflow code.',
+      },
+      {
+        regex: '(^|/)(db|providers|api|gateway|platform)(/|$)',
+        message: 'Workflow code does no I/O: call an activity instead.',
+        allowTypeImports: true,
+      },
+      {
+        regex: '(^|/)activities(/|$)',
+        message: 'Workflow code names activities by type only.',
+        allowTypeImports: true,
+      },
+    ]),
+  },
+  {
+    files: ['activities/**/*.ts'],
+    rules: restrict([
+      { regex: '(^|/)(api|gateway)(/|$)', message: 'Activities do not depend on the API or the gateway.' },
+    ]),
+  },
+  {
+    files: ['api/routes/**/*.ts'],
+    rules: restrict([
+      { group: ['./*'], message: 'Routes import no other route: put what they share in api/use-cases/.' },
+    ]),
+  },
+);
