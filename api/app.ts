@@ -13,7 +13,7 @@ import { rateLimits, trustProxy } from './middleware/rate-limit';
 import { collapseVersionPrefix } from './middleware/version-prefix';
 import { createHttpMetrics } from './metrics';
 import { createRegistry, generateDocument } from './openapi/document';
-import { ApiRouter } from './route';
+import { ApiRouter, type RegisteredRoute } from './route';
 import { addAccountRoutes, addTypedWhoamiRoute } from './routes/account';
 import { addApiKeyRoutes } from './routes/api-keys';
 import { addBillingAdminRoutes, addBillingUsageRoute } from './routes/billing';
@@ -44,6 +44,11 @@ import { addFineTuneEstimateRoute } from './routes/fine-tune-estimate';
 import { addFineTunePreviewRoute } from './routes/fine-tune-preview';
 import { addFineTuneRoutes } from './routes/fine-tunes';
 import { addSystemRoutes } from './routes/system';
+
+/** Every route the API registered (for the check that the OpenAPI document lists them all). */
+export function registeredRoutes(app: express.Express): RegisteredRoute[] {
+  return app.locals.routes as RegisteredRoute[];
+}
 
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
@@ -95,6 +100,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addEndpointRoutes(v2, deps);
   addRetiredEndpointRoutes(v1);
   addEndpointFaultRoutes(v1, deps);
+  app.locals.routes = [v1, v2, v3, unversioned].flatMap((r) => r.routes);
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

@@ -121,8 +121,19 @@ const hasBody = (req: Request) =>
 /** Response bodies are checked against their schema outside production so the document cannot drift. */
 const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
 
+/** A route as the router registered it: what the OpenAPI document must list (see `ApiRouter.routes`). */
+export interface RegisteredRoute {
+  method: Method;
+  /** The documented path, e.g. `/v1/fine-tunes/{id}`. */
+  path: string;
+  operationId: string;
+  response: { status: number; schema: ZodType; mediaType: string };
+}
+
 export class ApiRouter {
   readonly router = express.Router();
+  /** Every route added, keyed and signed, in order: the OpenAPI document is checked against this list. */
+  readonly routes: RegisteredRoute[] = [];
   /** Routes whose URL is its own credential (pre-signed); app.ts mounts these before key authentication. */
   readonly signedRouter = express.Router();
 
@@ -227,9 +238,20 @@ export class ApiRouter {
         content: { 'application/json': { schema: ErrorResponseSchema } },
       };
     }
+    const documentedPath = this.prefix + spec.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    this.routes.push({
+      method: spec.method,
+      path: documentedPath,
+      operationId: spec.operationId,
+      response: {
+        status: spec.response.status,
+        schema: spec.response.schema,
+        mediaType: spec.response.mediaType ?? 'application/json',
+      },
+    });
     this.registry.registerPath({
       method: spec.method,
-      path: this.prefix + spec.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}'),
+      path: documentedPath,
       operationId: spec.operationId,
       summary: spec.summary,
       tags: spec.tags,

@@ -29,6 +29,7 @@ import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-en
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { TranscriptSchema } from '../schemas/audio';
 import { startResourceWorkflow } from '../workflows';
 
 const tooLarge = () =>
@@ -60,8 +61,6 @@ const TranscriptionBody = Common.extend({
   max_speakers: z.coerce.number().int().min(1).max(20).optional(),
 });
 type TranscriptionBody = z.infer<typeof TranscriptionBody>;
-
-const Result = z.record(z.string(), z.unknown());
 
 export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
   const { temporal, blobs, config } = deps;
@@ -175,7 +174,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
         if (stored?.blobKey && !req.res?.getHeader('X-Gantry-Audio-Request')) await blobs.delete(stored.blobKey);
       },
       errors: [404, 413, 503],
-      response: { status: 200, description: 'The transcript', schema: Result },
+      response: { status: 200, description: 'The transcript', schema: TranscriptSchema },
       handler: async ({ body, req, res: response, principal }) =>
         run(task, body as TranscriptionBody, req, response, principal.projectId, principal.apiKeyId),
     });

@@ -25,6 +25,7 @@ import { detachSignal, setRevisionSignal, type adapterLoad } from '../../workflo
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { cursorListOf, EndpointAdapterSchema } from '../schemas/endpoints';
 import { startResourceWorkflow } from '../workflows';
 import { cursorPage } from '../cursor-pages';
 
@@ -34,7 +35,6 @@ const Params = z.object({
   deploymentId: z.string().min(1).max(128),
 });
 const AdapterParams = Params.extend({ id: z.string().min(1).max(128) });
-const Any = z.record(z.string(), z.unknown());
 
 export const adapterWorkflowId = (deploymentId: string, adapterModelId: string) =>
   `adapter-load/${deploymentId}/${adapterModelId}`;
@@ -135,7 +135,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
       force: z.boolean().optional(),
     }),
     errors: [404, 409],
-    response: { status: 200, description: 'The adapter', schema: Any },
+    response: { status: 200, description: 'The adapter', schema: EndpointAdapterSchema },
     handler: async ({ params, body, principal }) => {
       const d = await requireDeployment(principal, params);
       if (!d.enable_lora) throw badRequest(`Deployment '${d.name}' was created without enableLora.`, 'deploymentId');
@@ -237,7 +237,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Adapters',
-      schema: z.object({ object: z.literal('list'), data: z.array(Any), next_cursor: z.string().nullable() }),
+      schema: cursorListOf(EndpointAdapterSchema),
     },
     handler: async ({ params, query, principal }) => {
       const d = await requireDeployment(principal, params);
@@ -260,7 +260,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: AdapterParams,
     errors: [404],
-    response: { status: 200, description: 'The adapter', schema: Any },
+    response: { status: 200, description: 'The adapter', schema: EndpointAdapterSchema },
     handler: async ({ params, principal }) => {
       const d = await requireDeployment(principal, params);
       return toAdapter(await requireAdapter(d.id, params.id), principal.projectId);
@@ -277,7 +277,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     params: AdapterParams,
     body: z.object({ adapterRevisionId: z.string().min(1), etag: z.string().min(1) }),
     errors: [404, 409],
-    response: { status: 200, description: 'The adapter', schema: Any },
+    response: { status: 200, description: 'The adapter', schema: EndpointAdapterSchema },
     handler: async ({ params, body, principal }) => {
       const d = await requireDeployment(principal, params);
       const a = await requireAdapter(d.id, params.id);

@@ -10,12 +10,14 @@ import { getEndpoint } from '../../db/endpoints';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { ProjectParams } from '../schemas/common';
 import { PageQuery } from '../cursor-pages';
 
-const EndpointParams = z.object({ projectId: z.string().min(1).max(128), id: z.string().min(1).max(128) });
+const EndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+/** No experiment runs on this installation: the list is always empty (an item would name its experiment). */
 const EmptyList = z.object({
   object: z.literal('list'),
-  data: z.array(z.record(z.string(), z.unknown())).max(0),
+  data: z.array(z.object({ id: z.string(), name: z.string() })).max(0),
   next_cursor: z.null(),
 });
 

@@ -45,6 +45,7 @@ import { deploymentState, trafficShares } from '../../shared/endpoint-state';
 import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { cursorListOf, EndpointDeploymentSchema, EndpointEventSchema, EndpointSchema } from '../schemas/endpoints';
 import { updateRejection } from '../cluster-messages';
 import { executeEntityUpdate } from '../workflows';
 import { PageQuery } from '../cursor-pages';
@@ -152,7 +153,6 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
   };
 }
 
-const Any = z.record(z.string(), z.unknown());
 const LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
 const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
 /**
@@ -175,7 +175,6 @@ function masked<B extends Record<string, unknown>>(body: B, updateMask: string |
 }
 /** Events read from the database at a time while filling a page of the events listing. */
 const EVENT_BATCH = 500;
-const List = z.object({ object: z.literal('list'), data: z.array(Any), next_cursor: z.string().nullable() });
 
 export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
@@ -241,7 +240,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectParams,
     body: z.object({ name: Name, visibility: Visibility.optional() }),
     errors: [404, 409],
-    response: { status: 200, description: 'The endpoint', schema: Any },
+    response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, body, principal }) => {
       if (await getEndpoint(db, principal.projectId, body.name))
         throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
@@ -273,7 +272,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectParams,
     query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
     errors: [404],
-    response: { status: 200, description: 'Endpoints', schema: List },
+    response: { status: 200, description: 'Endpoints', schema: cursorListOf(EndpointSchema) },
     handler: async ({ params, query, principal }) => {
       const all = await listEndpoints(db, principal.projectId, undefined, MAX_LISTED);
       const { page, next } = filteredPage(all, query, principal.projectSlug);
@@ -294,7 +293,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: EndpointParams,
     errors: [404],
-    response: { status: 200, description: 'The endpoint', schema: Any },
+    response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.id);
       return toEndpoint(e, await listEndpointDeployments(db, e.id));
@@ -319,7 +318,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         .optional(),
     }),
     errors: [404, 409],
-    response: { status: 200, description: 'The endpoint', schema: Any },
+    response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, query, body: sent, principal }) => {
       const body = masked(sent, query.updateMask, ['name', 'visibility', 'trafficSplit']);
       const e = await requireEndpoint(principal, params.projectId, params.id);
@@ -405,7 +404,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       placement: z.unknown().optional(),
     }),
     errors: [404, 409],
-    response: { status: 200, description: 'The deployment', schema: Any },
+    response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       // `model` is the resource name projects/{project}/models/{id}[/revisions/{revision}] (a catalog
@@ -459,8 +458,10 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
           config: profile ? `projects/${principal.projectId}/configs/${profile.id}` : '',
           configId: profile?.id ?? '',
           status: {
-            state: plan.servable ? 'DEPLOYMENT_STATE_PROVISIONING' : 'DEPLOYMENT_STATE_FAILED',
+            state: plan.servable ? ('DEPLOYMENT_STATE_PROVISIONING' as const) : ('DEPLOYMENT_STATE_FAILED' as const),
             message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
+            readyReplicas: 0,
+            scheduledReplicas: 0,
           },
           desiredReplicas: 0,
           trafficMode: 'TRAFFIC_MODE_LIVE' as const,
@@ -514,7 +515,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: EndpointOnlyParams,
     query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
     errors: [404],
-    response: { status: 200, description: 'Deployments', schema: List },
+    response: { status: 200, description: 'Deployments', schema: cursorListOf(EndpointDeploymentSchema) },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const deployments = await listEndpointDeployments(db, e.id);
@@ -537,7 +538,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: DeploymentParams,
     errors: [404],
-    response: { status: 200, description: 'The deployment', schema: Any },
+    response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
@@ -558,7 +559,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     body: z.object({ etag: z.string().optional(), name: Name.optional(), autoscaling: Autoscaling.optional() }),
     errors: [404, 409],
     idempotencyKey: true,
-    response: { status: 200, description: 'The deployment', schema: Any },
+    response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body: sent, principal, idempotencyKey }) => {
       const body = masked(sent, query.updateMask, ['name', 'autoscaling']);
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
@@ -671,7 +672,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       subjectId: z.string().optional(),
     }),
     errors: [404],
-    response: { status: 200, description: 'Events', schema: List },
+    response: { status: 200, description: 'Events', schema: cursorListOf(EndpointEventSchema) },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.id);
       // The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays.

@@ -36,6 +36,7 @@ import {
   FineTuneIdParams,
   FineTuneSchema,
   ModelLimitsQuery,
+  ModelLimitsSchema,
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
@@ -181,7 +182,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     query: ModelLimitsQuery,
     strict: true,
     errors: [404],
-    response: { status: 200, description: 'The limits', schema: z.record(z.string(), z.unknown()) },
+    response: { status: 200, description: 'The limits', schema: ModelLimitsSchema },
     handler: async ({ query }) => {
       const model = findFineTuneModel(query.model_name);
       if (!model) throw notFound(`Base model '${query.model_name}' cannot be fine-tuned here.`, 'model_not_available');

@@ -15,10 +15,9 @@ import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
 import { badRequest, notFound } from '../errors';
 import { PUBLIC_PROJECT, type ApiRouter } from '../route';
+import { cursorListOf, ModelConfigSchema } from '../schemas/endpoints';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
-
-const Any = z.record(z.string(), z.unknown());
 
 /** The project id of the installation's own (public) profiles and catalog models in resource names. */
 
@@ -49,7 +48,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
       referenceModelId: z.string().max(200).optional(),
     }),
     errors: [404],
-    response: { status: 200, description: 'Profiles', schema: Any },
+    response: { status: 200, description: 'Profiles', schema: cursorListOf(ModelConfigSchema) },
     handler: async ({ params, query, principal }) => {
       const fromName = query.referenceModel?.match(/^projects\/[^/]+\/models\/(.+)$/)?.[1];
       if (query.referenceModel && !fromName)
@@ -81,7 +80,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     strict: true,
     params: ProjectParams.extend({ id: z.string().min(1).max(128) }),
     errors: [404],
-    response: { status: 200, description: 'The profile', schema: Any },
+    response: { status: 200, description: 'The profile', schema: ModelConfigSchema },
     handler: async ({ params, principal }) => {
       // `public` holds the installation's own profiles (the resource names deployment profiles carry).
       const publicOnly = params.projectId === PUBLIC_PROJECT;
@@ -107,7 +106,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
         .max(20),
     }),
     errors: [403],
-    response: { status: 200, description: 'The profile', schema: Any },
+    response: { status: 200, description: 'The profile', schema: ModelConfigSchema },
     handler: async ({ body, principal }) => {
       const plan = await planServing(db, principal.projectId, body.referenceModelId);
       if (!plan?.servable || plan.family !== body.referenceModelId)

@@ -45,6 +45,7 @@ import { updateRejection } from '../cluster-messages';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { cursorListOf, RolloutPreviewSchema, RolloutSchema } from '../schemas/endpoints';
 import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 
@@ -100,7 +101,6 @@ type RolloutBody = z.infer<typeof RolloutBody>;
 
 const ProjectEndpoint = z.object({ projectId: z.string().min(1).max(128), endpointId: z.string().min(1).max(128) });
 const RolloutParams = ProjectEndpoint.extend({ id: z.string().min(1).max(128) });
-const Any = z.record(z.string(), z.unknown());
 const EtagBody = z.object({ etag: z.string().optional() });
 
 const replicasOf = (d: EndpointDeploymentRow) => ({
@@ -235,7 +235,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectEndpoint,
     body: RolloutBody,
     errors: [404, 409],
-    response: { status: 200, description: 'The rollout', schema: Any },
+    response: { status: 200, description: 'The rollout', schema: RolloutSchema },
     handler: async ({ params, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const { plan: p } = await plan(e, body);
@@ -277,7 +277,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectEndpoint,
     body: RolloutBody,
     errors: [404],
-    response: { status: 200, description: 'The preview', schema: Any },
+    response: { status: 200, description: 'The preview', schema: RolloutPreviewSchema },
     handler: async ({ params, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const { plan: p, sourceNow, targetNow } = await plan(e, body);
@@ -331,7 +331,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectEndpoint,
     query: PageQuery.extend({ filter: z.enum(['ROLLOUT_FILTER_ACTIVE', 'ROLLOUT_FILTER_TERMINAL']).optional() }),
     errors: [404],
-    response: { status: 200, description: 'Rollouts', schema: Any },
+    response: { status: 200, description: 'Rollouts', schema: cursorListOf(RolloutSchema) },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const rows = await listRollouts(db, e.id, {
@@ -353,7 +353,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: RolloutParams,
     errors: [404],
-    response: { status: 200, description: 'The rollout', schema: Any },
+    response: { status: 200, description: 'The rollout', schema: RolloutSchema },
     handler: async ({ params, principal }) => toRollout((await requireRollout(principal, params)).r),
   });
 
@@ -367,7 +367,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: RolloutParams,
     errors: [404, 409],
-    response: { status: 200, description: 'The rollout', schema: Any },
+    response: { status: 200, description: 'The rollout', schema: RolloutSchema },
     handler: async ({ params, principal }) => {
       const { e, r } = await requireRollout(principal, params);
       if (r.state !== 'ROLLOUT_STATE_PENDING')
@@ -432,7 +432,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       body,
       errors: [404, 409],
       idempotencyKey: true,
-      response: { status: 200, description: 'The rollout', schema: Any },
+      response: { status: 200, description: 'The rollout', schema: RolloutSchema },
       handler: async ({ params, body: b, principal, idempotencyKey }) => {
         const { e, r } = await requireRollout(principal, params);
         const given = b as Record<string, unknown>;

@@ -165,3 +165,39 @@ export const FineTuneSchema = z
 export const FineTuneIdParams = z.object({ id: z.string().min(1).max(128) });
 
 export const ModelLimitsQuery = z.object({ model_name: z.string().min(1) });
+
+/** A base model's fine-tuning limits (the SDK's FinetuneModelLimits). */
+export const ModelLimitsSchema = z
+  .object({
+    model_name: z.string(),
+    min_learning_rate: z.number(),
+    max_learning_rate: z.number(),
+    max_num_epochs: z.number().int(),
+    max_num_checkpoints: z.number().int(),
+    max_num_evals: z.number().int(),
+    max_seq_length_sft: z.number().int(),
+    max_seq_length_dpo: z.number().int(),
+    min_max_seq_length: z.number().int(),
+    default_gradient_accumulation_steps: z.number().int(),
+    merge_output_lora: z.boolean(),
+    supports_full_training: z.boolean(),
+    supports_reasoning: z.boolean(),
+    supports_tools: z.boolean(),
+    supports_vision: z.boolean(),
+    lora_training: z.object({
+      min_batch_size: z.number().int(),
+      max_batch_size: z.number().int(),
+      max_batch_size_dpo: z.number().int(),
+      max_rank: z.number().int(),
+      default_rank: z.number().int(),
+      target_modules: z.array(z.string()),
+    }),
+    full_training: z
+      .object({
+        min_batch_size: z.number().int(),
+        max_batch_size: z.number().int(),
+        max_batch_size_dpo: z.number().int(),
+      })
+      .optional(),
+  })
+  .meta({ id: 'FineTuneModelLimits' });

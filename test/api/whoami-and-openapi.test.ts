@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { z } from 'zod';
 import { after, before, describe, test } from 'node:test';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -80,6 +81,30 @@ describe('OpenAPI document', () => {
       ['/v1/admin/endpoint-deployments/{id}/fault-injection', 'put'],
     ])
       assert.ok(doc.paths[path]?.[method], `${method} ${path} documented`);
+  });
+
+  test('lists every route the routers registered, each answering with a schema that names its fields', async () => {
+    const doc = (await call(p.baseUrl, 'GET', '/v1/openapi.json')).body;
+    const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((method) => `${method} ${path}`),
+    );
+    const registered = p.routes.map((r) => `${r.method} ${r.path}`);
+    assert.ok(registered.length > 100, `${registered.length} routes registered`);
+    assert.deepEqual([...documented].sort(), [...registered].sort(), 'the document lists exactly the routes');
+    // A response schema that is a bare record (or any/unknown) documents nothing and checks nothing.
+    const unconstrained = (s: z.ZodType): boolean => {
+      if (s instanceof z.ZodAny || s instanceof z.ZodUnknown) return true;
+      if (s instanceof z.ZodRecord)
+        return unconstrained(s.valueType as z.ZodType) || s.valueType instanceof z.ZodRecord;
+      if (s instanceof z.ZodUnion) return (s.options as z.ZodType[]).some(unconstrained);
+      if (s instanceof z.ZodArray) return unconstrained(s.element as z.ZodType);
+      if (s instanceof z.ZodObject && s.shape.data instanceof z.ZodArray) return unconstrained(s.shape.data);
+      return false;
+    };
+    const loose = p.routes
+      .filter((r) => r.response.mediaType === 'application/json' && unconstrained(r.response.schema))
+      .map((r) => `${r.operationId} (${r.method} ${r.path})`);
+    assert.deepEqual(loose, []);
   });
 
   test('has a browsable docs page', async () => {

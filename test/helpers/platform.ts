@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
-import { createApp } from '../../api/app';
+import { createApp, registeredRoutes } from '../../api/app';
+import type { RegisteredRoute } from '../../api/route';
 import { createGatewayApp } from '../../gateway/app';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../platform/config';
 import type { GpuType } from '../../shared/gpu-types';
@@ -56,6 +57,8 @@ export interface TestPlatform {
   logs: LogCapture;
   /** The API's claim long-poll waits (how many claims wait on a queue). */
   queueWakeups: QueueWakeups;
+  /** Every route the API registered, as its router lists them. */
+  routes: RegisteredRoute[];
   stop(): Promise<void>;
 }
 
@@ -169,6 +172,7 @@ export async function startTestPlatform(
 
   return {
     baseUrl,
+    routes: registeredRoutes(app),
     gatewayUrl,
     config,
     db,

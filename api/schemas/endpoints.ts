@@ -1,0 +1,261 @@
+/**
+ * Dedicated endpoints (spec: Dedicated inference endpoints; the SDK's v2 endpoints, deployments,
+ * adapters, rollouts and deployment profiles): what the API answers. Field names are the SDK's
+ * (camelCase, enum strings); a field that only appears in some states is optional.
+ */
+import { z } from 'zod';
+import { IsoDateTime } from './common';
+
+/** A list page of the v2 resources: `next_cursor` is null on the last page. */
+export function cursorListOf<T extends z.ZodType>(item: T) {
+  return z.object({ object: z.literal('list'), data: z.array(item), next_cursor: z.string().nullable() });
+}
+
+export const DeploymentStateName = z.enum([
+  'DEPLOYMENT_STATE_PROVISIONING',
+  'DEPLOYMENT_STATE_READY',
+  'DEPLOYMENT_STATE_SCALING',
+  'DEPLOYMENT_STATE_DEGRADED',
+  'DEPLOYMENT_STATE_FAILED',
+  'DEPLOYMENT_STATE_STOPPED',
+  'DEPLOYMENT_STATE_STOPPING',
+]);
+
+/** Autoscaling as the deployment was given it (minReplicas, maxReplicas, windows, scalingMetrics). */
+const AutoscalingAsGiven = z.record(z.string(), z.unknown()).meta({ description: 'Autoscaling as given' });
+
+export const EndpointDeploymentSchema = z
+  .object({
+    id: z.string(),
+    endpointId: z.string(),
+    projectId: z.string(),
+    name: z.string(),
+    model: z.string(),
+    modelId: z.string(),
+    modelRevisionId: z.string(),
+    config: z.string(),
+    configId: z.string(),
+    hardware: z.string(),
+    autoscaling: AutoscalingAsGiven,
+    enableLora: z.boolean(),
+    status: z.object({
+      state: DeploymentStateName,
+      message: z.string(),
+      readyReplicas: z.number().int(),
+      scheduledReplicas: z.number().int(),
+    }),
+    desiredReplicas: z.number().int(),
+    trafficMode: z.literal('TRAFFIC_MODE_LIVE'),
+    estimatedEffectiveTrafficShare: z.number(),
+    etag: z.string(),
+    createdAt: IsoDateTime,
+    updatedAt: IsoDateTime,
+  })
+  .meta({ id: 'EndpointDeployment' });
+
+export const EndpointSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    projectId: z.string(),
+    endpointType: z.literal('ENDPOINT_TYPE_DEDICATED'),
+    visibility: z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']),
+    etag: z.string(),
+    trafficSplit: z.array(z.object({ deploymentId: z.string(), weight: z.number() })),
+    activeRolloutId: z.string().optional(),
+    deployments: z.array(
+      z.object({
+        id: z.string(),
+        name: z.string(),
+        model: z.string(),
+        modelId: z.string(),
+        autoscaling: AutoscalingAsGiven,
+        state: DeploymentStateName,
+        readyReplicas: z.number().int(),
+        desiredReplicas: z.number().int(),
+        hardware: z.string(),
+        trafficMode: z.literal('TRAFFIC_MODE_LIVE'),
+        estimatedEffectiveTrafficShare: z.number(),
+        createdAt: IsoDateTime,
+      }),
+    ),
+    createdAt: IsoDateTime,
+    updatedAt: IsoDateTime,
+  })
+  .meta({ id: 'Endpoint' });
+
+export const EndpointEventSchema = z
+  .object({
+    id: z.string(),
+    createdAt: IsoDateTime,
+    endpointId: z.string(),
+    level: z.string(),
+    source: z.string(),
+    sourceKind: z.string(),
+    type: z.string(),
+    message: z.string(),
+    deploymentId: z.string().optional(),
+    oldReplicas: z.number().int().optional(),
+    newReplicas: z.number().int().optional(),
+    status: z.string().optional(),
+    subjectId: z.string().optional(),
+  })
+  .meta({ id: 'EndpointEvent' });
+
+const AdapterLoadState = z.enum([
+  'ADAPTER_LOAD_STATE_PENDING',
+  'ADAPTER_LOAD_STATE_LOADING',
+  'ADAPTER_LOAD_STATE_READY',
+  'ADAPTER_LOAD_STATE_REMOVING',
+  'ADAPTER_LOAD_STATE_FAILED',
+]);
+
+export const EndpointAdapterSchema = z
+  .object({
+    id: z.string(),
+    adapterModelId: z.string(),
+    adapterModel: z.string(),
+    desiredRevisionId: z.string(),
+    desiredRevision: z.string(),
+    etag: z.string(),
+    adapterValid: z.boolean(),
+    adapterValidReason: z.string().optional(),
+    perCluster: z.array(
+      z.object({
+        clusterId: z.string(),
+        adapterModelId: z.string(),
+        adapterModel: z.string(),
+        state: AdapterLoadState,
+        readyPodCount: z.number().int(),
+        failedPodCount: z.number().int(),
+        totalPodCount: z.number().int(),
+        adapterValid: z.boolean(),
+        adapterValidReason: z.string().optional(),
+        realizedRevisionId: z.string().optional(),
+        realizedRevision: z.string().optional(),
+        realizedEtag: z.string().optional(),
+        reason: z.string().optional(),
+        message: z.string().optional(),
+        loadedAt: IsoDateTime.optional(),
+        updatedAt: IsoDateTime,
+      }),
+    ),
+  })
+  .meta({ id: 'EndpointAdapter' });
+
+const MetricResult = z.object({
+  name: z.string(),
+  stat: z.string(),
+  percentile: z.number().optional(),
+  check: z.string(),
+  operator: z.string().optional(),
+  threshold: z.number().optional(),
+  direction: z.string().optional(),
+  maxRegressionPercent: z.number().optional(),
+  sourceValue: z.number().optional(),
+  targetValue: z.number().optional(),
+  verdict: z.string(),
+});
+
+export const RolloutState = z.enum([
+  'ROLLOUT_STATE_PENDING',
+  'ROLLOUT_STATE_RUNNING',
+  'ROLLOUT_STATE_PAUSING',
+  'ROLLOUT_STATE_PAUSED',
+  'ROLLOUT_STATE_SYSTEM_PAUSED',
+  'ROLLOUT_STATE_STABILIZING',
+  'ROLLOUT_STATE_CANCELLING',
+  'ROLLOUT_STATE_CANCELED',
+  'ROLLOUT_STATE_COMPLETED',
+  'ROLLOUT_STATE_ABORTING',
+  'ROLLOUT_STATE_ABORTED',
+]);
+
+export const RolloutSchema = z
+  .object({
+    id: z.string(),
+    createdAt: IsoDateTime,
+    endpointId: z.string(),
+    sourceDeploymentId: z.string(),
+    targetDeploymentId: z.string(),
+    strategy: z.string(),
+    state: RolloutState,
+    status: z.object({
+      steps: z.array(
+        z.object({
+          stepIndex: z.number().int(),
+          targetTrafficPercent: z.number(),
+          state: z.string(),
+          startedAt: z.string().optional(),
+          completedAt: z.string().optional(),
+          failureReason: z.string().optional(),
+          metrics: z.array(MetricResult).optional(),
+        }),
+      ),
+      totalSteps: z.number().int(),
+      condition: z
+        .object({
+          atStep: z.number().int().optional(),
+          category: z.string().optional(),
+          message: z.string(),
+          metrics: z.array(MetricResult).optional(),
+          observedAt: z.string(),
+        })
+        .optional(),
+      updatedAt: z.string().optional(),
+    }),
+    currentStep: z.number().int().optional(),
+    currentTrafficPercent: z.number().optional(),
+    pauseInfo: z.object({ pausedAt: z.string(), reason: z.string().optional() }).optional(),
+    startedAt: IsoDateTime.optional(),
+    completedAt: IsoDateTime.optional(),
+    etag: z.string(),
+  })
+  .meta({ id: 'Rollout' });
+
+const PlannedStep = z.object({ traffic: z.number(), replicas: z.number().int().optional() });
+
+export const RolloutPreviewSchema = z
+  .object({
+    sourceReplicas: z.number().int(),
+    targetReplicas: z.number().int(),
+    targetMinReplicas: z.number().int(),
+    targetMaxReplicas: z.number().int(),
+    warnings: z.array(z.object({ code: z.string(), message: z.string() })),
+    spec: z.object({
+      sourceDeploymentId: z.string(),
+      targetDeploymentId: z.string(),
+      canary: z.object({ stepInterval: z.string(), steps: z.array(PlannedStep) }).optional(),
+      rolling: z.object({}).optional(),
+      blueGreen: z.object({}).optional(),
+      metrics: z.array(
+        z.object({
+          name: z.string(),
+          stat: z.string(),
+          percentile: z.number().optional(),
+          thresholdCheck: z.object({ operator: z.string(), value: z.number() }).optional(),
+          regressionCheck: z.object({ direction: z.string(), maxRegressionPercent: z.number() }).optional(),
+          window: z.string(),
+        }),
+      ),
+      finalSourceReplicas: z.number().int(),
+      finalTargetReplicas: z.number().int(),
+    }),
+    estimatedEffectiveSteps: z.array(PlannedStep),
+    frozenPair: z.boolean(),
+  })
+  .meta({ id: 'RolloutPreview' });
+
+export const ModelConfigSchema = z
+  .object({
+    id: z.string(),
+    projectId: z.string(),
+    referenceModel: z.string(),
+    referenceModelId: z.string(),
+    selectors: z.array(z.object({ key: z.string(), value: z.string() })),
+    certifications: z
+      .array(z.string())
+      .max(0)
+      .meta({ description: 'None: no certification runs on this installation' }),
+  })
+  .meta({ id: 'ModelConfig' });
