@@ -2,10 +2,18 @@
  * Starting a resource's workflow the way operators expect to find it: a
  * readable id, Gantry's search attributes (project, resource type and id,
  * status), a static summary and details for the Temporal UI, and a deadline
- * so a Temporal outage is a prompt 503 rather than a hanging request.
+ * so a Temporal outage is a prompt 503 rather than a hanging request; and
+ * the one typed way routes update and signal entity workflows.
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { SignalDefinition, Workflow } from '@temporalio/common';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type Client,
+} from '@temporalio/client';
+import { ApplicationFailure, type SignalDefinition, type UpdateDefinition, type Workflow } from '@temporalio/common';
+import { UPDATE_REJECTIONS } from '../shared/update-rejections';
+import { badRequest, conflict, notFound } from './errors';
 import {
   SA_GPU_TYPE,
   SA_PROJECT_ID,
@@ -126,9 +134,11 @@ async function startWithDeadline<W extends Workflow>(
 const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
 
 /**
- * Sends an Update to an entity workflow (a cluster, a deployment). While the
- * entity continues as new it is briefly "not found": the update is tried
- * again on the next run before the error reaches the caller.
+ * Sends an Update to an entity workflow (a cluster, a deployment, a rollout), named by its
+ * definition (`defineUpdate` in workflows/), so its arguments and result are typed. While the
+ * entity continues as new it is briefly "not found": the update is tried again on the next run
+ * before the error reaches the caller. The workflow's refusal comes back as the API error it
+ * means (updateRejection); other errors as they are.
  *
  * With the caller's idempotency key the Update carries an id made from it, and
  * the server answers a repeat of an Update it has accepted with the first one's
@@ -138,23 +148,56 @@ const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
  * treated as new: most Updates set absolute values, and the others (approve,
  * promote) are refused as a conflict the second time.
  */
-export async function executeEntityUpdate<R>(
+export async function executeEntityUpdate<Ret, Args extends unknown[]>(
   temporal: Client,
   workflowId: string,
-  name: string,
-  args: unknown[],
+  update: UpdateDefinition<Ret, Args>,
+  args: Args,
   idempotencyKey?: string,
-): Promise<R> {
+): Promise<Ret> {
   const handle = temporal.workflow.getHandle(workflowId);
-  const updateId = idempotencyKey ? `${name}/${idempotencyKey}` : undefined;
+  const updateId = idempotencyKey ? `${update.name}/${idempotencyKey}` : undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       return await temporal.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
-        handle.executeUpdate<R, [unknown]>(name, { args, updateId } as never),
+        // The client's overloads split updates with and without arguments; `Args` covers both.
+        handle.executeUpdate(update as unknown as UpdateDefinition<Ret, [unknown]>, {
+          args: args as unknown as [unknown],
+          updateId,
+        }),
       );
     } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError) || attempt >= 4) throw err;
-      await new Promise((r) => setTimeout(r, 250 * attempt));
+      if (err instanceof WorkflowNotFoundError && attempt < 4) {
+        await new Promise((r) => setTimeout(r, 250 * attempt));
+        continue;
+      }
+      throw updateRejection(err);
     }
   }
+}
+
+/** Sends a Signal to a running workflow, named by its definition, within the call deadline. */
+export async function signalWorkflow<Args extends unknown[]>(
+  temporal: Client,
+  workflowId: string,
+  signal: SignalDefinition<Args>,
+  ...args: Args
+): Promise<void> {
+  const handle = temporal.workflow.getHandle(workflowId);
+  await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () => handle.signal(signal, ...args));
+}
+
+/**
+ * The one mapping from an entity workflow's refused Update to the API error its validator meant
+ * (shared/update-rejections.ts): 400 naming the field, 404, or 409. Other errors as they are.
+ */
+export function updateRejection(err: unknown): unknown {
+  if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+    const f = err.cause;
+    const param = typeof f.details?.[0] === 'string' ? (f.details[0] as string) : null;
+    if (f.type === UPDATE_REJECTIONS.invalid) return badRequest(f.message, param);
+    if (f.type === UPDATE_REJECTIONS.notFound) return notFound(f.message);
+    if (f.type === UPDATE_REJECTIONS.conflict) return conflict(f.message);
+  }
+  return err;
 }

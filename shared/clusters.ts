@@ -346,9 +346,6 @@ export interface ReviewRemediationRequest {
   by: string;
 }
 
-/** Failure types of rejected updates, mapped by the API to 400, 404 and 409. */
-export const UPDATE_REJECTIONS = { invalid: 'InvalidArgument', notFound: 'NotFound', conflict: 'Conflict' } as const;
-
 export const nowIso = () => new Date().toISOString();
 
 /** A new cluster's state: queued, nothing provisioned. Workflow time inside the workflow, wall time in the API. */

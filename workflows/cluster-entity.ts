@@ -26,6 +26,7 @@ import {
   allHandlersFinished,
 } from '@temporalio/workflow';
 import { failureMessage, isScheduleToStart } from './failures';
+import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { PATCHES } from './patches';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
@@ -35,7 +36,6 @@ import {
   FINAL_REMEDIATION_STATES,
   GPUS_PER_NODE,
   STATUS_OF_PHASE,
-  UPDATE_REJECTIONS,
   initialState,
   remediationWorkflowId,
   type ClusterNode,

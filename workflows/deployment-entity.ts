@@ -35,7 +35,7 @@ import {
   type DemandSample,
 } from '../shared/deployments';
 import { statusSearchAttributes } from '../shared/search-attributes';
-import { UPDATE_REJECTIONS } from '../shared/clusters';
+import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { PATCHES } from './patches';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 

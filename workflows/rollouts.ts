@@ -27,7 +27,7 @@ import {
 import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
 import type { RolloutActivities } from '../activities/rollouts';
-import { UPDATE_REJECTIONS } from '../shared/clusters';
+import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { deploymentWorkflowId } from '../shared/deployments';
 import {
   ROLLOUT_UPDATES,

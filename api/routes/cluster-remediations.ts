@@ -4,7 +4,8 @@
  * cancel. Every change is an Update of the cluster workflow, whose validator
  * enforces the state rules (409 otherwise); the rows are its projection.
  */
-import { CLUSTER_MESSAGES, type Remediation } from '../../shared/clusters';
+import type { Remediation } from '../../shared/clusters';
+import { createRemediationUpdate, reviewRemediationUpdate } from '../../workflows/clusters';
 import { newId } from '../../platform/ids';
 import { getRemediation, listRemediations } from '../../db/clusters';
 import type { Principal } from '../../db/accounts';
@@ -106,10 +107,10 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
         if (existing) return existing;
       }
       if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      return updateCluster<Remediation>(
+      return updateCluster(
         temporal,
         row.id,
-        CLUSTER_MESSAGES.createRemediation,
+        createRemediationUpdate,
         {
           remediationId: query.remediation_id ?? newId('rem'),
           instanceId,
@@ -155,10 +156,10 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
         params.instance_id,
         params.remediation_id,
       );
-      return updateCluster<Remediation>(
+      return updateCluster(
         temporal,
         r.cluster_id,
-        CLUSTER_MESSAGES.reviewRemediation,
+        reviewRemediationUpdate,
         { remediationId: r.id, action, comment: b.comment, mode: b.mode, by: who(principal) },
         idempotencyKey,
       );

@@ -9,7 +9,6 @@ import { randomBytes } from 'node:crypto';
 import { ClusterRuleError, resolveClusterCreate } from '../../shared/cluster-rules';
 import { REGIONS } from '../../shared/cluster-catalog';
 import {
-  CLUSTER_MESSAGES,
   CLUSTER_RESOURCE_TYPE,
   clusterWorkflowId,
   initialState,
@@ -29,7 +28,7 @@ import {
   type ClusterRow,
 } from '../../db/clusters';
 import type { Db } from '../../db/pool';
-import type { cluster } from '../../workflows/clusters';
+import { deleteClusterUpdate, updateClusterUpdate, type cluster } from '../../workflows/clusters';
 import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
@@ -230,7 +229,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, body, principal, idempotencyKey }) => {
       const row = await requireCluster(db, principal.projectId, params.cluster_id);
       if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      await updateCluster(temporal, row.id, CLUSTER_MESSAGES.update, body, idempotencyKey);
+      await updateCluster(temporal, row.id, updateClusterUpdate, body, idempotencyKey);
       return clusterObject(db, (await getCluster(db, principal.projectId, row.id))!);
     },
   });
@@ -249,7 +248,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!row.deleted_at) {
         const reason = 'deleted through the API';
         try {
-          await updateCluster(temporal, row.id, CLUSTER_MESSAGES.delete, { reason });
+          await updateCluster(temporal, row.id, deleteClusterUpdate, { reason });
         } catch (err) {
           if (!(err instanceof ApiError && err.status === 409)) throw err;
           // A 409 from the workflow itself: it is being deleted already. Otherwise its workflow is gone

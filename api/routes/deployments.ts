@@ -32,7 +32,7 @@ import { ApiError, badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startContainerDeployment, tearDownOrphanedDeployment } from '../use-cases/container-deployments';
 import { executeEntityUpdate } from '../workflows';
-import { updateRejection } from '../cluster-messages';
+import { deleteDeploymentUpdate, updateDeploymentUpdate } from '../../workflows/deployments';
 import { WorkflowNotFoundError } from '@temporalio/client';
 
 const Name = DnsLabelName;
@@ -255,14 +255,19 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   }
   /** The workflow's refusal of an Update (or its absence) as the 409 the caller sees. */
   function refused(row: DeploymentRow, err: unknown): unknown {
-    const meant = updateRejection(err); // the validator's 400 (the field it names) or 409
-    if (meant instanceof ApiError) return meant;
+    // executeEntityUpdate gives the validator's refusal as the 400 (the field it names) or 409 it means.
     if (err instanceof ApiError) return err;
     return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
   }
-  async function sendUpdate(row: DeploymentRow, name: 'updateDeployment', args: unknown[], idempotencyKey?: string) {
+  async function sendUpdate(row: DeploymentRow, change: Partial<DeploymentSpec>, idempotencyKey?: string) {
     try {
-      await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), name, args, idempotencyKey);
+      await executeEntityUpdate(
+        temporal,
+        deploymentWorkflowId(row.id),
+        updateDeploymentUpdate,
+        [change],
+        idempotencyKey,
+      );
     } catch (err) {
       throw refused(row, err);
     }
@@ -463,7 +468,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
         throw conflict(`A deployment named '${patch.name}' already exists in this project.`, 'deployment_exists');
       }
-      await sendUpdate(row, 'updateDeployment', [patch], idempotencyKey);
+      await sendUpdate(row, patch, idempotencyKey);
       return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
     },
   });
@@ -484,7 +489,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
       try {
-        await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), 'deleteDeployment', []);
+        await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), deleteDeploymentUpdate, []);
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw refused(row, err);
         await tearDownOrphanedDeployment(deps, row);

@@ -26,7 +26,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorListOf, EndpointAdapterSchema } from '../schemas/endpoints';
-import { startResourceWorkflow } from '../workflows';
+import { signalWorkflow, startResourceWorkflow } from '../workflows';
 import { cursorPage } from '../cursor-pages';
 
 const Params = z.object({
@@ -113,11 +113,9 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     return revision;
   }
   const signal = async (a: AdapterRow, name: 'detach' | 'setRevision', arg?: { revisionId: string; etag: string }) => {
-    const handle = temporal.workflow.getHandle<typeof adapterLoad>(
-      adapterWorkflowId(a.deployment_id, a.adapter_model_id),
-    );
-    if (name === 'detach') await handle.signal(detachSignal);
-    else await handle.signal(setRevisionSignal, arg!);
+    const workflowId = adapterWorkflowId(a.deployment_id, a.adapter_model_id);
+    if (name === 'detach') await signalWorkflow(temporal, workflowId, detachSignal);
+    else await signalWorkflow(temporal, workflowId, setRevisionSignal, arg!);
   };
 
   router.add({

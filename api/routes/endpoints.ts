@@ -46,7 +46,7 @@ import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorListOf, EndpointDeploymentSchema, EndpointEventSchema, EndpointSchema } from '../schemas/endpoints';
-import { updateRejection } from '../cluster-messages';
+import { deleteDeploymentUpdate, updateDeploymentUpdate } from '../../workflows/deployments';
 import { executeEntityUpdate } from '../workflows';
 import { PageQuery } from '../cursor-pages';
 import { startContainerDeployment } from '../use-cases/container-deployments';
@@ -578,16 +578,14 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
         if (plan?.servable) {
           const spec = modelServerSpec(config, { containerName: servingContainerName(d.id), plan, autoscaling });
+          // The workflow refuses (a 409) if it began deleting meanwhile.
           await executeEntityUpdate(
             temporal,
             deploymentWorkflowId(d.container_deployment_id),
-            'updateDeployment',
+            updateDeploymentUpdate,
             [{ min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling }],
             idempotencyKey,
-          ).catch((err: unknown) => {
-            // The workflow's refusal (it began deleting meanwhile) as the 409 it means, not a 500.
-            throw updateRejection(err);
-          });
+          );
         }
       }
       await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling });
@@ -645,7 +643,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
         type: 'deployment.stopping',
         message: `Deletion requested by API key ${principal.apiKeyId}.`,
       });
-      await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), 'deleteDeployment', []);
+      await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), deleteDeploymentUpdate, []);
       return {};
     },
   });

@@ -48,6 +48,7 @@ import { requireStorageRoom } from '../uploads/storage-quota';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
 import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from '../use-cases/files';
+import { signalWorkflow } from '../workflows';
 
 const MAX_PARTS = 10_000;
 
@@ -195,7 +196,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       const updated = await markUploaded(db, file.id, result);
       await moveMultipartState(db, upload.id, 'completing', 'completed');
       for (const p of stored) await blobs.delete(p.blob_key);
-      await temporal.workflow.getHandle(fileValidationWorkflowId(file.id)).signal(uploadFinishedSignal, { ok: true });
+      await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, { ok: true });
       return toFileObject(updated);
     },
   });
@@ -222,10 +223,10 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       const parts = await listParts(db, upload.id);
       await deleteFileRow(db, upload.file_id);
       for (const p of parts) await blobs.delete(p.blob_key);
-      await temporal.workflow
-        .getHandle(fileValidationWorkflowId(upload.file_id))
-        .signal(uploadFinishedSignal, { ok: false, error: 'aborted by the client' })
-        .catch(() => undefined);
+      await signalWorkflow(temporal, fileValidationWorkflowId(upload.file_id), uploadFinishedSignal, {
+        ok: false,
+        error: 'aborted by the client',
+      }).catch(() => undefined);
       return {
         object: 'file.multipart_upload' as const,
         upload_id: upload.id,
@@ -287,7 +288,7 @@ function multipartPartHandler(deps: ApiDeps) {
       throw err;
     }
     if (previous) await blobs.delete(previous.blob_key);
-    await temporal.workflow.getHandle(fileValidationWorkflowId(fileId)).signal(uploadStartedSignal);
+    await signalWorkflow(temporal, fileValidationWorkflowId(fileId), uploadStartedSignal);
     res
       .set('ETag', `"${stored.sha256}"`)
       .status(200)

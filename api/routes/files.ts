@@ -47,6 +47,7 @@ import {
   UploadFileFields,
 } from '../schemas/files';
 import { z } from 'zod';
+import { signalWorkflow } from '../workflows';
 
 export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;
@@ -350,8 +351,8 @@ function presignedUploadHandler(deps: ApiDeps) {
     }
     const row = await getFileById(db, fileId);
     if (!row) throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
-    const workflow = temporal.workflow.getHandle(fileValidationWorkflowId(fileId));
-    await workflow.signal(uploadStartedSignal);
+    const workflowId = fileValidationWorkflowId(fileId);
+    await signalWorkflow(temporal, workflowId, uploadStartedSignal);
     let stored;
     try {
       stored = await blobs.put(row.blob_key, req, { maxBytes: declared });
@@ -360,13 +361,16 @@ function presignedUploadHandler(deps: ApiDeps) {
         throw badRequest(`The upload ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
       }
     } catch (err) {
-      await workflow.signal(uploadFinishedSignal, { ok: false, error: (err as Error).message }).catch(() => undefined);
+      await signalWorkflow(temporal, workflowId, uploadFinishedSignal, {
+        ok: false,
+        error: (err as Error).message,
+      }).catch(() => undefined);
       if (err instanceof BlobTooLargeError)
         throw payloadTooLarge(`The upload is larger than the declared ${declared} bytes.`);
       throw err;
     }
     const updated = await markUploaded(db, fileId, stored);
-    await workflow.signal(uploadFinishedSignal, { ok: true });
+    await signalWorkflow(temporal, workflowId, uploadFinishedSignal, { ok: true });
     res.status(200).json(toFileObject(updated));
   };
 }

@@ -5,7 +5,7 @@
  * and deliver a preemption notice. A real fleet reports these by itself; here
  * they let a person (or a test) drive every path of the cluster workflow.
  */
-import { CLUSTER_MESSAGES } from '../../shared/clusters';
+import { preemptionNoticeSignal } from '../../workflows/clusters';
 import type { ClusterRow } from '../../db/clusters';
 import { FleetControls } from '../../providers/compute/local-fleet';
 import { signalCluster } from '../cluster-messages';
@@ -124,7 +124,7 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
       if (node.capacity !== 'preemptible') {
         throw badRequest(`Node '${node.node_id}' is not preemptible; only preemptible nodes are reclaimed.`, 'node_id');
       }
-      await signalCluster(temporal, row.id, CLUSTER_MESSAGES.preemptionNotice, { nodeId: node.node_id });
+      await signalCluster(temporal, row.id, preemptionNoticeSignal, { nodeId: node.node_id });
       return { ok: true as const, simulator: true as const, detail: `preemption notice sent for ${node.node_id}` };
     },
   });

@@ -14,7 +14,6 @@ import {
   DEFAULT_STEP_INTERVAL_SECONDS,
   durationSeconds,
   planSteps,
-  ROLLOUT_UPDATES,
   rolloutWorkflowId,
   strategyOf,
   TARGET_READY_TIMEOUT_SECONDS,
@@ -40,8 +39,14 @@ import {
   unmarkRolloutStarting,
   type RolloutRow,
 } from '../../db/rollouts';
-import type { endpointRollout } from '../../workflows/rollouts';
-import { updateRejection } from '../cluster-messages';
+import {
+  cancelRolloutUpdate,
+  pauseRolloutUpdate,
+  promoteRolloutUpdate,
+  resumeRolloutUpdate,
+  type CancelDisposition,
+  type endpointRollout,
+} from '../../workflows/rollouts';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -418,7 +423,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     name: 'pause' | 'resume' | 'promote' | 'cancel',
     summary: string,
     body: z.ZodObject,
-    arg: (b: Record<string, unknown>) => unknown[],
+    /** Sends the rollout's workflow its typed Update, built from the request body. */
+    send: (workflowId: string, given: Record<string, unknown>, idempotencyKey?: string) => Promise<void>,
   ) =>
     router.add({
       method: 'post',
@@ -439,17 +445,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         checkEtag(r, given.etag as string | undefined);
         if (r.state === 'ROLLOUT_STATE_PENDING' || (TERMINAL_ROLLOUT_STATES as string[]).includes(r.state))
           throw conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
-        try {
-          await executeEntityUpdate(
-            temporal,
-            rolloutWorkflowId(r.id),
-            ROLLOUT_UPDATES[name],
-            arg(given),
-            idempotencyKey,
-          );
-        } catch (err) {
-          throw updateRejection(err);
-        }
+        await send(rolloutWorkflowId(r.id), given, idempotencyKey);
         return toRollout((await getRollout(db, e.id, r.id))!);
       },
     });
@@ -457,10 +453,18 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     'pause',
     'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)',
     EtagBody.extend({ reason: z.string().max(1000).optional() }),
-    (b) => [{ reason: b.reason }],
+    (id, b, key) =>
+      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key),
   );
-  command('resume', 'Resume a paused or system-paused rollout from its current step and split', EtagBody, () => []);
-  command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, () => []);
+  command(
+    'resume',
+    'Resume a paused or system-paused rollout from its current step and split',
+    EtagBody,
+    (id, _b, key) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key),
+  );
+  command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, (id, _b, key) =>
+    executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key),
+  );
   command(
     'cancel',
     "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
@@ -468,7 +472,14 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       reason: z.string().min(1).max(1000),
       disposition: z.enum(['CANCEL_DISPOSITION_FREEZE', 'CANCEL_DISPOSITION_REVERT']).optional(),
     }),
-    (b) => [{ reason: b.reason, ...(b.disposition ? { disposition: b.disposition } : {}) }],
+    (id, b, key) =>
+      executeEntityUpdate(
+        temporal,
+        id,
+        cancelRolloutUpdate,
+        [{ reason: b.reason as string, ...(b.disposition ? { disposition: b.disposition as CancelDisposition } : {}) }],
+        key,
+      ),
   );
 
   router.add({
