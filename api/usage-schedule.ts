@@ -7,16 +7,17 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import type { Logger } from '../platform/logger';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
+import { meterUsage } from '../workflows/usage';
 
 export const USAGE_METERING_SCHEDULE_ID = 'usage-metering';
 
 export async function ensureUsageMeteringSchedule(temporal: Client, everySeconds: number, logger: Logger) {
   const action = {
     type: 'startWorkflow' as const,
-    workflowType: 'meterUsage',
+    workflowType: meterUsage,
     workflowId: 'usage-metering',
     taskQueue: CONTROL_TASK_QUEUE,
-    args: [],
+    args: [] as [],
   };
   const spec = { intervals: [{ every: `${everySeconds} seconds` as const }] };
   // A pass still running when the next is due is not doubled: the next one covers both.

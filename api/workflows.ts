@@ -26,7 +26,8 @@ import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 export const TEMPORAL_CALL_DEADLINE_MS = 5_000;
 
 export interface ResourceWorkflowStart<W extends Workflow> {
-  workflowType: string;
+  /** The workflow function (exported by workflows/): the server runs the type of its name. */
+  workflow: W;
   workflowId: string;
   args: Parameters<W>;
   projectId: string;
@@ -76,7 +77,7 @@ export async function signalWithStartResourceWorkflow<W extends Workflow>(
   signal: SignalDefinition<[]>,
 ): Promise<void> {
   await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () =>
-    temporal.workflow.signalWithStart<W, []>(w.workflowType, { ...resourceRunOptions(w), signal, signalArgs: [] }),
+    temporal.workflow.signalWithStart<W, []>(w.workflow, { ...resourceRunOptions(w), signal, signalArgs: [] }),
   );
 }
 
@@ -126,7 +127,7 @@ async function startWithDeadline<W extends Workflow>(
   deadlineMs: number,
 ): Promise<void> {
   await temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
-    temporal.workflow.start<W>(w.workflowType, resourceRunOptions(w)),
+    temporal.workflow.start(w.workflow, resourceRunOptions(w)),
   );
 }
 

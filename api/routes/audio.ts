@@ -24,7 +24,7 @@ import {
   type AudioTask,
 } from '../../shared/audio';
 import { newId } from '../../platform/ids';
-import type { audioRequest } from '../../workflows/audio';
+import { audioRequest } from '../../workflows/audio';
 import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound } from '../errors';
@@ -131,8 +131,8 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
       heartbeatSeconds: config.audioHeartbeatTimeoutSeconds,
     };
     res.setHeader('X-Gantry-Audio-Request', requestId);
-    await startResourceWorkflow<typeof audioRequest>(temporal, {
-      workflowType: 'audioRequest',
+    await startResourceWorkflow(temporal, {
+      workflow: audioRequest,
       workflowId: audioWorkflowId(requestId),
       args: [input],
       projectId,

@@ -7,7 +7,7 @@ import { volumeWorkflowId } from '../../shared/clusters';
 import { findRegion } from '../../shared/cluster-catalog';
 import { newId } from '../../platform/ids';
 import { deleteVolumeRow, getVolume, insertVolume, listVolumes, resizeVolume, type VolumeRow } from '../../db/clusters';
-import type { storageVolume } from '../../workflows/storage-volumes';
+import { storageVolume } from '../../workflows/storage-volumes';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -60,8 +60,8 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         lifecycleIndependent: body.is_lifecycle_independent ?? false,
       });
       try {
-        await startResourceWorkflow<typeof storageVolume>(temporal, {
-          workflowType: 'storageVolume',
+        await startResourceWorkflow(temporal, {
+          workflow: storageVolume,
           workflowId: volumeWorkflowId(id),
           args: [{ volumeId: id }],
           projectId: principal.projectId,

@@ -28,7 +28,7 @@ import {
   type ClusterRow,
 } from '../../db/clusters';
 import type { Db } from '../../db/pool';
-import { deleteClusterUpdate, updateClusterUpdate, type cluster } from '../../workflows/clusters';
+import { deleteClusterUpdate, updateClusterUpdate, cluster } from '../../workflows/clusters';
 import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
@@ -61,8 +61,8 @@ async function tearDownOrphanedCluster(
 ): Promise<void> {
   const state = row.state;
   try {
-    await startResourceWorkflow<typeof cluster>(temporal, {
-      workflowType: 'cluster',
+    await startResourceWorkflow(temporal, {
+      workflow: cluster,
       workflowId: row.workflow_id,
       args: [
         {
@@ -160,8 +160,8 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
         state: initialState(input),
       });
       try {
-        await startResourceWorkflow<typeof cluster>(temporal, {
-          workflowType: 'cluster',
+        await startResourceWorkflow(temporal, {
+          workflow: cluster,
           workflowId,
           args: [input],
           projectId: principal.projectId,

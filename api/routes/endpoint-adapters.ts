@@ -21,7 +21,7 @@ import {
 import { getEndpoint, getEndpointDeployment, newEtag } from '../../db/endpoints';
 import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../../db/registry';
 import { FINE_TUNE_MODELS } from '../../finetune/models';
-import { detachSignal, setRevisionSignal, type adapterLoad } from '../../workflows/adapters';
+import { detachSignal, setRevisionSignal, adapterLoad } from '../../workflows/adapters';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -182,8 +182,8 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
       });
       if (valid) {
         try {
-          await startResourceWorkflow<typeof adapterLoad>(temporal, {
-            workflowType: 'adapterLoad',
+          await startResourceWorkflow(temporal, {
+            workflow: adapterLoad,
             workflowId: adapterWorkflowId(d.id, model.id),
             args: [
               {

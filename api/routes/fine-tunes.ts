@@ -24,7 +24,7 @@ import {
 } from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { findFineTuneModel } from '../../finetune/models';
-import type { fineTune } from '../../workflows/fine-tunes';
+import { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
 import { startResourceWorkflow } from '../workflows';
 import { conflict, notFound, paymentRequired } from '../errors';
@@ -263,8 +263,8 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
         heartbeatTimeoutSeconds: config.trainingHeartbeatTimeoutSeconds,
       };
       try {
-        await startResourceWorkflow<typeof fineTune>(temporal, {
-          workflowType: 'fineTune',
+        await startResourceWorkflow(temporal, {
+          workflow: fineTune,
           workflowId: fineTuneWorkflowId(id),
           args: [input],
           projectId: principal.projectId,

@@ -18,7 +18,7 @@ import {
 } from '../../db/model-uploads';
 import { findRegistryModelsByName, getRegistryModel } from '../../db/registry';
 import { checkRemoteUrl, RemoteFetchRefused } from '../../providers/remote/fetch-remote';
-import type { modelUpload } from '../../workflows/model-uploads';
+import { modelUpload } from '../../workflows/model-uploads';
 import type { ApiDeps } from '../deps';
 import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -113,8 +113,8 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
         maxRestarts: MAX_RESTARTS,
       });
       try {
-        await startResourceWorkflow<typeof modelUpload>(temporal, {
-          workflowType: 'modelUpload',
+        await startResourceWorkflow(temporal, {
+          workflow: modelUpload,
           workflowId: `model-upload/${id}`,
           args: [{ uploadId: id, modelId: model.id, maxRestarts: MAX_RESTARTS }],
           projectId: principal.projectId,

@@ -24,7 +24,7 @@ import {
 } from '../../db/queue';
 import { findDeploymentByName } from '../../db/deployments';
 import { withTransaction, type Queryable } from '../../db/pool';
-import { wakeQueueDispatcher, type queueDispatcher } from '../../workflows/queue';
+import { wakeQueueDispatcher, queueDispatcher } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import type { ApiRouter } from '../route';
@@ -379,10 +379,10 @@ interface QueueRef {
  */
 async function ensureDispatcher(deps: ApiDeps, tx: Queryable, queue: QueueRef, by: Date): Promise<void> {
   if (!(await ensureDispatcherBy(tx, queue.id, by))) return;
-  await signalWithStartResourceWorkflow<typeof queueDispatcher>(
+  await signalWithStartResourceWorkflow(
     deps.temporal,
     {
-      workflowType: 'queueDispatcher',
+      workflow: queueDispatcher,
       workflowId: queueDispatcherWorkflowId(queue.id),
       args: [{ deploymentId: queue.id, retentionSeconds: deps.config.queueRetentionSeconds }],
       projectId: queue.projectId,

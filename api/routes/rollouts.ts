@@ -45,7 +45,7 @@ import {
   promoteRolloutUpdate,
   resumeRolloutUpdate,
   type CancelDisposition,
-  type endpointRollout,
+  endpointRollout,
 } from '../../workflows/rollouts';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
@@ -399,8 +399,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         plan,
         targetReadyTimeoutSeconds: TARGET_READY_TIMEOUT_SECONDS,
       };
-      await startResourceWorkflow<typeof endpointRollout>(temporal, {
-        workflowType: 'endpointRollout',
+      await startResourceWorkflow(temporal, {
+        workflow: endpointRollout,
         workflowId: rolloutWorkflowId(r.id),
         args: [input],
         projectId: principal.projectId,

@@ -8,7 +8,7 @@ import { SELF_CHECK_RESOURCE_TYPE, selfCheckWorkflowId, type SelfCheckInput } fr
 import { describeTaskQueuePollers, type QueuePollers } from '../../platform/temporal';
 import { deleteSelfCheck, getSelfCheck, insertSelfCheck, listSelfChecks, type SelfCheckRow } from '../../db/system';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
-import type { systemSelfCheck } from '../../workflows/system';
+import { systemSelfCheck } from '../../workflows/system';
 import type { ApiDeps } from '../deps';
 import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
 import { notFound } from '../errors';
@@ -128,8 +128,8 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         queueWaitSeconds: config.gpuQueueWaitSeconds,
       };
       try {
-        await startResourceWorkflow<typeof systemSelfCheck>(temporal, {
-          workflowType: 'systemSelfCheck',
+        await startResourceWorkflow(temporal, {
+          workflow: systemSelfCheck,
           workflowId,
           args: [input],
           projectId: principal.projectId,

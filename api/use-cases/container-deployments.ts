@@ -7,7 +7,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { deleteDeploymentRow, insertDeployment, listReplicas, type DeploymentRow } from '../../db/deployments';
 import { newId } from '../../platform/ids';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../shared/deployments';
-import type { deployment } from '../../workflows/deployments';
+import { deployment } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { startResourceWorkflow } from '../workflows';
 
@@ -50,8 +50,8 @@ export async function startContainerDeployment(
   });
   try {
     await d.beforeStart?.(id);
-    await startResourceWorkflow<typeof deployment>(temporal, {
-      workflowType: 'deployment',
+    await startResourceWorkflow(temporal, {
+      workflow: deployment,
       workflowId: deploymentWorkflowId(id),
       args: [input],
       projectId: d.projectId,
@@ -91,8 +91,8 @@ export async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentR
     deleteOnStart: 'deleted through the API after its workflow had ended',
   };
   try {
-    await startResourceWorkflow<typeof deployment>(temporal, {
-      workflowType: 'deployment',
+    await startResourceWorkflow(temporal, {
+      workflow: deployment,
       workflowId: deploymentWorkflowId(row.id),
       args: [input],
       projectId: row.project_id,

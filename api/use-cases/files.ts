@@ -3,7 +3,7 @@ import path from 'node:path';
 import { FILE_RESOURCE_TYPE, fileValidationWorkflowId, type FileType } from '../../shared/files';
 import { deleteFileRow, findFileByChecksum, type FileRow } from '../../db/files';
 import type { Queryable } from '../../db/pool';
-import type { fileValidation, FileWorkflowInput } from '../../workflows/files';
+import { fileValidation, type FileWorkflowInput } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, type ErrorBody } from '../errors';
 import { startResourceWorkflow } from '../workflows';
@@ -81,8 +81,8 @@ export async function startFileWorkflowFor(
     ...(uploadTimeoutSeconds ? { uploadTimeoutSeconds } : {}),
   };
   try {
-    await startResourceWorkflow<typeof fileValidation>(temporal, {
-      workflowType: 'fileValidation',
+    await startResourceWorkflow(temporal, {
+      workflow: fileValidation,
       workflowId: fileValidationWorkflowId(row.id),
       args: [input],
       projectId: row.project_id,

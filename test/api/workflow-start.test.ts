@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { startResourceWorkflow } from '../../api/workflows';
+import { storageVolume } from '../../workflows/storage-volumes';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform';
 
 let p: TestPlatform;
@@ -29,7 +30,7 @@ describe('starting a workflow whose answer is lost', () => {
         await startResourceWorkflow(
           p.temporal,
           {
-            workflowType: 'storageVolume',
+            workflow: storageVolume,
             workflowId,
             args: [] as never,
             projectId: 'proj-start-race',
