@@ -9,47 +9,33 @@
  * answers 403.
  */
 import { z } from 'zod';
-import { deploymentWorkflowId } from '../../shared/deployments';
-import { newId } from '../../platform/ids';
-import { findCatalogModel } from '../../finetune/models';
 import type { Principal } from '../../db/accounts';
 import {
-  addEndpointEvent,
-  deleteEndpointDeploymentRow,
   deleteEndpointRow,
   getEndpoint,
   getEndpointDeployment,
-  insertEndpoint,
-  insertEndpointDeployment,
-  linkContainerDeployment,
   listEndpointDeployments,
   listEndpointEvents,
   listEndpoints,
-  updateEndpoint,
-  updateEndpointDeployment,
   type EndpointDeploymentRow,
   type EndpointRow,
 } from '../../db/endpoints';
-import { activeRolloutOf } from '../../db/rollouts';
 import type { ApiDeps } from '../deps';
-import {
-  modelServerSpec,
-  planServing,
-  servingContainerName,
-  profileArgs,
-  type EndpointAutoscaling,
-  type ServingPlan,
-} from '../endpoint-serving';
-import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import { deploymentState, trafficShares } from '../../shared/endpoint-state';
 import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorListOf, EndpointDeploymentSchema, EndpointEventSchema, EndpointSchema } from '../schemas/endpoints';
-import { deleteDeploymentUpdate, updateDeploymentUpdate } from '../../workflows/deployments';
-import { executeEntityUpdate } from '../workflows';
 import { PageQuery } from '../cursor-pages';
-import { startContainerDeployment } from '../use-cases/container-deployments';
+import {
+  changeEndpoint,
+  changeEndpointDeployment,
+  createEndpoint,
+  createEndpointDeployment,
+  deleteEndpointDeployment,
+  planEndpointDeployment,
+  type PlannedDeployment,
+} from '../use-cases/endpoints';
 import { DnsLabelName, ProjectParams, EventId } from '../schemas/common';
 
 const Name = DnsLabelName;
@@ -102,6 +88,31 @@ function toDeployment(d: EndpointDeploymentRow, share = 0) {
     etag: d.etag,
     createdAt: new Date(d.created_at).toISOString(),
     updatedAt: new Date(d.updated_at).toISOString(),
+  };
+}
+
+/** The deployment as it would be created (no id, etag or replicas: nothing was created), for validateOnly. */
+function validatedDeployment(principal: Principal, { plan, profile, row }: PlannedDeployment) {
+  const now = new Date().toISOString();
+  return {
+    ...row,
+    autoscaling: { ...row.autoscaling } as Record<string, unknown>,
+    id: '',
+    modelRevisionId: plan.revisionId ?? '',
+    config: profile ? `projects/${principal.projectId}/configs/${profile.id}` : '',
+    configId: profile?.id ?? '',
+    status: {
+      state: plan.servable ? ('DEPLOYMENT_STATE_PROVISIONING' as const) : ('DEPLOYMENT_STATE_FAILED' as const),
+      message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
+      readyReplicas: 0,
+      scheduledReplicas: 0,
+    },
+    desiredReplicas: 0,
+    trafficMode: 'TRAFFIC_MODE_LIVE' as const,
+    estimatedEffectiveTrafficShare: 0,
+    etag: '',
+    createdAt: now,
+    updatedAt: now,
   };
 }
 
@@ -177,7 +188,7 @@ function masked<B extends Record<string, unknown>>(body: B, updateMask: string |
 const EVENT_BATCH = 500;
 
 export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db } = deps;
 
   async function requireEndpoint(principal: Principal, projectId: string, id: string) {
     const e = await getEndpoint(db, principal.projectId, id);
@@ -197,37 +208,6 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       );
   };
 
-  /**
-   * The deployment profile a deployment runs with: the one it names (`config`
-   * as projects/{p}/configs/{id}, or `configId`), or the family's only one.
-   * A family with several needs the choice made explicitly.
-   */
-  async function chooseProfile(
-    projectId: string,
-    plan: Extract<ServingPlan, { servable: true }>,
-    body: { config?: string; configId?: string },
-  ): Promise<ModelConfigRow | null> {
-    const named = body.config?.match(/^projects\/[^/]+\/configs\/(.+)$/)?.[1];
-    if (body.config && !named) throw badRequest('config is projects/{projectId}/configs/{configId}.', 'config');
-    const wanted = named ?? body.configId;
-    const profiles = await listModelConfigs(db, projectId, { family: plan.family, limit: 100 });
-    if (wanted) {
-      const chosen = profiles.find((c) => c.id === wanted);
-      if (!chosen)
-        throw badRequest(
-          `Config '${wanted}' is not a deployment profile of ${plan.family} that this project can use; its profiles: ${profiles.map((c) => c.id).join(', ') || 'none'}.`,
-          body.config ? 'config' : 'configId',
-        );
-      return chosen;
-    }
-    if (profiles.length > 1)
-      throw badRequest(
-        `${plan.model} has ${profiles.length} deployment profiles (${profiles.map((c) => c.id).join(', ')}); name one with config.`,
-        'config',
-      );
-    return profiles[0] ?? null;
-  }
-
   // ---- endpoints ----
   router.add({
     method: 'post',
@@ -241,25 +221,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     body: z.object({ name: Name, visibility: Visibility.optional() }),
     errors: [404, 409],
     response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
-    handler: async ({ params, body, principal }) => {
-      if (await getEndpoint(db, principal.projectId, body.name))
-        throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
-      const id = newId('ep', '_');
-      await insertEndpoint(db, {
-        id,
-        projectId: principal.projectId,
-        name: body.name,
-        visibility: body.visibility ?? 'VISIBILITY_PRIVATE',
-      });
-      await addEndpointEvent(db, {
-        endpointId: id,
-        level: 'LEVEL_INFO',
-        sourceKind: 'SOURCE_KIND_ENDPOINT',
-        type: 'endpoint.created',
-        message: `Endpoint ${principal.projectSlug}/${body.name} created by API key ${principal.apiKeyId}.`,
-      });
-      return toEndpoint((await getEndpoint(db, principal.projectId, id))!, []);
-    },
+    handler: async ({ body, principal }) => toEndpoint(await createEndpoint(db, principal, body), []),
   });
   router.add({
     method: 'get',
@@ -323,32 +285,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const body = masked(sent, query.updateMask, ['name', 'visibility', 'trafficSplit']);
       const e = await requireEndpoint(principal, params.projectId, params.id);
       checkEtag(e.etag, body.etag, 'endpoint');
-      if (body.trafficSplit && e.active_rollout_id)
-        throw conflict(
-          `Rollout ${e.active_rollout_id} is moving this endpoint's traffic; pause, promote or cancel it before setting the split.`,
-          'rollout_active',
-        );
       const deployments = await listEndpointDeployments(db, e.id);
-      for (const [i, s] of (body.trafficSplit ?? []).entries()) {
-        if (!deployments.some((d) => d.id === s.deploymentId))
-          throw badRequest(
-            `Endpoint '${e.name}' has no deployment '${s.deploymentId}'.`,
-            `trafficSplit[${i}].deploymentId`,
-          );
-      }
-      if (body.name && body.name !== e.name && (await getEndpoint(db, principal.projectId, body.name)))
-        throw conflict(`An endpoint named '${body.name}' exists in this project.`, 'endpoint_exists');
-      await updateEndpoint(db, e.id, { name: body.name, visibility: body.visibility, trafficSplit: body.trafficSplit });
-      if (body.trafficSplit) {
-        await addEndpointEvent(db, {
-          endpointId: e.id,
-          level: 'LEVEL_INFO',
-          sourceKind: 'SOURCE_KIND_ENDPOINT',
-          type: 'endpoint.traffic_changed',
-          message: `Traffic split: ${body.trafficSplit.map((s) => `${s.deploymentId} ${s.weight}`).join(', ') || 'even'}.`,
-        });
-      }
-      return toEndpoint((await getEndpoint(db, principal.projectId, e.id))!, deployments);
+      return toEndpoint(await changeEndpoint(db, principal, e, deployments, body), deployments);
     },
   });
   router.add({
@@ -407,101 +345,9 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body, principal }) => {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
-      // `model` is the resource name projects/{project}/models/{id}[/revisions/{revision}] (a catalog
-      // model's project is `public`, as its deployment profiles name it); modelId the bare id.
-      const fromName = body.model?.match(/^projects\/([^/]+)\/models\/([^/]+)(?:\/revisions\/([^/]+))?$/);
-      if (body.model && !fromName && !body.modelId) {
-        throw badRequest(
-          'model is a resource name, projects/{projectId}/models/{modelId}[/revisions/{revisionId}]; or give modelId.',
-          'model',
-        );
-      }
-      const ownProject = fromName && (fromName[1] === principal.projectId || fromName[1] === principal.projectSlug);
-      if (fromName && !ownProject && !(fromName[1] === 'public' && findCatalogModel(fromName[2]!)))
-        throw badRequest(`model names another project's model.`, 'model');
-      const modelId = body.modelId ?? fromName?.[2];
-      if (!modelId) throw badRequest('Give modelId (or model) to deploy.', 'modelId');
-      const plan = await planServing(db, principal.projectId, modelId, body.modelRevisionId ?? fromName?.[3]);
-      if (!plan)
-        throw badRequest(
-          `Model '${modelId}' is neither registered in this project nor a supported base model.`,
-          'modelId',
-        );
-      if (await getEndpointDeployment(db, e.id, body.name))
-        throw conflict(`Endpoint '${e.name}' has a deployment named '${body.name}'.`, 'deployment_exists');
-      const profile = plan.servable ? await chooseProfile(principal.projectId, plan, body) : null;
-      if (plan.servable && profile) plan.args.push(...profileArgs(profile.selectors));
-      const min = body.autoscaling.minReplicas ?? 1;
-      if ((body.autoscaling.maxReplicas ?? Math.max(min, 1)) < min)
-        throw badRequest('maxReplicas must be at least minReplicas.', 'autoscaling.maxReplicas');
-      const validateOnly = body.validateOnly ?? query.validateOnly === 'true';
-      const id = validateOnly ? '' : newId('dep', '_');
-      const base = {
-        id,
-        endpointId: e.id,
-        projectId: principal.projectId,
-        name: body.name,
-        model: plan.model,
-        modelId: plan.modelId,
-        modelRevisionId: plan.revisionId,
-        autoscaling: body.autoscaling,
-        enableLora: body.enableLora ?? false,
-        hardware: 'cpu-reference (process runtime)',
-        configId: profile?.id,
-      };
-      if (validateOnly) {
-        // The deployment as it would be created (no id, etag or replicas: nothing was created).
-        const now = new Date().toISOString();
-        return {
-          ...base,
-          modelRevisionId: plan.revisionId ?? '',
-          config: profile ? `projects/${principal.projectId}/configs/${profile.id}` : '',
-          configId: profile?.id ?? '',
-          status: {
-            state: plan.servable ? ('DEPLOYMENT_STATE_PROVISIONING' as const) : ('DEPLOYMENT_STATE_FAILED' as const),
-            message: plan.servable ? 'Valid: nothing was created (validateOnly).' : plan.reason,
-            readyReplicas: 0,
-            scheduledReplicas: 0,
-          },
-          desiredReplicas: 0,
-          trafficMode: 'TRAFFIC_MODE_LIVE' as const,
-          estimatedEffectiveTrafficShare: 0,
-          etag: '',
-          createdAt: now,
-          updatedAt: now,
-        };
-      }
-      const event = { endpointId: e.id, deploymentId: id, sourceKind: 'SOURCE_KIND_DEPLOYMENT' as const };
-      if (!plan.servable) {
-        await insertEndpointDeployment(db, { ...base, failure: plan.reason });
-        await addEndpointEvent(db, { ...event, level: 'LEVEL_ERROR', type: 'deployment.failed', message: plan.reason });
-      } else {
-        // The row first (without its server), so the container's first projection finds its endpoint.
-        await insertEndpointDeployment(db, base);
-        await addEndpointEvent(db, {
-          ...event,
-          level: 'LEVEL_INFO',
-          type: 'deployment.created',
-          message: `Deploying ${plan.model}${plan.revisionId ? ` (revision ${plan.revisionId})` : ''}.`,
-        });
-        try {
-          await startContainerDeployment(deps, {
-            projectId: principal.projectId,
-            projectSlug: principal.projectSlug,
-            apiKeyId: principal.apiKeyId,
-            spec: modelServerSpec(config, {
-              containerName: servingContainerName(id),
-              plan,
-              autoscaling: body.autoscaling as EndpointAutoscaling,
-            }),
-            beforeStart: (containerId) => linkContainerDeployment(db, id, containerId),
-          });
-        } catch (err) {
-          await deleteEndpointDeploymentRow(db, id);
-          throw err;
-        }
-      }
-      return toDeployment((await getEndpointDeployment(db, e.id, id))!);
+      const planned = await planEndpointDeployment(db, principal, e, body);
+      if (body.validateOnly ?? query.validateOnly === 'true') return validatedDeployment(principal, planned);
+      return toDeployment(await createEndpointDeployment(deps, principal, planned));
     },
   });
   router.add({
@@ -565,46 +411,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, body.etag, 'deployment');
-      // What an update leaves out of autoscaling keeps its value (the SDK's DeploymentAutoscaling).
-      const autoscaling = body.autoscaling && { ...(d.autoscaling as EndpointAutoscaling), ...body.autoscaling };
-      if (d.deleting) {
-        // A deployment on its way out is stopping already: asking it to stop (bounds 0..0, what
-        // the CLI's `endpoints rm --force` sends before deleting) is satisfied; other changes are not.
-        const onlyStops = body.name === undefined && autoscaling !== undefined && Number(autoscaling.maxReplicas) < 1;
-        if (onlyStops) return toDeployment(d);
-        throw conflict(`Deployment '${d.name}' is being deleted; it takes no changes.`, 'deployment_deleting');
-      }
-      if (autoscaling && d.container_deployment_id) {
-        const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
-        if (plan?.servable) {
-          const spec = modelServerSpec(config, { containerName: servingContainerName(d.id), plan, autoscaling });
-          // The workflow refuses (a 409) if it began deleting meanwhile.
-          await executeEntityUpdate(
-            temporal,
-            deploymentWorkflowId(d.container_deployment_id),
-            updateDeploymentUpdate,
-            [{ min_replicas: spec.min_replicas, max_replicas: spec.max_replicas, autoscaling: spec.autoscaling }],
-            idempotencyKey,
-          );
-        }
-      }
-      await updateEndpointDeployment(db, d.id, { name: body.name, autoscaling });
-      // Bounds of 0..0 are how a deployment is paused (DEPLOYMENT_STATE_STOPPED); raising them resumes it.
-      const stopped = (a: EndpointAutoscaling) => Number(a.maxReplicas ?? 1) < 1;
-      if (autoscaling && stopped(autoscaling) !== stopped(d.autoscaling as EndpointAutoscaling)) {
-        const pausing = stopped(autoscaling);
-        await addEndpointEvent(db, {
-          endpointId: e.id,
-          deploymentId: d.id,
-          sourceKind: 'SOURCE_KIND_DEPLOYMENT',
-          level: 'LEVEL_INFO',
-          type: pausing ? 'deployment.paused' : 'deployment.resumed',
-          message: pausing
-            ? `Paused by API key ${principal.apiKeyId}: replicas 0..0; its replicas stop.`
-            : `Resumed by API key ${principal.apiKeyId}: replicas ${autoscaling.minReplicas ?? 1}..${autoscaling.maxReplicas}.`,
-        });
-      }
-      return toDeployment((await getEndpointDeployment(db, e.id, d.id))!);
+      return toDeployment(await changeEndpointDeployment(deps, principal, d, body, idempotencyKey));
     },
   });
   router.add({
@@ -623,27 +430,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const e = await requireEndpoint(principal, params.projectId, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, query.etag, 'deployment');
-      if (d.deleting) return {}; // asked before: it is on its way out
-      const rollout = await activeRolloutOf(db, d.id);
-      if (rollout)
-        throw conflict(
-          `Deployment '${d.name}' is part of rollout ${rollout}, which is not finished; complete or cancel it first.`,
-          'deployment_in_rollout',
-        );
-      if (!d.container_deployment_id) {
-        await deleteEndpointDeploymentRow(db, d.id);
-        return {};
-      }
-      await updateEndpointDeployment(db, d.id, { deleting: true });
-      await addEndpointEvent(db, {
-        endpointId: e.id,
-        deploymentId: d.id,
-        sourceKind: 'SOURCE_KIND_DEPLOYMENT',
-        level: 'LEVEL_INFO',
-        type: 'deployment.stopping',
-        message: `Deletion requested by API key ${principal.apiKeyId}.`,
-      });
-      await executeEntityUpdate(temporal, deploymentWorkflowId(d.container_deployment_id), deleteDeploymentUpdate, []);
+      await deleteEndpointDeployment(deps, principal, d);
       return {};
     },
   });
