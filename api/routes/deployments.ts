@@ -9,7 +9,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { DnsLabelName, INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
-import { deploymentWorkflowId, REVISION_ENV, type DeploymentSpec } from '../../shared/deployments';
+import { REVISION_ENV } from '../../shared/deployments';
 import { newId } from '../../platform/ids';
 import {
   deleteSecret,
@@ -25,15 +25,15 @@ import {
 } from '../../db/deployments';
 import type { Db } from '../../db/pool';
 import type { ApiDeps } from '../deps';
-import { pinMounts } from '../deployment-mounts';
 import { tailLines } from '../../providers/containers/log-tail';
 import { followLogs } from '../replica-logs';
-import { ApiError, badRequest, conflict, notFound } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { startContainerDeployment, tearDownOrphanedDeployment } from '../use-cases/container-deployments';
-import { executeEntityUpdate } from '../workflows';
-import { deleteDeploymentUpdate, updateDeploymentUpdate } from '../../workflows/deployments';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import {
+  changeContainerDeployment,
+  deployContainer,
+  destroyContainerDeployment,
+} from '../use-cases/container-deployments';
 
 const Name = DnsLabelName;
 const EnvVar = z
@@ -209,7 +209,7 @@ async function toDeployment(db: Db, row: DeploymentRow) {
 }
 
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db, config } = deps;
   const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
 
   router.add({
@@ -243,36 +243,6 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         'deployment_managed_by_endpoint',
       );
   }
-  async function checkSecrets(projectId: string, env: DeploymentSpec['environment_variables']) {
-    for (const [i, e] of env.entries()) {
-      if (e.value_from_secret && !(await getSecret(db, projectId, e.value_from_secret))) {
-        throw badRequest(
-          `Secret '${e.value_from_secret}' does not exist in this project.`,
-          `environment_variables[${i}].value_from_secret`,
-        );
-      }
-    }
-  }
-  /** The workflow's refusal of an Update (or its absence) as the 409 the caller sees. */
-  function refused(row: DeploymentRow, err: unknown): unknown {
-    // executeEntityUpdate gives the validator's refusal as the 400 (the field it names) or 409 it means.
-    if (err instanceof ApiError) return err;
-    return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
-  }
-  async function sendUpdate(row: DeploymentRow, change: Partial<DeploymentSpec>, idempotencyKey?: string) {
-    try {
-      await executeEntityUpdate(
-        temporal,
-        deploymentWorkflowId(row.id),
-        updateDeploymentUpdate,
-        [change],
-        idempotencyKey,
-      );
-    } catch (err) {
-      throw refused(row, err);
-    }
-  }
-
   // ---- secrets (before /deployments/:id) ----
   router.add({
     method: 'post',
@@ -392,20 +362,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [409, 503],
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ body, principal }) => {
-      const spec: DeploymentSpec = { ...body, max_replicas: body.max_replicas ?? Math.max(body.min_replicas, 1) };
-      if (spec.max_replicas < spec.min_replicas)
-        throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
-      await checkSecrets(principal.projectId, spec.environment_variables);
-      Object.assign(spec, await pinMounts(db, principal.projectId, spec));
-      if (await getDeployment(db, principal.projectId, body.name)) {
-        throw conflict(`A deployment named '${body.name}' already exists in this project.`, 'deployment_exists');
-      }
-      const id = await startContainerDeployment(deps, {
-        projectId: principal.projectId,
-        projectSlug: principal.projectSlug,
-        apiKeyId: principal.apiKeyId,
-        spec,
-      });
+      const id = await deployContainer(deps, principal, body);
       return toDeployment(db, (await getDeployment(db, principal.projectId, id))!);
     },
   });
@@ -450,25 +407,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, body, principal, idempotencyKey }) => {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
-      const patch = Object.fromEntries(
-        Object.entries(body).filter(([, v]) => v !== undefined),
-      ) as Partial<DeploymentSpec>;
-      const next = { ...row.state.spec, ...patch };
-      if (next.max_replicas < next.min_replicas)
-        throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
-      if (patch.environment_variables) await checkSecrets(principal.projectId, patch.environment_variables);
-      if (patch.volumes || patch.model_mounts) {
-        const pinned = await pinMounts(db, principal.projectId, {
-          volumes: next.volumes,
-          model_mounts: next.model_mounts,
-        });
-        if (patch.volumes) patch.volumes = pinned.volumes;
-        if (patch.model_mounts) patch.model_mounts = pinned.model_mounts;
-      }
-      if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
-        throw conflict(`A deployment named '${patch.name}' already exists in this project.`, 'deployment_exists');
-      }
-      await sendUpdate(row, patch, idempotencyKey);
+      await changeContainerDeployment(deps, principal, row, body, idempotencyKey);
       return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
     },
   });
@@ -488,12 +427,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
-      try {
-        await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), deleteDeploymentUpdate, []);
-      } catch (err) {
-        if (!(err instanceof WorkflowNotFoundError)) throw refused(row, err);
-        await tearDownOrphanedDeployment(deps, row);
-      }
+      await destroyContainerDeployment(deps, row);
       return { id: row.id, deleted: true as const };
     },
   });

@@ -1,15 +1,26 @@
 /**
- * Creating a container deployment (its row, then its entity workflow), and tearing down one whose
- * workflow ended without deleting it. Used by the deployments API and by endpoint deployments,
- * whose replicas run a model server.
+ * The write paths of container deployments: deploying (its row, then its entity workflow),
+ * changing (an Update of that workflow: replicas roll to the new revision), destroying, and
+ * tearing down one whose workflow ended without deleting it. Creating is shared with endpoint
+ * deployments, whose replicas run a model server.
  */
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { deleteDeploymentRow, insertDeployment, listReplicas, type DeploymentRow } from '../../db/deployments';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Principal } from '../../db/accounts';
+import {
+  deleteDeploymentRow,
+  getDeployment,
+  getSecret,
+  insertDeployment,
+  listReplicas,
+  type DeploymentRow,
+} from '../../db/deployments';
 import { newId } from '../../platform/ids';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../shared/deployments';
-import { deployment } from '../../workflows/deployments';
+import { deleteDeploymentUpdate, deployment, updateDeploymentUpdate } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
-import { startResourceWorkflow } from '../workflows';
+import { pinMounts } from '../deployment-mounts';
+import { ApiError, badRequest, conflict } from '../errors';
+import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
 
 /**
  * Creates a container deployment: its row, then its entity workflow
@@ -105,4 +116,86 @@ export async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentR
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
   }
+}
+
+/** What a deploy request gives: the spec, with max_replicas optional (it defaults to min_replicas, at least 1). */
+export type DeployRequest = Omit<DeploymentSpec, 'max_replicas'> & { max_replicas?: number };
+
+/** Checks a deploy request (replica bounds, secrets, mounts, a free name) and starts the deployment; its id. */
+export async function deployContainer(deps: ApiDeps, principal: Principal, body: DeployRequest): Promise<string> {
+  const { db } = deps;
+  const spec: DeploymentSpec = { ...body, max_replicas: body.max_replicas ?? Math.max(body.min_replicas, 1) };
+  if (spec.max_replicas < spec.min_replicas)
+    throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+  await checkSecrets(db, principal.projectId, spec.environment_variables);
+  Object.assign(spec, await pinMounts(db, principal.projectId, spec));
+  if (await getDeployment(db, principal.projectId, body.name)) {
+    throw conflict(`A deployment named '${body.name}' already exists in this project.`, 'deployment_exists');
+  }
+  return startContainerDeployment(deps, {
+    projectId: principal.projectId,
+    projectSlug: principal.projectSlug,
+    apiKeyId: principal.apiKeyId,
+    spec,
+  });
+}
+
+/** Changes a deployment's spec (fields left out keep their value); its workflow rolls the replicas. */
+export async function changeContainerDeployment(
+  deps: ApiDeps,
+  principal: Principal,
+  row: DeploymentRow,
+  change: Partial<DeploymentSpec>,
+  idempotencyKey?: string,
+): Promise<void> {
+  const { db, temporal } = deps;
+  const patch = Object.fromEntries(
+    Object.entries(change).filter(([, v]) => v !== undefined),
+  ) as Partial<DeploymentSpec>;
+  const next = { ...row.state.spec, ...patch };
+  if (next.max_replicas < next.min_replicas)
+    throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+  if (patch.environment_variables) await checkSecrets(db, principal.projectId, patch.environment_variables);
+  if (patch.volumes || patch.model_mounts) {
+    const pinned = await pinMounts(db, principal.projectId, { volumes: next.volumes, model_mounts: next.model_mounts });
+    if (patch.volumes) patch.volumes = pinned.volumes;
+    if (patch.model_mounts) patch.model_mounts = pinned.model_mounts;
+  }
+  if (patch.name && patch.name !== row.name && (await getDeployment(db, principal.projectId, patch.name))) {
+    throw conflict(`A deployment named '${patch.name}' already exists in this project.`, 'deployment_exists');
+  }
+  try {
+    await executeEntityUpdate(temporal, deploymentWorkflowId(row.id), updateDeploymentUpdate, [patch], idempotencyKey);
+  } catch (err) {
+    throw refused(row, err);
+  }
+}
+
+/** Deletes a deployment through its workflow; one whose workflow had ended is torn down by a new run. */
+export async function destroyContainerDeployment(deps: ApiDeps, row: DeploymentRow): Promise<void> {
+  try {
+    await executeEntityUpdate(deps.temporal, deploymentWorkflowId(row.id), deleteDeploymentUpdate, []);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw refused(row, err);
+    await tearDownOrphanedDeployment(deps, row);
+  }
+}
+
+/** Every secret the environment names must exist in the project (400 naming the variable). */
+async function checkSecrets(db: ApiDeps['db'], projectId: string, env: DeploymentSpec['environment_variables']) {
+  for (const [i, e] of env.entries()) {
+    if (e.value_from_secret && !(await getSecret(db, projectId, e.value_from_secret))) {
+      throw badRequest(
+        `Secret '${e.value_from_secret}' does not exist in this project.`,
+        `environment_variables[${i}].value_from_secret`,
+      );
+    }
+  }
+}
+
+/** The workflow's refusal of an Update (or its absence) as the 409 the caller sees. */
+function refused(row: DeploymentRow, err: unknown): unknown {
+  // executeEntityUpdate gives the validator's refusal as the 400 (the field it names) or 409 it means.
+  if (err instanceof ApiError) return err;
+  return conflict(`Deployment '${row.name}' does not take changes now: ${(err as Error).message}`);
 }
