@@ -55,6 +55,11 @@ function toApiError(err: unknown): ApiError | null {
   }
   if (err instanceof BlobTooLargeError)
     return payloadTooLarge(`The file is larger than the limit of ${err.limit} bytes.`, 'file');
+  // multer's own word for a client that closed the connection mid-upload (make-middleware.js): the
+  // client is gone, so this is its 400, not a server error.
+  if (e instanceof Error && e.message === 'Request aborted' && (e as { storageErrors?: unknown }).storageErrors) {
+    return badRequest('The request was aborted before its body was received.', null, 'request_aborted');
+  }
   if (/^(Unexpected end of form|Malformed part header|Multipart: Boundary not found)/.test(String(e?.message))) {
     return badRequest(`Malformed multipart request: ${e.message}.`, null, 'invalid_multipart');
   }

@@ -71,6 +71,12 @@ describe('upload and validation failures', () => {
     );
     const list = await call(p.baseUrl, 'GET', '/v1/files', { key: tenant.key });
     assert.deepEqual(list.body.data, []);
+    // A client that hangs up is not a server failure: no 500 is logged for it.
+    const serverErrors = p.logs
+      .text()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request failed"') && l.includes('/v1/files/upload'));
+    assert.deepEqual(serverErrors, []);
   });
 
   test('a blob unreadable for a while is retried until validation succeeds', async () => {
