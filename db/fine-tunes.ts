@@ -1,7 +1,12 @@
 import type { TokenizedCounts } from '../finetune/estimate';
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
-import type { FineTuneEventType, FineTuneStatus, TrainingPlan } from '../shared/fine-tunes';
-import type { Queryable } from './pool';
+import {
+  fineTuneWorkflowId,
+  type FineTuneEventType,
+  type FineTuneStatus,
+  type TrainingPlan,
+} from '../shared/fine-tunes';
+import { withTransaction, type Db, type Queryable } from './pool';
 import { qualifiedModelName } from './registry';
 
 export interface FineTuneRow {
@@ -53,6 +58,19 @@ export async function insertFineTune(
     [j.id, j.projectId, j.createdBy, j.plan, j.modelOutputName],
   );
   return rows[0];
+}
+
+/**
+ * Removes a job's row with the file leases its workflow holds (`fine-tune/<id>`, which no foreign
+ * key ties to the row), in one transaction that locks the row first: an activity still finishing
+ * cannot re-create a lease or an event for a job that is gone (it needs the row).
+ */
+export async function deleteFineTuneRow(db: Db, id: string): Promise<void> {
+  await withTransaction(db, async (tx) => {
+    await tx.query('SELECT id FROM fine_tunes WHERE id = $1 FOR UPDATE', [id]);
+    await tx.query('DELETE FROM file_leases WHERE holder = $1', [fineTuneWorkflowId(id)]);
+    await tx.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
+  });
 }
 
 /** A job with what it has been charged so far, net of refunds (USD; usage_records by resource). */

@@ -10,8 +10,13 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../shared/fine-tunes';
-import { getFineTune, getFineTuneById, listCheckpoints, type FineTuneRow } from '../../db/fine-tunes';
-import { withTransaction } from '../../db/pool';
+import {
+  deleteFineTuneRow,
+  getFineTune,
+  getFineTuneById,
+  listCheckpoints,
+  type FineTuneRow,
+} from '../../db/fine-tunes';
 import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-zst';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
@@ -236,13 +241,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
         if (c.checkpoint_type === 'intermediate') keys.push(downloadKey(job.id, checkpointVariant(c.step)));
       }
       keys.push(...FINAL_VARIANTS.map((variant) => downloadKey(job.id, variant)));
-      // One transaction: an activity still finishing after the terminate cannot re-create a lease
-      // or an event for a job that is gone (it needs the job row, which this locks and deletes).
-      await withTransaction(db, async (tx) => {
-        await tx.query('SELECT id FROM fine_tunes WHERE id = $1 FOR UPDATE', [job.id]);
-        await tx.query('DELETE FROM file_leases WHERE holder = $1', [fineTuneWorkflowId(job.id)]);
-        await tx.query('DELETE FROM fine_tunes WHERE id = $1', [job.id]);
-      });
+      await deleteFineTuneRow(db, job.id);
       for (const key of keys) await blobs.delete(key);
       return { message: `Fine-tuning job ${job.id} deleted.` };
     },

@@ -6,13 +6,10 @@
  */
 import { z } from 'zod';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../shared/fine-tunes';
-import { newId } from '../../platform/ids';
-import { acquireFileLease, getFile } from '../../db/files';
+import { fineTuneWorkflowId } from '../../shared/fine-tunes';
 import {
   addFineTuneEvent,
   getFineTune,
-  insertFineTune,
   listCheckpoints,
   listFineTuneEvents,
   listFineTunes,
@@ -22,12 +19,9 @@ import {
   type FineTuneEventRow,
   type FineTuneRow,
 } from '../../db/fine-tunes';
-import { withTransaction } from '../../db/pool';
 import { findFineTuneModel } from '../../finetune/models';
-import { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
-import { startResourceWorkflow } from '../workflows';
-import { conflict, notFound, paymentRequired } from '../errors';
+import { conflict, notFound } from '../errors';
 import Decimal from 'decimal.js';
 import type { ApiRouter } from '../route';
 import {
@@ -40,8 +34,7 @@ import {
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
-import { resolveCheckpointSource } from '../use-cases/fine-tunes-checkpoint-source';
-import { checkFile, quoteFineTune, resolveModel, resolvePlan } from '../use-cases/fine-tunes-plan';
+import { createFineTune } from '../use-cases/fine-tunes';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 
@@ -165,7 +158,7 @@ export function toFineTune(
 }
 
 export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db, temporal } = deps;
 
   const findJob = async (projectId: string, id: string) => {
     const row = await getFineTune(db, projectId, id);
@@ -199,88 +192,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     body: CreateFineTuneBody,
     errors: [402, 503],
     response: { status: 200, description: 'The job, status pending', schema: FineTuneSchema },
-    handler: async ({ body, principal }) => {
-      const source =
-        body.from_checkpoint !== undefined && body.model === undefined
-          ? await resolveCheckpointSource(db, principal.projectId, body.from_checkpoint)
-          : undefined;
-      const model = resolveModel(body, source);
-      const training = checkFile(
-        await getFile(db, principal.projectId, body.training_file),
-        body.training_file,
-        'training_file',
-      );
-      const validation = body.validation_file
-        ? checkFile(
-            await getFile(db, principal.projectId, body.validation_file),
-            body.validation_file,
-            'validation_file',
-          )
-        : null;
-      const plan = resolvePlan(body, model, training, validation, source);
-      // Credit is checked here on the quote, and again on the exact price when training starts.
-      const { price, credit } = await quoteFineTune(
-        deps,
-        principal.projectId,
-        { train: training, eval: validation },
-        plan,
-        model,
-      );
-      if (price.total.gt(credit)) {
-        throw paymentRequired(
-          `The job is estimated at ${price.total.toFixed()} USD and the organization has ${Decimal.max(credit, 0).toFixed()} USD of credit left.`,
-        );
-      }
-      const id = newId('ft');
-      const baseName = model.name.split('/').pop();
-      const modelOutputName = `${principal.projectSlug}/${baseName}${plan.suffix ? `-${plan.suffix}` : ''}-${id.slice(3, 11)}`;
-      const row = await withTransaction(db, async (tx) => {
-        const job = await insertFineTune(tx, {
-          id,
-          projectId: principal.projectId,
-          createdBy: principal.userId ?? principal.apiKeyId,
-          plan,
-          modelOutputName,
-        });
-        await addFineTuneEvent(tx, {
-          jobId: id,
-          type: 'job_pending',
-          message: 'Fine-tuning job created.',
-          dedupKey: 'job-pending',
-        });
-        // The files are in use from the moment the job exists: deleting one now answers 409.
-        // The lease's foreign key locks the file row, so a concurrent file delete waits or wins cleanly.
-        for (const fileId of [plan.training_file, plan.validation_file]) {
-          if (fileId) await acquireFileLease(tx, fileId, fineTuneWorkflowId(id));
-        }
-        return job;
-      });
-      const input: FineTuneWorkflowInput = {
-        jobId: id,
-        projectId: principal.projectId,
-        gpuType: model.gpuType,
-        queueProbeSeconds: config.gpuQueueWaitSeconds,
-        heartbeatTimeoutSeconds: config.trainingHeartbeatTimeoutSeconds,
-      };
-      try {
-        await startResourceWorkflow(temporal, {
-          workflow: fineTune,
-          workflowId: fineTuneWorkflowId(id),
-          args: [input],
-          projectId: principal.projectId,
-          resourceType: FINE_TUNE_RESOURCE_TYPE,
-          resourceId: id,
-          status: 'pending',
-          names: { projectSlug: principal.projectSlug, resource: body.suffix ?? id },
-          summary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
-          details: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
-        });
-      } catch (err) {
-        await db.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
-        throw err;
-      }
-      return toFineTune(row);
-    },
+    handler: async ({ body, principal }) => toFineTune(await createFineTune(deps, principal, body)),
   });
 
   router.add({
