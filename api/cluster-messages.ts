@@ -30,7 +30,7 @@ export async function signalCluster<Arg>(
   arg: Arg,
 ): Promise<void> {
   try {
-    await signalWorkflow(temporal, clusterWorkflowId(clusterId), signal, arg);
+    await signalWorkflow(temporal, clusterWorkflowId(clusterId), signal, [arg]);
   } catch (err) {
     throw notRunning(err, clusterId);
   }

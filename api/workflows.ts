@@ -177,15 +177,23 @@ export async function executeEntityUpdate<Ret, Args extends unknown[]>(
   }
 }
 
-/** Sends a Signal to a running workflow, named by its definition, within the call deadline. */
+/**
+ * Sends a Signal to a running workflow, named by its definition. `deadlineMs` bounds the call
+ * (a Temporal outage is then a prompt 503); `null` waits as long as the server takes, for a
+ * signal sent after writes that cannot be undone, where a timeout would tell the client its
+ * change failed when it was made (a stored upload).
+ */
 export async function signalWorkflow<Args extends unknown[]>(
   temporal: Client,
   workflowId: string,
   signal: SignalDefinition<Args>,
-  ...args: Args
+  args: Args,
+  deadlineMs: number | null = TEMPORAL_CALL_DEADLINE_MS,
 ): Promise<void> {
   const handle = temporal.workflow.getHandle(workflowId);
-  await temporal.connection.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () => handle.signal(signal, ...args));
+  const send = () => handle.signal(signal, ...args);
+  if (deadlineMs === null) await send();
+  else await temporal.connection.withDeadline(Date.now() + deadlineMs, send);
 }
 
 /**

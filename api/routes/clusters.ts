@@ -5,34 +5,15 @@
  * changes are Updates to that workflow; reads come from PostgreSQL.
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { randomBytes } from 'node:crypto';
-import { ClusterRuleError, resolveClusterCreate } from '../../shared/cluster-rules';
 import { REGIONS } from '../../shared/cluster-catalog';
-import {
-  CLUSTER_RESOURCE_TYPE,
-  clusterWorkflowId,
-  initialState,
-  type ClusterWorkflowInput,
-} from '../../shared/clusters';
-import { newId } from '../../platform/ids';
-import {
-  deleteClusterRow,
-  deleteVolumeRow,
-  getCluster,
-  getVolume,
-  insertCluster,
-  insertVolume,
-  latestRemediations,
-  listClusters,
-  volumesOfCluster,
-  type ClusterRow,
-} from '../../db/clusters';
+import { CLUSTER_RESOURCE_TYPE } from '../../shared/clusters';
+import { getCluster, latestRemediations, listClusters, volumesOfCluster, type ClusterRow } from '../../db/clusters';
 import type { Db } from '../../db/pool';
 import { deleteClusterUpdate, updateClusterUpdate, cluster } from '../../workflows/clusters';
 import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
-import { ApiError, badRequest, conflict } from '../errors';
+import { ApiError, conflict } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   ClusterDeleteSchema,
@@ -45,7 +26,7 @@ import {
   UpdateClusterBody,
 } from '../schemas/clusters';
 import { startResourceWorkflow } from '../workflows';
-import { requireCluster } from '../use-cases/clusters';
+import { createCluster, requireCluster } from '../use-cases/clusters';
 import { z } from 'zod';
 
 async function clusterObject(db: Db, row: ClusterRow) {
@@ -111,77 +92,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [503],
     response: { status: 200, description: 'The cluster, queued', schema: ClusterSchema },
     handler: async ({ body, principal }) => {
-      if (body.project_id !== undefined && body.project_id !== principal.projectId) {
-        throw badRequest('project_id must be the project of the API key (or be left out).', 'project_id');
-      }
-      let resolved;
-      try {
-        resolved = resolveClusterCreate(body, new Date());
-      } catch (err) {
-        if (err instanceof ClusterRuleError) throw badRequest(err.message, err.param);
-        throw err;
-      }
-      const { spec, counts } = resolved;
-      if (body.volume_id) {
-        const volume = await getVolume(db, principal.projectId, body.volume_id);
-        if (!volume) throw badRequest(`Volume '${body.volume_id}' not found in this project.`, 'volume_id');
-        if (volume.region !== spec.region) {
-          throw badRequest(`Volume '${volume.id}' is in ${volume.region}, not ${spec.region}.`, 'volume_id');
-        }
-        if (volume.status !== 'available' && volume.status !== 'provisioning') {
-          throw badRequest(`Volume '${volume.id}' is ${volume.status}; it must be available.`, 'volume_id');
-        }
-      }
-      const clusterId = `cl-${randomBytes(6).toString('hex')}`;
-      if (body.shared_volume) {
-        spec.volume_id = newId('vol');
-        await insertVolume(db, {
-          id: spec.volume_id,
-          projectId: principal.projectId,
-          name: body.shared_volume.volume_name,
-          region: spec.region,
-          sizeTib: body.shared_volume.size_tib,
-          lifecycleIndependent: body.shared_volume.is_lifecycle_independent ?? false,
-          createdWithCluster: clusterId,
-        });
-      }
-      const input: ClusterWorkflowInput = {
-        clusterId,
-        projectId: principal.projectId,
-        spec,
-        counts,
-        settings: config.clusterSettings,
-      };
-      const workflowId = clusterWorkflowId(clusterId);
-      await insertCluster(db, {
-        id: clusterId,
-        projectId: principal.projectId,
-        workflowId,
-        state: initialState(input),
-      });
-      try {
-        await startResourceWorkflow(temporal, {
-          workflow: cluster,
-          workflowId,
-          args: [input],
-          projectId: principal.projectId,
-          resourceType: CLUSTER_RESOURCE_TYPE,
-          resourceId: clusterId,
-          status: 'WaitingForControlPlaneNodes',
-          gpuType: spec.gpu_type,
-          names: { projectSlug: principal.projectSlug, resource: spec.cluster_name },
-          summary: `Cluster ${spec.cluster_name} (${clusterId}): ${counts.num_gpus}x ${spec.gpu_type} in ${spec.region}, ${spec.cluster_type}, ${spec.billing_type}`,
-          details: [
-            `Created by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
-            `Image: CUDA ${spec.cuda_version}, driver ${spec.nvidia_driver_version}, ${spec.os_image} (\`${spec.nvidia_version_id}\`).`,
-            spec.auto_scale ? `Autoscaling up to ${spec.auto_scale_max_gpus} GPUs.` : 'No autoscaling.',
-          ].join('\n\n'),
-        });
-      } catch (err) {
-        await deleteClusterRow(db, clusterId);
-        if (body.shared_volume && spec.volume_id) await deleteVolumeRow(db, spec.volume_id);
-        throw err;
-      }
+      const clusterId = await createCluster(deps, principal, body);
       return clusterObject(db, (await getCluster(db, principal.projectId, clusterId))!);
     },
   });

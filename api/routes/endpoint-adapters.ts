@@ -114,8 +114,8 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   }
   const signal = async (a: AdapterRow, name: 'detach' | 'setRevision', arg?: { revisionId: string; etag: string }) => {
     const workflowId = adapterWorkflowId(a.deployment_id, a.adapter_model_id);
-    if (name === 'detach') await signalWorkflow(temporal, workflowId, detachSignal);
-    else await signalWorkflow(temporal, workflowId, setRevisionSignal, arg!);
+    if (name === 'detach') await signalWorkflow(temporal, workflowId, detachSignal, [], null);
+    else await signalWorkflow(temporal, workflowId, setRevisionSignal, [arg!], null);
   };
 
   router.add({

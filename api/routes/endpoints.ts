@@ -190,7 +190,8 @@ const EVENT_BATCH = 500;
 export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;
 
-  async function requireEndpoint(principal: Principal, projectId: string, id: string) {
+  /** The key's project's endpoint (route.ts has checked the path's project is the key's). */
+  async function requireEndpoint(principal: Principal, id: string) {
     const e = await getEndpoint(db, principal.projectId, id);
     if (!e) throw notFound(`Endpoint '${id}' not found.`);
     return e;
@@ -257,7 +258,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.id);
+      const e = await requireEndpoint(principal, params.id);
       return toEndpoint(e, await listEndpointDeployments(db, e.id));
     },
   });
@@ -283,7 +284,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, query, body: sent, principal }) => {
       const body = masked(sent, query.updateMask, ['name', 'visibility', 'trafficSplit']);
-      const e = await requireEndpoint(principal, params.projectId, params.id);
+      const e = await requireEndpoint(principal, params.id);
       checkEtag(e.etag, body.etag, 'endpoint');
       const deployments = await listEndpointDeployments(db, e.id);
       return toEndpoint(await changeEndpoint(db, principal, e, deployments, body), deployments);
@@ -302,7 +303,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: z.object({}) },
     handler: async ({ params, query, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.id);
+      const e = await requireEndpoint(principal, params.id);
       checkEtag(e.etag, query.etag, 'endpoint');
       // Deployments already being deleted do not hold the endpoint: their container deployments
       // finish stopping on their own, whether or not the endpoint is still there.
@@ -344,7 +345,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const planned = await planEndpointDeployment(db, principal, e, body);
       if (body.validateOnly ?? query.validateOnly === 'true') return validatedDeployment(principal, planned);
       return toDeployment(await createEndpointDeployment(deps, principal, planned));
@@ -363,7 +364,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'Deployments', schema: cursorListOf(EndpointDeploymentSchema) },
     handler: async ({ params, query, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const deployments = await listEndpointDeployments(db, e.id);
       const shares = trafficShares(e, deployments);
       const { page, next } = filteredPage(deployments, query, principal.projectSlug);
@@ -386,7 +387,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const d = await requireDeployment(e, params.id);
       const shares = trafficShares(e, await listEndpointDeployments(db, e.id));
       return toDeployment(d, shares.get(d.id) ?? 0);
@@ -408,7 +409,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body: sent, principal, idempotencyKey }) => {
       const body = masked(sent, query.updateMask, ['name', 'autoscaling']);
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, body.etag, 'deployment');
       return toDeployment(await changeEndpointDeployment(deps, principal, d, body, idempotencyKey));
@@ -427,7 +428,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'Deletion accepted', schema: z.object({}) },
     handler: async ({ params, query, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const d = await requireDeployment(e, params.id);
       checkEtag(d.etag, query.etag, 'deployment');
       await deleteEndpointDeployment(deps, principal, d);
@@ -459,7 +460,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'Events', schema: cursorListOf(EndpointEventSchema) },
     handler: async ({ params, query, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.id);
+      const e = await requireEndpoint(principal, params.id);
       // The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays.
       const arr = (v: string | string[] | undefined) =>
         v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((x) => x.split(','));

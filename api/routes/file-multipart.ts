@@ -196,7 +196,7 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       const updated = await markUploaded(db, file.id, result);
       await moveMultipartState(db, upload.id, 'completing', 'completed');
       for (const p of stored) await blobs.delete(p.blob_key);
-      await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, { ok: true });
+      await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, [{ ok: true }], null);
       return toFileObject(updated);
     },
   });
@@ -223,10 +223,13 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       const parts = await listParts(db, upload.id);
       await deleteFileRow(db, upload.file_id);
       for (const p of parts) await blobs.delete(p.blob_key);
-      await signalWorkflow(temporal, fileValidationWorkflowId(upload.file_id), uploadFinishedSignal, {
-        ok: false,
-        error: 'aborted by the client',
-      }).catch(() => undefined);
+      await signalWorkflow(
+        temporal,
+        fileValidationWorkflowId(upload.file_id),
+        uploadFinishedSignal,
+        [{ ok: false, error: 'aborted by the client' }],
+        null,
+      ).catch(() => undefined);
       return {
         object: 'file.multipart_upload' as const,
         upload_id: upload.id,
@@ -288,7 +291,7 @@ function multipartPartHandler(deps: ApiDeps) {
       throw err;
     }
     if (previous) await blobs.delete(previous.blob_key);
-    await signalWorkflow(temporal, fileValidationWorkflowId(fileId), uploadStartedSignal);
+    await signalWorkflow(temporal, fileValidationWorkflowId(fileId), uploadStartedSignal, [], null);
     res
       .set('ETag', `"${stored.sha256}"`)
       .status(200)

@@ -352,7 +352,7 @@ function presignedUploadHandler(deps: ApiDeps) {
     const row = await getFileById(db, fileId);
     if (!row) throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
     const workflowId = fileValidationWorkflowId(fileId);
-    await signalWorkflow(temporal, workflowId, uploadStartedSignal);
+    await signalWorkflow(temporal, workflowId, uploadStartedSignal, [], null);
     let stored;
     try {
       stored = await blobs.put(row.blob_key, req, { maxBytes: declared });
@@ -361,16 +361,19 @@ function presignedUploadHandler(deps: ApiDeps) {
         throw badRequest(`The upload ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
       }
     } catch (err) {
-      await signalWorkflow(temporal, workflowId, uploadFinishedSignal, {
-        ok: false,
-        error: (err as Error).message,
-      }).catch(() => undefined);
+      await signalWorkflow(
+        temporal,
+        workflowId,
+        uploadFinishedSignal,
+        [{ ok: false, error: (err as Error).message }],
+        null,
+      ).catch(() => undefined);
       if (err instanceof BlobTooLargeError)
         throw payloadTooLarge(`The upload is larger than the declared ${declared} bytes.`);
       throw err;
     }
     const updated = await markUploaded(db, fileId, stored);
-    await signalWorkflow(temporal, workflowId, uploadFinishedSignal, { ok: true });
+    await signalWorkflow(temporal, workflowId, uploadFinishedSignal, [{ ok: true }], null);
     res.status(200).json(toFileObject(updated));
   };
 }

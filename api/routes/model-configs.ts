@@ -19,8 +19,7 @@ import { cursorListOf, ModelConfigSchema } from '../schemas/endpoints';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
 
-/** The project id of the installation's own (public) profiles and catalog models in resource names. */
-
+/** A deployment profile as the SDK reads it; the installation's own (public) profiles name project `public`. */
 export function toConfig(c: ModelConfigRow) {
   return {
     id: c.id,

@@ -142,13 +142,14 @@ export function toRollout(r: RolloutRow) {
 export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
 
-  async function requireEndpoint(principal: Principal, projectId: string, id: string): Promise<EndpointRow> {
+  /** The key's project's endpoint (route.ts has checked the path's project is the key's). */
+  async function requireEndpoint(principal: Principal, id: string): Promise<EndpointRow> {
     const e = await getEndpoint(db, principal.projectId, id);
     if (!e) throw notFound(`Endpoint '${id}' not found.`);
     return e;
   }
   async function requireRollout(principal: Principal, p: { projectId: string; endpointId: string; id: string }) {
-    const e = await requireEndpoint(principal, p.projectId, p.endpointId);
+    const e = await requireEndpoint(principal, p.endpointId);
     const r = await getRollout(db, e.id, p.id);
     if (!r) throw notFound(`Endpoint '${e.name}' has no rollout '${p.id}'.`);
     return { e, r };
@@ -242,7 +243,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The rollout', schema: RolloutSchema },
     handler: async ({ params, body, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const { plan: p } = await plan(e, body);
       const id = newId('rol', '_');
       if (
@@ -284,7 +285,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The preview', schema: RolloutPreviewSchema },
     handler: async ({ params, body, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const { plan: p, sourceNow, targetNow } = await plan(e, body);
       const warnings: Array<{ code: string; message: string }> = [];
       if (p.finalTargetReplicas > targetNow.max)
@@ -338,7 +339,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'Rollouts', schema: cursorListOf(RolloutSchema) },
     handler: async ({ params, query, principal }) => {
-      const e = await requireEndpoint(principal, params.projectId, params.endpointId);
+      const e = await requireEndpoint(principal, params.endpointId);
       const rows = await listRollouts(db, e.id, {
         filter: query.filter,
         after: decodeCursor(query.after),

@@ -1,11 +1,119 @@
-/** Lookups the cluster routes share (clusters, their storage and remediations). */
-import { getCluster, type ClusterRow } from '../../db/clusters';
+/**
+ * Creating a GPU cluster (the spec's rules, its shared volume, its row, then its workflow
+ * `cluster/<id>`; the rows go again if the workflow cannot start), and the lookup the cluster
+ * routes share.
+ */
+import { randomBytes } from 'node:crypto';
+import type { z } from 'zod';
+import type { Principal } from '../../db/accounts';
+import {
+  deleteClusterRow,
+  deleteVolumeRow,
+  getCluster,
+  getVolume,
+  insertCluster,
+  insertVolume,
+  type ClusterRow,
+} from '../../db/clusters';
+import { newId } from '../../platform/ids';
+import { ClusterRuleError, resolveClusterCreate } from '../../shared/cluster-rules';
+import {
+  CLUSTER_RESOURCE_TYPE,
+  clusterWorkflowId,
+  initialState,
+  type ClusterWorkflowInput,
+} from '../../shared/clusters';
+import { cluster } from '../../workflows/clusters';
+import type { ApiDeps } from '../deps';
+import type { CreateClusterBody } from '../schemas/clusters';
+import { startResourceWorkflow } from '../workflows';
 import type { Db } from '../../db/pool';
-import { notFound } from '../errors';
+import { badRequest, notFound } from '../errors';
 
 /** The project's cluster, or a 404 naming it. */
 export async function requireCluster(db: Db, projectId: string, clusterId: string): Promise<ClusterRow> {
   const row = await getCluster(db, projectId, clusterId);
   if (!row) throw notFound(`Cluster '${clusterId}' not found.`);
   return row;
+}
+
+/** Creates a cluster from a create request; its id. */
+export async function createCluster(
+  deps: ApiDeps,
+  principal: Principal,
+  body: z.output<typeof CreateClusterBody>,
+): Promise<string> {
+  const { db, temporal, config } = deps;
+  if (body.project_id !== undefined && body.project_id !== principal.projectId) {
+    throw badRequest('project_id must be the project of the API key (or be left out).', 'project_id');
+  }
+  let resolved;
+  try {
+    resolved = resolveClusterCreate(body, new Date());
+  } catch (err) {
+    if (err instanceof ClusterRuleError) throw badRequest(err.message, err.param);
+    throw err;
+  }
+  const { spec, counts } = resolved;
+  if (body.volume_id) {
+    const volume = await getVolume(db, principal.projectId, body.volume_id);
+    if (!volume) throw badRequest(`Volume '${body.volume_id}' not found in this project.`, 'volume_id');
+    if (volume.region !== spec.region) {
+      throw badRequest(`Volume '${volume.id}' is in ${volume.region}, not ${spec.region}.`, 'volume_id');
+    }
+    if (volume.status !== 'available' && volume.status !== 'provisioning') {
+      throw badRequest(`Volume '${volume.id}' is ${volume.status}; it must be available.`, 'volume_id');
+    }
+  }
+  const clusterId = `cl-${randomBytes(6).toString('hex')}`;
+  if (body.shared_volume) {
+    spec.volume_id = newId('vol');
+    await insertVolume(db, {
+      id: spec.volume_id,
+      projectId: principal.projectId,
+      name: body.shared_volume.volume_name,
+      region: spec.region,
+      sizeTib: body.shared_volume.size_tib,
+      lifecycleIndependent: body.shared_volume.is_lifecycle_independent ?? false,
+      createdWithCluster: clusterId,
+    });
+  }
+  const input: ClusterWorkflowInput = {
+    clusterId,
+    projectId: principal.projectId,
+    spec,
+    counts,
+    settings: config.clusterSettings,
+  };
+  const workflowId = clusterWorkflowId(clusterId);
+  await insertCluster(db, {
+    id: clusterId,
+    projectId: principal.projectId,
+    workflowId,
+    state: initialState(input),
+  });
+  try {
+    await startResourceWorkflow(temporal, {
+      workflow: cluster,
+      workflowId,
+      args: [input],
+      projectId: principal.projectId,
+      resourceType: CLUSTER_RESOURCE_TYPE,
+      resourceId: clusterId,
+      status: 'WaitingForControlPlaneNodes',
+      gpuType: spec.gpu_type,
+      names: { projectSlug: principal.projectSlug, resource: spec.cluster_name },
+      summary: `Cluster ${spec.cluster_name} (${clusterId}): ${counts.num_gpus}x ${spec.gpu_type} in ${spec.region}, ${spec.cluster_type}, ${spec.billing_type}`,
+      details: [
+        `Created by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
+        `Image: CUDA ${spec.cuda_version}, driver ${spec.nvidia_driver_version}, ${spec.os_image} (\`${spec.nvidia_version_id}\`).`,
+        spec.auto_scale ? `Autoscaling up to ${spec.auto_scale_max_gpus} GPUs.` : 'No autoscaling.',
+      ].join('\n\n'),
+    });
+  } catch (err) {
+    await deleteClusterRow(db, clusterId);
+    if (body.shared_volume && spec.volume_id) await deleteVolumeRow(db, spec.volume_id);
+    throw err;
+  }
+  return clusterId;
 }

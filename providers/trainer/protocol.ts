@@ -48,10 +48,12 @@ export const TrainerEventSchema = z.discriminatedUnion('event', [
 ]);
 export type TrainerEvent = z.infer<typeof TrainerEventSchema>;
 
+const KNOWN_EVENTS = new Set<string>(TrainerEventSchema.options.map((o) => o.shape.event.value));
+
 /** A line that is not the protocol: what was wrong with it, for the job's error. */
 export class TrainerProtocolError extends Error {}
 
-/** One stdout line: its event, or null for a blank line; throws TrainerProtocolError for anything else. */
+/** One stdout line: its event, or null for a blank line or an unknown event; throws TrainerProtocolError for anything else. */
 export function parseTrainerLine(line: string): TrainerEvent | null {
   if (!line.trim()) return null;
   let value: unknown;
@@ -60,6 +62,10 @@ export function parseTrainerLine(line: string): TrainerEvent | null {
   } catch {
     throw new TrainerProtocolError(`the trainer printed a line that is not JSON: ${line.slice(0, 200)}`);
   }
+  // An event this side does not know yet (a newer trainer) is skipped, as before the schema: the
+  // protocol may grow. A known event with a missing or mistyped field is a broken trainer.
+  const name = (value as { event?: unknown } | null)?.event;
+  if (typeof name === 'string' && !KNOWN_EVENTS.has(name)) return null;
   const parsed = TrainerEventSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -4,7 +4,7 @@
   {"event": "step", "step", "epoch", "loss", "lr", "grad_norm", "tokens"[, "reward_margin"]}
   {"event": "eval", "step", "eval_loss"}
   {"event": "epoch", "epoch", "step"}  (an epoch completed)
-  {"event": "checkpoint", "step", "epoch", "path"}
+  {"event": "checkpoint", "step", "epoch", "path", "file"}
   {"event": "early_stopped", "step", "best_step", "best_metric"}
   {"event": "cancelled", "step"}
   {"event": "done", "step", "output_dir", "files", "early_stopped"[, "best_step", "best_metric"]}
