@@ -104,6 +104,31 @@ export async function startResourceWorkflow<W extends Workflow>(
   }
 }
 
+/**
+ * The one compensation policy of a create (docs/decisions/0001): its rows are written first, then
+ * this starts its workflow; when the run did not start, `undo` removes what the create wrote and
+ * the start's error goes to the caller. A start whose answer was lost after the server took it
+ * counts as started (startResourceWorkflow), so `undo` never orphans a running workflow. When
+ * `undo` fails too, the start's error is still the one thrown; the undo's is attached as its cause
+ * chain's `undoError`, for the log.
+ */
+export async function startResourceWorkflowOrUndo<W extends Workflow>(
+  temporal: Client,
+  w: ResourceWorkflowStart<W>,
+  undo: () => Promise<unknown>,
+): Promise<void> {
+  try {
+    await startResourceWorkflow(temporal, w);
+  } catch (err) {
+    try {
+      await undo();
+    } catch (undoError) {
+      if (err instanceof Error) Object.assign(err, { undoError });
+    }
+    throw err;
+  }
+}
+
 /** True when a run of `workflowId` started at or after `since` (server clocks may lag a little). */
 async function startedSince(temporal: Client, workflowId: string, since: number): Promise<boolean> {
   // Brief: when the server is unreachable the caller's 503 should not wait long for this.

@@ -30,7 +30,7 @@ import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { TranscriptSchema } from '../schemas/audio';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 
 const tooLarge = () =>
   new ApiError(
@@ -131,20 +131,23 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
       heartbeatSeconds: config.audioHeartbeatTimeoutSeconds,
     };
     res.setHeader('X-Gantry-Audio-Request', requestId);
-    await startResourceWorkflow(temporal, {
-      workflow: audioRequest,
-      workflowId: audioWorkflowId(requestId),
-      args: [input],
-      projectId,
-      resourceType: 'audio',
-      resourceId: requestId,
-      status: 'RUNNING',
-      summary: `${task === 'translate' ? 'Translation' : 'Transcription'} with ${model.id}${body.diarize ? ', diarized' : ''}`,
-      details: `Requested by API key \`${apiKeyId}\`; audio ${'url' in source ? `from ${new URL(source.url).host}` : 'uploaded'}.`,
-    }).catch(async (err) => {
-      if (stored) await blobs.delete(stored.blobKey);
-      throw err;
-    });
+    await startResourceWorkflowOrUndo(
+      temporal,
+      {
+        workflow: audioRequest,
+        workflowId: audioWorkflowId(requestId),
+        args: [input],
+        projectId,
+        resourceType: 'audio',
+        resourceId: requestId,
+        status: 'RUNNING',
+        summary: `${task === 'translate' ? 'Translation' : 'Transcription'} with ${model.id}${body.diarize ? ', diarized' : ''}`,
+        details: `Requested by API key \`${apiKeyId}\`; audio ${'url' in source ? `from ${new URL(source.url).host}` : 'uploaded'}.`,
+      },
+      async () => {
+        if (stored) await blobs.delete(stored.blobKey);
+      },
+    );
     let result: AudioResult;
     try {
       result = await temporal.workflow.getHandle(audioWorkflowId(requestId)).result();

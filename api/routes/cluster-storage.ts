@@ -12,7 +12,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { CreateVolumeBody, UpdateVolumeBody, VolumeIdParams, VolumeSchema } from '../schemas/clusters';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 import { z } from 'zod';
 
 const toVolume = (v: VolumeRow) => ({
@@ -59,8 +59,9 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         sizeTib: body.size_tib,
         lifecycleIndependent: body.is_lifecycle_independent ?? false,
       });
-      try {
-        await startResourceWorkflow(temporal, {
+      await startResourceWorkflowOrUndo(
+        temporal,
+        {
           workflow: storageVolume,
           workflowId: volumeWorkflowId(id),
           args: [{ volumeId: id }],
@@ -71,11 +72,9 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
           names: { projectSlug: principal.projectSlug, resource: body.volume_name },
           summary: `Volume ${body.volume_name} (${id}): ${body.size_tib} TiB in ${body.region}`,
           details: `Created by API key \`${principal.apiKeyId}\`.`,
-        });
-      } catch (err) {
-        await deleteVolumeRow(db, id);
-        throw err;
-      }
+        },
+        () => deleteVolumeRow(db, id),
+      );
       return toVolume((await getVolume(db, principal.projectId, id))!);
     },
   });

@@ -26,7 +26,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorListOf, EndpointAdapterSchema } from '../schemas/endpoints';
-import { signalWorkflow, startResourceWorkflow } from '../workflows';
+import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage } from '../cursor-pages';
 
 const Params = z.object({
@@ -181,8 +181,10 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
           : `The adapter was trained on ${model.base_model ?? 'an unknown base'}; this deployment serves ${deployed ?? 'an unknown base'}.`,
       });
       if (valid) {
-        try {
-          await startResourceWorkflow(temporal, {
+        // No workflow, no attachment: the row goes with the failed start.
+        await startResourceWorkflowOrUndo(
+          temporal,
+          {
             workflow: adapterLoad,
             workflowId: adapterWorkflowId(d.id, model.id),
             args: [
@@ -201,10 +203,9 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
             status: 'ADAPTER_LOAD_STATE_PENDING',
             summary: `Adapter ${model.id} on ${d.id}`,
             details: `Attached by API key \`${principal.apiKeyId}\`; revision ${revision.id}.`,
-          });
-        } catch (err) {
-          // No workflow, no attachment: the row goes with the failed start.
-          await deleteAdapterRow(db, d.id, model.id);
+          },
+          () => deleteAdapterRow(db, d.id, model.id),
+        ).catch((err: unknown) => {
           if (err instanceof WorkflowExecutionAlreadyStartedError) {
             // Its previous attachment's workflow is still unloading it from the replicas.
             throw conflict(
@@ -213,7 +214,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
             );
           }
           throw err;
-        }
+        });
       }
       return toAdapter((await getAdapter(db, d.id, model.id))!, principal.projectId);
     },

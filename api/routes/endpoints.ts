@@ -25,8 +25,25 @@ import { deploymentState, trafficShares } from '../../shared/endpoint-state';
 import { filteredPage } from '../list-filter';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { cursorListOf, EndpointDeploymentSchema, EndpointEventSchema, EndpointSchema } from '../schemas/endpoints';
-import { PageQuery } from '../cursor-pages';
+import {
+  CreateEndpointBody,
+  CreateEndpointDeploymentBody,
+  cursorListOf,
+  DeploymentParams,
+  EndpointDeploymentSchema,
+  EndpointEventSchema,
+  EndpointOnlyParams,
+  EndpointParams,
+  EndpointSchema,
+  EtagQuery,
+  EVENT_LEVELS,
+  FilteredPageQuery,
+  ListEndpointEventsQuery,
+  UpdateEndpointBody,
+  UpdateEndpointDeploymentBody,
+  UpdateMaskQuery,
+  ValidateOnlyQuery,
+} from '../schemas/endpoints';
 import {
   changeEndpoint,
   changeEndpointDeployment,
@@ -36,35 +53,7 @@ import {
   planEndpointDeployment,
   type PlannedDeployment,
 } from '../use-cases/endpoints';
-import { DnsLabelName, ProjectParams, EventId } from '../schemas/common';
-
-const Name = DnsLabelName;
-const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
-const Autoscaling = z
-  .object({
-    minReplicas: z.number().int().min(0).max(100).optional(),
-    maxReplicas: z.number().int().min(0).max(100).optional(),
-    scaleDownWindow: z.string().max(32).optional(),
-    scaleToZeroWindow: z.string().max(32).optional(),
-    scaleUpWindow: z.string().max(32).optional(),
-    scalingMetrics: z
-      .array(
-        z.strictObject({
-          name: z.string(),
-          target: z.number().positive(),
-          type: z.string(),
-          percentile: z.string().optional(),
-        }),
-      )
-      .optional(),
-  })
-  .strict();
-const EndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
-const DeploymentParams = ProjectParams.extend({
-  endpointId: z.string().min(1).max(128),
-  id: z.string().min(1).max(128),
-});
-const EndpointOnlyParams = ProjectParams.extend({ endpointId: z.string().min(1).max(128) });
+import { ProjectParams } from '../schemas/common';
 
 function toDeployment(d: EndpointDeploymentRow, share = 0) {
   const { state, message } = deploymentState(d);
@@ -164,8 +153,6 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
   };
 }
 
-const LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
-const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
 /**
  * The fields of an update body that `updateMask` selects (comma-separated field paths; a sub-path such as
  * `autoscaling.maxReplicas` selects its top field); without a mask, every field sent. `etag` always stays.
@@ -219,7 +206,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: ProjectParams,
-    body: z.object({ name: Name, visibility: Visibility.optional() }),
+    body: CreateEndpointBody,
     errors: [404, 409],
     response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ body, principal }) => toEndpoint(await createEndpoint(db, principal, body), []),
@@ -233,7 +220,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: ProjectParams,
-    query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
+    query: FilteredPageQuery,
     errors: [404],
     response: { status: 200, description: 'Endpoints', schema: cursorListOf(EndpointSchema) },
     handler: async ({ params, query, principal }) => {
@@ -271,15 +258,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
-    query: z.object({ updateMask: z.string().optional() }),
-    body: z.object({
-      etag: z.string().optional(),
-      name: Name.optional(),
-      visibility: Visibility.optional(),
-      trafficSplit: z
-        .array(z.strictObject({ deploymentId: z.string(), weight: z.number().min(0).max(100) }))
-        .optional(),
-    }),
+    query: UpdateMaskQuery,
+    body: UpdateEndpointBody,
     errors: [404, 409],
     response: { status: 200, description: 'The endpoint', schema: EndpointSchema },
     handler: async ({ params, query, body: sent, principal }) => {
@@ -299,7 +279,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
-    query: z.object({ etag: z.string().optional() }),
+    query: EtagQuery,
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: z.object({}) },
     handler: async ({ params, query, principal }) => {
@@ -328,20 +308,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointOnlyParams,
-    // The SDK sends validateOnly in the query string; a body field is accepted too.
-    query: z.object({ validateOnly: z.enum(['true', 'false']).optional() }),
-    body: z.object({
-      name: Name,
-      autoscaling: Autoscaling,
-      model: z.string().optional(),
-      modelId: z.string().optional(),
-      modelRevisionId: z.string().optional(),
-      enableLora: z.boolean().optional(),
-      validateOnly: z.boolean().optional(),
-      config: z.string().optional(),
-      configId: z.string().optional(),
-      placement: z.unknown().optional(),
-    }),
+    query: ValidateOnlyQuery,
+    body: CreateEndpointDeploymentBody,
     errors: [404, 409],
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body, principal }) => {
@@ -360,7 +328,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointOnlyParams,
-    query: PageQuery.extend({ filter: z.string().max(200).optional(), orderBy: z.string().max(100).optional() }),
+    query: FilteredPageQuery,
     errors: [404],
     response: { status: 200, description: 'Deployments', schema: cursorListOf(EndpointDeploymentSchema) },
     handler: async ({ params, query, principal }) => {
@@ -402,8 +370,8 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: DeploymentParams,
-    query: z.object({ updateMask: z.string().optional() }),
-    body: z.object({ etag: z.string().optional(), name: Name.optional(), autoscaling: Autoscaling.optional() }),
+    query: UpdateMaskQuery,
+    body: UpdateEndpointDeploymentBody,
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
@@ -424,7 +392,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: DeploymentParams,
-    query: z.object({ etag: z.string().optional() }),
+    query: EtagQuery,
     errors: [404, 409],
     response: { status: 200, description: 'Deletion accepted', schema: z.object({}) },
     handler: async ({ params, query, principal }) => {
@@ -446,17 +414,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: EndpointParams,
-    query: z.object({
-      after: EventId.optional(),
-      limit: z.coerce.number().int().min(1).max(500).default(100),
-      deploymentIds: z.union([z.string(), z.array(z.string())]).optional(),
-      types: z.union([z.string(), z.array(z.string())]).optional(),
-      minLevel: z.enum(LEVELS).optional(),
-      sourceKinds: z.union([z.string(), z.array(z.string())]).optional(),
-      since: Timestamp.optional(),
-      until: Timestamp.optional(),
-      subjectId: z.string().optional(),
-    }),
+    query: ListEndpointEventsQuery,
     errors: [404],
     response: { status: 200, description: 'Events', schema: cursorListOf(EndpointEventSchema) },
     handler: async ({ params, query, principal }) => {
@@ -465,13 +423,13 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const arr = (v: string | string[] | undefined) =>
         v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((x) => x.split(','));
       const sourceKinds = arr(query.sourceKinds);
-      const minLevel = LEVELS.indexOf(query.minLevel ?? 'LEVEL_DEBUG');
+      const minLevel = EVENT_LEVELS.indexOf(query.minLevel ?? 'LEVEL_DEBUG');
       const since = query.since ? Date.parse(query.since) : -Infinity;
       const until = query.until ? Date.parse(query.until) : Infinity;
       const wanted = (r: { level: string; source_kind: string; created_at: Date }) => {
         const at = new Date(r.created_at).getTime();
         return (
-          LEVELS.indexOf(r.level as (typeof LEVELS)[number]) >= minLevel &&
+          EVENT_LEVELS.indexOf(r.level as (typeof EVENT_LEVELS)[number]) >= minLevel &&
           (!sourceKinds || sourceKinds.includes(r.source_kind)) &&
           at >= since &&
           at <= until

@@ -22,7 +22,7 @@ import { modelUpload } from '../../workflows/model-uploads';
 import type { ApiDeps } from '../deps';
 import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams, EventId } from '../schemas/common';
 
@@ -112,8 +112,9 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
         sealedToken: body.token ? config.keyring!.seal(body.token) : undefined,
         maxRestarts: MAX_RESTARTS,
       });
-      try {
-        await startResourceWorkflow(temporal, {
+      await startResourceWorkflowOrUndo(
+        temporal,
+        {
           workflow: modelUpload,
           workflowId: `model-upload/${id}`,
           args: [{ uploadId: id, modelId: model.id, maxRestarts: MAX_RESTARTS }],
@@ -123,11 +124,9 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
           status: 'REMOTE_UPLOAD_STATUS_PENDING',
           summary: `Upload into ${model.id} from ${new URL(body.remoteUrl).host}`,
           details: `Created by API key \`${principal.apiKeyId}\`.`,
-        });
-      } catch (err) {
-        await deleteUploadRow(db, id);
-        throw err;
-      }
+        },
+        () => deleteUploadRow(db, id),
+      );
       return toUpload((await getUpload(db, principal.projectId, id))!);
     },
   });

@@ -50,63 +50,21 @@ import {
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { cursorListOf, RolloutPreviewSchema, RolloutSchema } from '../schemas/endpoints';
-import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
+import {
+  CreateRolloutBody,
+  type CreateRolloutRequest,
+  cursorListOf,
+  EndpointOnlyParams,
+  EtagBody,
+  RolloutParams,
+  RolloutPreviewSchema,
+  RolloutSchema,
+} from '../schemas/endpoints';
+import { executeEntityUpdate, startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 
 /** Metric rules wait this long beyond their window for the gateway's last writes. */
 const INGESTION_LAG_SECONDS = 1;
-
-const Duration = z.string().max(32);
-const Metric = z.strictObject({
-  name: z.enum(['inflight_requests', 'router_error_rate', 'router_latency']),
-  percentile: z.number().optional(),
-  stat: z
-    .enum(['METRIC_STAT_TYPE_AVG', 'METRIC_STAT_TYPE_MIN', 'METRIC_STAT_TYPE_MAX', 'METRIC_STAT_TYPE_PERCENTILE'])
-    .optional(),
-  thresholdCheck: z
-    .strictObject({
-      operator: z.enum([
-        'THRESHOLD_OPERATOR_GT',
-        'THRESHOLD_OPERATOR_GTE',
-        'THRESHOLD_OPERATOR_LT',
-        'THRESHOLD_OPERATOR_LTE',
-      ]),
-      // Left out by the Python CLI when no threshold is given; the SDK reads a missing value as 0.
-      value: z.number().default(0),
-    })
-    .optional(),
-  regressionCheck: z
-    .strictObject({
-      direction: z.enum(['REGRESSION_DIRECTION_HIGHER_IS_WORSE', 'REGRESSION_DIRECTION_LOWER_IS_WORSE']),
-      maxRegressionPercent: z.number().default(0),
-    })
-    .optional(),
-  window: Duration.optional(),
-});
-const RolloutBody = z.object({
-  sourceDeploymentId: z.string().min(1).max(128),
-  targetDeploymentId: z.string().min(1).max(128),
-  canary: z
-    .strictObject({
-      stepInterval: Duration.optional(),
-      steps: z
-        .array(z.strictObject({ traffic: z.number(), replicas: z.number().int().min(0).max(100).optional() }))
-        .max(20)
-        .optional(),
-    })
-    .optional(),
-  rolling: z.strictObject({}).optional(),
-  blueGreen: z.strictObject({}).optional(),
-  metrics: z.array(Metric).max(10).optional(),
-  finalSourceReplicas: z.number().int().min(0).max(100).optional(),
-  finalTargetReplicas: z.number().int().min(1).max(100).optional(),
-});
-type RolloutBody = z.infer<typeof RolloutBody>;
-
-const ProjectEndpoint = z.object({ projectId: z.string().min(1).max(128), endpointId: z.string().min(1).max(128) });
-const RolloutParams = ProjectEndpoint.extend({ id: z.string().min(1).max(128) });
-const EtagBody = z.object({ etag: z.string().optional() });
 
 const replicasOf = (d: EndpointDeploymentRow) => ({
   min: Number(d.autoscaling.minReplicas ?? 1),
@@ -163,7 +121,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   };
 
   /** Validates a create (or preview) body against the endpoint and fills in every default. */
-  async function plan(e: EndpointRow, body: RolloutBody) {
+  async function plan(e: EndpointRow, body: CreateRolloutRequest) {
     const deployment = async (id: string, field: string) => {
       const d = await getEndpointDeployment(db, e.id, id);
       if (!d) throw badRequest(`Endpoint '${e.name}' has no deployment '${id}'.`, field);
@@ -238,8 +196,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Create a rollout (pending: no traffic moves until it is started)',
     tags: ['rollouts'],
     strict: true,
-    params: ProjectEndpoint,
-    body: RolloutBody,
+    params: EndpointOnlyParams,
+    body: CreateRolloutBody,
     errors: [404, 409],
     response: { status: 200, description: 'The rollout', schema: RolloutSchema },
     handler: async ({ params, body, principal }) => {
@@ -280,8 +238,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'The values a create would pick for unset fields, and the capacity they come from (creates nothing)',
     tags: ['rollouts'],
     strict: true,
-    params: ProjectEndpoint,
-    body: RolloutBody,
+    params: EndpointOnlyParams,
+    body: CreateRolloutBody,
     errors: [404],
     response: { status: 200, description: 'The preview', schema: RolloutPreviewSchema },
     handler: async ({ params, body, principal }) => {
@@ -334,7 +292,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: "An endpoint's rollouts, newest first (filter: active or terminal)",
     tags: ['rollouts'],
     strict: true,
-    params: ProjectEndpoint,
+    params: EndpointOnlyParams,
     query: PageQuery.extend({ filter: z.enum(['ROLLOUT_FILTER_ACTIVE', 'ROLLOUT_FILTER_TERMINAL']).optional() }),
     errors: [404],
     response: { status: 200, description: 'Rollouts', schema: cursorListOf(RolloutSchema) },
@@ -400,21 +358,22 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         plan,
         targetReadyTimeoutSeconds: TARGET_READY_TIMEOUT_SECONDS,
       };
-      await startResourceWorkflow(temporal, {
-        workflow: endpointRollout,
-        workflowId: rolloutWorkflowId(r.id),
-        args: [input],
-        projectId: principal.projectId,
-        resourceType: 'rollout',
-        resourceId: r.id,
-        status: 'ROLLOUT_STATE_RUNNING',
-        names: { projectSlug: principal.projectSlug, resource: e.name },
-        summary: `Rollout on ${e.name}: ${source.name} -> ${target.name} (${plan.strategy})`,
-        details: `Started by API key \`${principal.apiKeyId}\`. Steps: ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')}, soak ${plan.stepIntervalSeconds}s.`,
-      }).catch(async (err) => {
-        await unmarkRolloutStarting(db, r.id);
-        throw err;
-      });
+      await startResourceWorkflowOrUndo(
+        temporal,
+        {
+          workflow: endpointRollout,
+          workflowId: rolloutWorkflowId(r.id),
+          args: [input],
+          projectId: principal.projectId,
+          resourceType: 'rollout',
+          resourceId: r.id,
+          status: 'ROLLOUT_STATE_RUNNING',
+          names: { projectSlug: principal.projectSlug, resource: e.name },
+          summary: `Rollout on ${e.name}: ${source.name} -> ${target.name} (${plan.strategy})`,
+          details: `Started by API key \`${principal.apiKeyId}\`. Steps: ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')}, soak ${plan.stepIntervalSeconds}s.`,
+        },
+        () => unmarkRolloutStarting(db, r.id),
+      );
       return toRollout((await getRollout(db, e.id, r.id))!);
     },
   });

@@ -10,7 +10,7 @@ import { deleteSelfCheck, getSelfCheck, insertSelfCheck, listSelfChecks, type Se
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import { systemSelfCheck } from '../../workflows/system';
 import type { ApiDeps } from '../deps';
-import { startResourceWorkflow, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
+import { startResourceWorkflowOrUndo, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { listOf } from '../schemas/common';
@@ -127,8 +127,9 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
         gpuTypes,
         queueWaitSeconds: config.gpuQueueWaitSeconds,
       };
-      try {
-        await startResourceWorkflow(temporal, {
+      await startResourceWorkflowOrUndo(
+        temporal,
+        {
           workflow: systemSelfCheck,
           workflowId,
           args: [input],
@@ -141,12 +142,9 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
             `Started by API key \`${principal.apiKeyId}\` in project \`${principal.projectSlug}\`.`,
             `GPU queues wait up to ${config.gpuQueueWaitSeconds}s for a worker before reporting \`no_worker\`.`,
           ].join('\n\n'),
-        });
-      } catch (err) {
-        // No workflow, no row: the caller sees the failure and nothing dangles.
-        await deleteSelfCheck(db, id);
-        throw err;
-      }
+        },
+        () => deleteSelfCheck(db, id), // no workflow, no row: nothing dangles
+      );
       const row = await getSelfCheck(db, principal.projectId, id);
       return toSelfCheck(row!);
     },

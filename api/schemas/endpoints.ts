@@ -1,10 +1,148 @@
 /**
  * Dedicated endpoints (spec: Dedicated inference endpoints; the SDK's v2 endpoints, deployments,
- * adapters, rollouts and deployment profiles): what the API answers. Field names are the SDK's
- * (camelCase, enum strings); a field that only appears in some states is optional.
+ * adapters, rollouts and deployment profiles): what the API takes and what it answers. Field
+ * names are the SDK's (camelCase, enum strings); a field that only appears in some states is
+ * optional.
  */
 import { z } from 'zod';
-import { IsoDateTime } from './common';
+import { PageQuery } from '../cursor-pages';
+import { DnsLabelName, EventId, IsoDateTime, ProjectParams } from './common';
+
+// ---- requests ----
+
+const Name = DnsLabelName;
+const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
+/** The SDK's DeploymentAutoscaling; what an update leaves out keeps its value. */
+export const Autoscaling = z
+  .object({
+    minReplicas: z.number().int().min(0).max(100).optional(),
+    maxReplicas: z.number().int().min(0).max(100).optional(),
+    scaleDownWindow: z.string().max(32).optional(),
+    scaleToZeroWindow: z.string().max(32).optional(),
+    scaleUpWindow: z.string().max(32).optional(),
+    scalingMetrics: z
+      .array(
+        z.strictObject({
+          name: z.string(),
+          target: z.number().positive(),
+          type: z.string(),
+          percentile: z.string().optional(),
+        }),
+      )
+      .optional(),
+  })
+  .strict();
+
+const ResourceId = z.string().min(1).max(128);
+export const EndpointParams = ProjectParams.extend({ id: ResourceId });
+export const EndpointOnlyParams = ProjectParams.extend({ endpointId: ResourceId });
+export const DeploymentParams = ProjectParams.extend({ endpointId: ResourceId, id: ResourceId });
+
+export const FilteredPageQuery = PageQuery.extend({
+  filter: z.string().max(200).optional(),
+  orderBy: z.string().max(100).optional(),
+});
+export const UpdateMaskQuery = z.object({ updateMask: z.string().optional() });
+export const EtagQuery = z.object({ etag: z.string().optional() });
+/** The SDK sends validateOnly in the query string; a body field is accepted too. */
+export const ValidateOnlyQuery = z.object({ validateOnly: z.enum(['true', 'false']).optional() });
+
+export const CreateEndpointBody = z.object({ name: Name, visibility: Visibility.optional() });
+export const UpdateEndpointBody = z.object({
+  etag: z.string().optional(),
+  name: Name.optional(),
+  visibility: Visibility.optional(),
+  trafficSplit: z.array(z.strictObject({ deploymentId: z.string(), weight: z.number().min(0).max(100) })).optional(),
+});
+
+export const CreateEndpointDeploymentBody = z.object({
+  name: Name,
+  autoscaling: Autoscaling,
+  model: z.string().optional(),
+  modelId: z.string().optional(),
+  modelRevisionId: z.string().optional(),
+  enableLora: z.boolean().optional(),
+  validateOnly: z.boolean().optional(),
+  config: z.string().optional(),
+  configId: z.string().optional(),
+  placement: z.unknown().optional(),
+});
+export const UpdateEndpointDeploymentBody = z.object({
+  etag: z.string().optional(),
+  name: Name.optional(),
+  autoscaling: Autoscaling.optional(),
+});
+
+export const EVENT_LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
+const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
+/** The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays. */
+const StringList = z.union([z.string(), z.array(z.string())]);
+export const ListEndpointEventsQuery = z.object({
+  after: EventId.optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  deploymentIds: StringList.optional(),
+  types: StringList.optional(),
+  minLevel: z.enum(EVENT_LEVELS).optional(),
+  sourceKinds: StringList.optional(),
+  since: Timestamp.optional(),
+  until: Timestamp.optional(),
+  subjectId: z.string().optional(),
+});
+
+// ---- rollout requests ----
+
+const Duration = z.string().max(32);
+const Metric = z.strictObject({
+  name: z.enum(['inflight_requests', 'router_error_rate', 'router_latency']),
+  percentile: z.number().optional(),
+  stat: z
+    .enum(['METRIC_STAT_TYPE_AVG', 'METRIC_STAT_TYPE_MIN', 'METRIC_STAT_TYPE_MAX', 'METRIC_STAT_TYPE_PERCENTILE'])
+    .optional(),
+  thresholdCheck: z
+    .strictObject({
+      operator: z.enum([
+        'THRESHOLD_OPERATOR_GT',
+        'THRESHOLD_OPERATOR_GTE',
+        'THRESHOLD_OPERATOR_LT',
+        'THRESHOLD_OPERATOR_LTE',
+      ]),
+      // Left out by the Python CLI when no threshold is given; the SDK reads a missing value as 0.
+      value: z.number().default(0),
+    })
+    .optional(),
+  regressionCheck: z
+    .strictObject({
+      direction: z.enum(['REGRESSION_DIRECTION_HIGHER_IS_WORSE', 'REGRESSION_DIRECTION_LOWER_IS_WORSE']),
+      maxRegressionPercent: z.number().default(0),
+    })
+    .optional(),
+  window: Duration.optional(),
+});
+/** A rollout: a source and target deployment, a strategy (canary steps, rolling or blue-green), metric gates. */
+export const CreateRolloutBody = z.object({
+  sourceDeploymentId: z.string().min(1).max(128),
+  targetDeploymentId: z.string().min(1).max(128),
+  canary: z
+    .strictObject({
+      stepInterval: Duration.optional(),
+      steps: z
+        .array(z.strictObject({ traffic: z.number(), replicas: z.number().int().min(0).max(100).optional() }))
+        .max(20)
+        .optional(),
+    })
+    .optional(),
+  rolling: z.strictObject({}).optional(),
+  blueGreen: z.strictObject({}).optional(),
+  metrics: z.array(Metric).max(10).optional(),
+  finalSourceReplicas: z.number().int().min(0).max(100).optional(),
+  finalTargetReplicas: z.number().int().min(1).max(100).optional(),
+});
+export type CreateRolloutRequest = z.infer<typeof CreateRolloutBody>;
+
+export const RolloutParams = EndpointOnlyParams.extend({ id: ResourceId });
+export const EtagBody = z.object({ etag: z.string().optional() });
+
+// ---- responses ----
 
 /** A list page of the v2 resources: `next_cursor` is null on the last page. */
 export function cursorListOf<T extends z.ZodType>(item: T) {

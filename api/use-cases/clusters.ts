@@ -26,7 +26,7 @@ import {
 import { cluster } from '../../workflows/clusters';
 import type { ApiDeps } from '../deps';
 import type { CreateClusterBody } from '../schemas/clusters';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 import type { Db } from '../../db/pool';
 import { badRequest, notFound } from '../errors';
 
@@ -92,8 +92,9 @@ export async function createCluster(
     workflowId,
     state: initialState(input),
   });
-  try {
-    await startResourceWorkflow(temporal, {
+  await startResourceWorkflowOrUndo(
+    temporal,
+    {
       workflow: cluster,
       workflowId,
       args: [input],
@@ -109,11 +110,11 @@ export async function createCluster(
         `Image: CUDA ${spec.cuda_version}, driver ${spec.nvidia_driver_version}, ${spec.os_image} (\`${spec.nvidia_version_id}\`).`,
         spec.auto_scale ? `Autoscaling up to ${spec.auto_scale_max_gpus} GPUs.` : 'No autoscaling.',
       ].join('\n\n'),
-    });
-  } catch (err) {
-    await deleteClusterRow(db, clusterId);
-    if (body.shared_volume && spec.volume_id) await deleteVolumeRow(db, spec.volume_id);
-    throw err;
-  }
+    },
+    async () => {
+      await deleteClusterRow(db, clusterId);
+      if (body.shared_volume && spec.volume_id) await deleteVolumeRow(db, spec.volume_id);
+    },
+  );
   return clusterId;
 }

@@ -20,7 +20,7 @@ import { deleteDeploymentUpdate, deployment, updateDeploymentUpdate } from '../.
 import type { ApiDeps } from '../deps';
 import { pinMounts } from '../deployment-mounts';
 import { ApiError, badRequest, conflict } from '../errors';
-import { executeEntityUpdate, startResourceWorkflow } from '../workflows';
+import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 
 /**
  * Creates a container deployment: its row, then its entity workflow
@@ -59,9 +59,13 @@ export async function startContainerDeployment(
     workflowId: deploymentWorkflowId(id),
     state: { revision: 1, spec, desired_replicas: spec.min_replicas, status: 'Updating', deleted: false },
   });
-  try {
-    await d.beforeStart?.(id);
-    await startResourceWorkflow(temporal, {
+  await d.beforeStart?.(id).catch(async (err: unknown) => {
+    await deleteDeploymentRow(db, id);
+    throw err;
+  });
+  await startResourceWorkflowOrUndo(
+    temporal,
+    {
       workflow: deployment,
       workflowId: deploymentWorkflowId(id),
       args: [input],
@@ -72,11 +76,9 @@ export async function startContainerDeployment(
       names: { projectSlug: d.projectSlug, resource: spec.name },
       summary: `Deployment ${spec.name} (${id}): ${spec.min_replicas} replica(s) of ${spec.image}`,
       details: `Created by API key \`${d.apiKeyId}\`; command ${JSON.stringify([...(spec.command ?? []), ...(spec.args ?? [])])}.`,
-    });
-  } catch (err) {
-    await deleteDeploymentRow(db, id);
-    throw err;
-  }
+    },
+    () => deleteDeploymentRow(db, id),
+  );
   return id;
 }
 

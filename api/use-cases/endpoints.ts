@@ -250,18 +250,17 @@ export async function createEndpointDeployment(
         message: `Deploying ${plan.model}${plan.revisionId ? ` (revision ${plan.revisionId})` : ''}.`,
       });
     });
-    try {
-      await startContainerDeployment(deps, {
-        projectId: principal.projectId,
-        projectSlug: principal.projectSlug,
-        apiKeyId: principal.apiKeyId,
-        spec: modelServerSpec(config, { containerName: servingContainerName(id), plan, autoscaling: row.autoscaling }),
-        beforeStart: (containerId) => linkContainerDeployment(db, id, containerId),
-      });
-    } catch (err) {
+    // Its container deployment undoes its own rows when its workflow cannot start; this row goes too.
+    await startContainerDeployment(deps, {
+      projectId: principal.projectId,
+      projectSlug: principal.projectSlug,
+      apiKeyId: principal.apiKeyId,
+      spec: modelServerSpec(config, { containerName: servingContainerName(id), plan, autoscaling: row.autoscaling }),
+      beforeStart: (containerId) => linkContainerDeployment(db, id, containerId),
+    }).catch(async (err: unknown) => {
       await deleteEndpointDeploymentRow(db, id);
       throw err;
-    }
+    });
   }
   return (await getEndpointDeployment(db, row.endpointId, id))!;
 }

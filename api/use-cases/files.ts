@@ -6,7 +6,7 @@ import type { Queryable } from '../../db/pool';
 import { fileValidation, type FileWorkflowInput } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, type ErrorBody } from '../errors';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 
 export function toFileObject(row: FileRow) {
   return {
@@ -80,8 +80,9 @@ export async function startFileWorkflowFor(
     ...(awaitUploadUntil ? { awaitUploadUntil: awaitUploadUntil.toISOString() } : {}),
     ...(uploadTimeoutSeconds ? { uploadTimeoutSeconds } : {}),
   };
-  try {
-    await startResourceWorkflow(temporal, {
+  await startResourceWorkflowOrUndo(
+    temporal,
+    {
       workflow: fileValidation,
       workflowId: fileValidationWorkflowId(row.id),
       args: [input],
@@ -91,9 +92,7 @@ export async function startFileWorkflowFor(
       status: row.processing_status,
       summary: `File ${row.id}: ${row.purpose} ${row.file_type}`,
       details: `\`${row.filename}\` (${row.bytes ?? 'awaiting upload'} bytes)`,
-    });
-  } catch (err) {
-    await deleteFileRow(db, row.id);
-    throw err;
-  }
+    },
+    () => deleteFileRow(db, row.id),
+  );
 }

@@ -15,7 +15,7 @@ import { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
 import { paymentRequired } from '../errors';
 import type { CreateFineTuneInput } from '../schemas/fine-tunes';
-import { startResourceWorkflow } from '../workflows';
+import { startResourceWorkflowOrUndo } from '../workflows';
 import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
 import { checkFile, quoteFineTune, resolveModel, resolvePlan } from './fine-tunes-plan';
 
@@ -83,8 +83,10 @@ export async function createFineTune(
     queueProbeSeconds: config.gpuQueueWaitSeconds,
     heartbeatTimeoutSeconds: config.trainingHeartbeatTimeoutSeconds,
   };
-  try {
-    await startResourceWorkflow(temporal, {
+  // Its file leases go with it: a job that never started holds no file.
+  await startResourceWorkflowOrUndo(
+    temporal,
+    {
       workflow: fineTune,
       workflowId: fineTuneWorkflowId(id),
       args: [input],
@@ -95,11 +97,8 @@ export async function createFineTune(
       names: { projectSlug: principal.projectSlug, resource: body.suffix ?? id },
       summary: `Fine-tune ${id}: ${plan.method} ${plan.training_type} on ${model.name}`,
       details: `training file \`${plan.training_file}\`, ${plan.n_epochs} epochs, output \`${modelOutputName}\``,
-    });
-  } catch (err) {
-    // Its file leases go with it: a job that never started holds no file.
-    await deleteFineTuneRow(db, id);
-    throw err;
-  }
+    },
+    () => deleteFineTuneRow(db, id),
+  );
   return row;
 }

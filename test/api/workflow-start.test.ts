@@ -7,8 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { startResourceWorkflow } from '../../api/workflows';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../../api/workflows';
 import { storageVolume } from '../../workflows/storage-volumes';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform';
 
@@ -63,5 +63,43 @@ describe('starting a workflow whose answer is lost', () => {
       if ((said === 'started') !== exists) mismatches.push(`${workflowId}: said ${said}, exists ${exists}`);
     }
     assert.deepEqual(mismatches, [], JSON.stringify(outcomes));
+  });
+});
+
+describe('the one compensation policy of a create', () => {
+  const start = (workflowId: string) => ({
+    workflow: storageVolume,
+    workflowId,
+    args: [] as never,
+    projectId: 'proj-undo',
+    resourceType: 'test',
+    resourceId: workflowId,
+    status: 'Pending',
+    summary: 'undo policy',
+    details: 'started by test/api/workflow-start.test.ts',
+  });
+
+  test('a started run is not undone; a run that did not start is, and the caller gets the start error', async () => {
+    const workflowId = `undo-policy/${process.pid}`;
+    const undone: string[] = [];
+    const note = (what: string) => async () => void undone.push(what);
+    await startResourceWorkflowOrUndo(p.temporal, start(workflowId), note('first'));
+    assert.deepEqual(undone, [], 'nothing undone when the run started');
+    // The same id again: the server refuses the start, so what the create wrote is removed.
+    await assert.rejects(
+      startResourceWorkflowOrUndo(p.temporal, start(workflowId), note('second')),
+      WorkflowExecutionAlreadyStartedError,
+    );
+    assert.deepEqual(undone, ['second']);
+    // An undo that fails as well still reports why the start failed, with the undo's failure beside it.
+    const err = await startResourceWorkflowOrUndo(p.temporal, start(workflowId), async () => {
+      throw new Error('database unavailable');
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof WorkflowExecutionAlreadyStartedError, String(err));
+    assert.match(String((err as { undoError?: Error }).undoError), /database unavailable/);
+    await p.temporal.workflow.getHandle(workflowId).terminate('test cleanup');
   });
 });
