@@ -6,7 +6,7 @@
  * version they mount (the current one when they were deployed or updated).
  */
 import { z } from 'zod';
-import { DnsLabelName, INT4_MAX } from '../schemas/common';
+import { INT4_MAX } from '../schemas/common';
 import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
@@ -27,36 +27,7 @@ import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-
-const VolumeName = DnsLabelName;
-const Content = z.object({
-  type: z.literal('files').default('files'),
-  source_prefix: z.string().max(1024).default(''),
-});
-const IdParams = z.object({ id: z.string().min(1).max(128) });
-
-const FileSchema = z.object({ name: z.string(), size: z.number(), last_modified: z.string() });
-const VolumeSchema = z
-  .object({
-    id: z.string(),
-    object: z.literal('volume'),
-    name: z.string(),
-    type: z.literal('readOnly'),
-    content: z.object({ type: z.literal('files'), source_prefix: z.string(), files: z.array(FileSchema) }),
-    current_version: z.number().int(),
-    mounted_by: z.array(z.string()),
-    version_history: z.record(
-      z.string(),
-      z.object({
-        version: z.number().int(),
-        content: z.object({ type: z.literal('files'), source_prefix: z.string() }),
-        mounted_by: z.array(z.string()),
-      }),
-    ),
-    created_at: z.string(),
-    updated_at: z.string(),
-  })
-  .meta({ id: 'DeploymentVolume' });
+import { VolumeName, Content, VolumeIdParams, VolumeSchema } from '../schemas/deployments';
 
 /** The project's uploaded files under the prefix, each a safe path inside the volume. */
 async function resolveContent(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
@@ -167,7 +138,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'getDeploymentVolume',
     summary: 'A volume by id or name; `version` describes an earlier version',
     tags: ['deployments'],
-    params: IdParams,
+    params: VolumeIdParams,
     query: z.object({ version: z.coerce.number().int().min(1).max(INT4_MAX).optional() }),
     errors: [404],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
@@ -184,7 +155,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'updateDeploymentVolume',
     summary: 'Rename a volume, or give it new content (a new version; deployments keep theirs until updated)',
     tags: ['deployments'],
-    params: IdParams,
+    params: VolumeIdParams,
     body: z.object({
       name: VolumeName.optional(),
       type: z.literal('readOnly').optional(),
@@ -216,7 +187,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'deleteDeploymentVolume',
     summary: 'Delete a volume that no deployment mounts (its files become deletable again)',
     tags: ['deployments'],
-    params: IdParams,
+    params: VolumeIdParams,
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
     handler: async ({ params, principal }) => {

@@ -7,7 +7,6 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import { DnsLabelName, INT4_MAX } from '../schemas/common';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { REVISION_ENV } from '../../shared/deployments';
 import { newId } from '../../platform/ids';
@@ -34,134 +33,15 @@ import {
   deployContainer,
   destroyContainerDeployment,
 } from '../use-cases/container-deployments';
-
-const Name = DnsLabelName;
-const EnvVar = z
-  .object({
-    name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/),
-    value: z.string().optional(),
-    value_from_secret: z.string().optional(),
-  })
-  .refine((e) => (e.value === undefined) !== (e.value_from_secret === undefined), {
-    message: 'set exactly one of value and value_from_secret',
-  });
-// The SDK's shapes. HTTP metrics (requests, and how long they take to answer) are measured at the gateway's proxy.
-const AutoscalingByMetric = z.discriminatedUnion('metric', [
-  z.object({
-    metric: z.literal('CustomMetric'),
-    custom_metric_name: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'a Prometheus metric name'),
-    target: z.number().positive(),
-    time_interval_minutes: z.number().int().min(0).max(60).optional(),
-  }),
-  z.object({
-    metric: z.literal('QueueBacklogPerWorker'),
-    model: z.string().optional(),
-    target: z.number().positive(),
-    time_interval_minutes: z.number().int().min(0).max(60).optional(),
-  }),
-  z.object({
-    metric: z.literal('HTTPTotalRequests'),
-    target: z.number().positive(),
-    time_interval_minutes: z.number().int().min(1).max(60).optional(),
-  }),
-  z.object({
-    metric: z.literal('HTTPAvgRequestDuration'),
-    // Milliseconds of mean answer time per request, measured at the gateway (the SDK's default 500).
-    target: z.number().positive().default(500),
-    time_interval_minutes: z.number().int().min(1).max(60).optional(),
-  }),
-]);
-/**
- * As the SDKs give it: `{}` turns autoscaling off (the Python CLI sends it by default); a
- * configuration without `metric` is the HTTP one, HTTPTotalRequests (the SDK's HTTPAutoscalingConfig).
- */
-const Autoscaling = z.preprocess(
-  (a) =>
-    a && typeof a === 'object' && !Array.isArray(a) && !('metric' in a) && Object.keys(a).length
-      ? { metric: 'HTTPTotalRequests', ...a }
-      : a,
-  z.union([z.strictObject({}).describe('{}: no autoscaling'), AutoscalingByMetric]),
-);
-const SpecFields = {
-  description: z.string().max(1000).optional(),
-  image: z.string().min(1).max(512),
-  command: z.array(z.string()).optional(),
-  args: z.array(z.string()).optional(),
-  cpu: z.number().positive().optional(),
-  memory: z.number().positive().optional(),
-  storage: z.number().positive().optional(),
-  gpu_count: z.number().int().nonnegative().optional(),
-  gpu_type: z.enum(['h100-80gb', 'h100-40gb-mig', 'h200-140gb', 'b200-192gb']),
-  port: z.number().int().min(1).max(65535),
-  health_check_path: z.string().startsWith('/').optional(),
-  min_replicas: z.number().int().min(0).max(100),
-  max_replicas: z.number().int().min(0).max(100).optional(),
-  termination_grace_period_seconds: z.number().int().min(0).max(3600),
-  capacity_type: z.string().optional(),
-  // The revision variable is Gantry's to set (a client that sends back what it read would pin it).
-  environment_variables: z.array(EnvVar).transform((list) => list.filter((e) => e.name !== REVISION_ENV)),
-  volumes: z
-    .array(
-      z.object({
-        mount_path: z.string(),
-        name: z.string(),
-        version: z.number().int().min(0).max(INT4_MAX).optional().describe('0 or left out: the current version'),
-      }),
-    )
-    .optional(),
-  model_mounts: z
-    .array(z.object({ model_id: z.string(), mount_path: z.string(), revision_id: z.string().optional() }))
-    .optional(),
-  autoscaling: Autoscaling.optional(),
-};
-// Defaults apply on deploy only: an update changes just what it names.
-const DeployBody = z
-  .object({
-    name: Name,
-    ...SpecFields,
-    port: SpecFields.port.default(8000),
-    min_replicas: SpecFields.min_replicas.default(1),
-    termination_grace_period_seconds: SpecFields.termination_grace_period_seconds.default(30),
-    environment_variables: SpecFields.environment_variables.default([]),
-  })
-  .meta({ id: 'DeploymentCreateRequest' });
-const UpdateBody = z
-  .object({
-    name: Name.optional(),
-    ...Object.fromEntries(Object.entries(SpecFields).map(([k, v]) => [k, (v as z.ZodType).optional()])),
-  })
-  .meta({ id: 'DeploymentUpdateRequest' });
-const IdParams = z.object({ id: z.string().min(1).max(128) });
-
-const DeploymentSchema = z
-  .object({
-    id: z.string(),
-    object: z.literal('deployment'),
-    name: z.string(),
-    status: z.enum(['Updating', 'Scaling', 'Ready', 'Failed', 'ScaledToZero']),
-    desired_replicas: z.number().int(),
-    ready_replicas: z.number().int(),
-    replica_events: z.record(z.string(), z.record(z.string(), z.unknown())),
-    created_at: z.string(),
-    updated_at: z.string(),
-  })
-  .catchall(z.unknown())
-  .meta({ id: 'Deployment' });
-
-const SecretSchema = z
-  .object({
-    id: z.string(),
-    object: z.literal('secret'),
-    name: z.string(),
-    description: z.string().optional(),
-    created_by: z.string(),
-    last_updated_by: z.string(),
-    created_at: z.string(),
-    updated_at: z.string(),
-  })
-  .meta({ id: 'DeploymentSecret' });
-const SecretName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/);
-const SecretValue = z.string().min(1).max(65536);
+import {
+  DeployBody,
+  UpdateBody,
+  IdParams,
+  DeploymentSchema,
+  SecretSchema,
+  SecretName,
+  SecretValue,
+} from '../schemas/deployments';
 
 const iso = (d: Date) => new Date(d).toISOString();
 const toSecret = (s: SecretRow) => ({

@@ -25,33 +25,10 @@ import type { ApiRouter } from '../route';
 import { startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams, EventId } from '../schemas/common';
+import { UploadParams, UploadSchema } from '../schemas/models';
 
 /** Attempts after the first that an import gets (a lost worker, a dropped connection). */
 const MAX_RESTARTS = 3;
-const UploadParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
-
-const UploadSchema = z
-  .object({
-    id: z.string(),
-    createdAt: z.string(),
-    modelId: z.string(),
-    projectId: z.string(),
-    remoteUrl: z.string(),
-    status: z.enum([
-      'REMOTE_UPLOAD_STATUS_PENDING',
-      'REMOTE_UPLOAD_STATUS_RUNNING',
-      'REMOTE_UPLOAD_STATUS_ERROR',
-      'REMOTE_UPLOAD_STATUS_SUCCEEDED',
-      'REMOTE_UPLOAD_STATUS_FAILED',
-    ]),
-    maxRestarts: z.number().int(),
-    restartCount: z.number().int(),
-    statusMessage: z.string().optional(),
-    revisionId: z.string().optional(),
-    updatedAt: z.string(),
-  })
-  .meta({ id: 'RemoteUpload' });
-
 const toUpload = (u: UploadRow) => ({
   id: u.id,
   createdAt: new Date(u.created_at).toISOString(),

@@ -29,57 +29,19 @@ import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import type { ApiRouter } from '../route';
 import { signalWithStartResourceWorkflow } from '../workflows';
-
-const JsonObject = z.record(z.string(), z.unknown());
-const Model = z.string().min(1).max(256);
-
-const SubmitBody = z.object({
-  model: Model,
-  payload: JsonObject,
-  priority: z.number().int().default(0),
-  info: JsonObject.optional(),
-});
-const JobRef = z.object({ model: Model, request_id: z.string().min(1).max(128) });
-const ClaimBody = z.object({
-  model: Model,
-  worker_id: z.string().max(256).optional(),
-  claim_timeout_seconds: z.number().int().min(1).max(3600).default(60),
-  wait_seconds: z.number().min(0).max(20).default(0),
-});
-const ClaimRef = JobRef.extend({ claim_token: z.string().min(1).max(128) });
-const UpdateBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
-const CompleteBody = ClaimRef.extend({ outputs: JsonObject.default({}), info: JsonObject.optional() });
-const FailBody = ClaimRef.extend({ error: z.string().min(1).max(10_000), info: JsonObject.optional() });
-
-const STATUS = z.enum(['pending', 'running', 'done', 'failed', 'canceled']);
-const JobStatusSchema = z
-  .object({
-    request_id: z.string(),
-    model: z.string(),
-    status: STATUS,
-    priority: z.number().int(),
-    retries: z.number().int(),
-    info: JsonObject,
-    inputs: JsonObject,
-    outputs: JsonObject.optional(),
-    error: z.string().optional(),
-    warnings: z.array(z.string()),
-    created_at: z.string(),
-    claimed_at: z.string().optional(),
-    done_at: z.string().optional(),
-    history: z.array(z.object({ status: STATUS, at: z.string(), note: z.string().optional() })),
-  })
-  .meta({ id: 'QueueJobStatus' });
-const ClaimSchema = z.object({
-  request_id: z.string(),
-  model: z.string(),
-  payload: JsonObject,
-  info: JsonObject,
-  priority: z.number().int(),
-  retries: z.number().int(),
-  claim_token: z.string(),
-  claim_timeout_seconds: z.number().int(),
-});
+import {
+  Model,
+  SubmitBody,
+  JobRef,
+  ClaimBody,
+  type ClaimRef,
+  UpdateBody,
+  CompleteBody,
+  FailBody,
+  STATUS,
+  JobStatusSchema,
+  ClaimSchema,
+} from '../schemas/queue';
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
 

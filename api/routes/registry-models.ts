@@ -30,32 +30,7 @@ import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
-
-const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
-const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const ModelParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
-
-const ModelSchema = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    organizationId: z.string(),
-    projectId: z.string(),
-    visibility: Visibility,
-    weights: z.object({
-      type: z.enum(['WEIGHTS_TYPE_DEFAULT', 'WEIGHTS_TYPE_SPECULATOR', 'WEIGHTS_TYPE_ADAPTER']),
-      architecture: z.string().optional(),
-      contextLength: z.string().optional(),
-      parameters: z
-        .object({ total: z.string(), byDtype: z.array(z.object({ count: z.string(), dtype: z.string() })) })
-        .optional(),
-    }),
-    baseModelId: z.string().optional(),
-    description: z.string().optional(),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .meta({ id: 'RegistryModel' });
+import { Visibility, BareName, ModelParams, ModelSchema } from '../schemas/models';
 
 export function toModel(m: RegistryModelRow) {
   return {

@@ -1,0 +1,53 @@
+/** The model registry (spec: Models; the SDK's v2 models, revisions and uploads): what the API takes and answers. */
+import { z } from 'zod';
+import { ProjectParams } from './common';
+
+export const UploadParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+
+export const UploadSchema = z
+  .object({
+    id: z.string(),
+    createdAt: z.string(),
+    modelId: z.string(),
+    projectId: z.string(),
+    remoteUrl: z.string(),
+    status: z.enum([
+      'REMOTE_UPLOAD_STATUS_PENDING',
+      'REMOTE_UPLOAD_STATUS_RUNNING',
+      'REMOTE_UPLOAD_STATUS_ERROR',
+      'REMOTE_UPLOAD_STATUS_SUCCEEDED',
+      'REMOTE_UPLOAD_STATUS_FAILED',
+    ]),
+    maxRestarts: z.number().int(),
+    restartCount: z.number().int(),
+    statusMessage: z.string().optional(),
+    revisionId: z.string().optional(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'RemoteUpload' });
+
+export const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
+export const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+export const ModelParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+
+export const ModelSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    organizationId: z.string(),
+    projectId: z.string(),
+    visibility: Visibility,
+    weights: z.object({
+      type: z.enum(['WEIGHTS_TYPE_DEFAULT', 'WEIGHTS_TYPE_SPECULATOR', 'WEIGHTS_TYPE_ADAPTER']),
+      architecture: z.string().optional(),
+      contextLength: z.string().optional(),
+      parameters: z
+        .object({ total: z.string(), byDtype: z.array(z.object({ count: z.string(), dtype: z.string() })) })
+        .optional(),
+    }),
+    baseModelId: z.string().optional(),
+    description: z.string().optional(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'RegistryModel' });

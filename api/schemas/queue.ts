@@ -1,0 +1,53 @@
+/** The async job queue (spec: Queue; the SDK's beta.jig.queue): what the API takes and answers. */
+import { z } from 'zod';
+
+const JsonObject = z.record(z.string(), z.unknown());
+export const Model = z.string().min(1).max(256);
+
+export const SubmitBody = z.object({
+  model: Model,
+  payload: JsonObject,
+  priority: z.number().int().default(0),
+  info: JsonObject.optional(),
+});
+export const JobRef = z.object({ model: Model, request_id: z.string().min(1).max(128) });
+export const ClaimBody = z.object({
+  model: Model,
+  worker_id: z.string().max(256).optional(),
+  claim_timeout_seconds: z.number().int().min(1).max(3600).default(60),
+  wait_seconds: z.number().min(0).max(20).default(0),
+});
+export const ClaimRef = JobRef.extend({ claim_token: z.string().min(1).max(128) });
+export const UpdateBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
+export const CompleteBody = ClaimRef.extend({ outputs: JsonObject.default({}), info: JsonObject.optional() });
+export const FailBody = ClaimRef.extend({ error: z.string().min(1).max(10_000), info: JsonObject.optional() });
+
+export const STATUS = z.enum(['pending', 'running', 'done', 'failed', 'canceled']);
+export const JobStatusSchema = z
+  .object({
+    request_id: z.string(),
+    model: z.string(),
+    status: STATUS,
+    priority: z.number().int(),
+    retries: z.number().int(),
+    info: JsonObject,
+    inputs: JsonObject,
+    outputs: JsonObject.optional(),
+    error: z.string().optional(),
+    warnings: z.array(z.string()),
+    created_at: z.string(),
+    claimed_at: z.string().optional(),
+    done_at: z.string().optional(),
+    history: z.array(z.object({ status: STATUS, at: z.string(), note: z.string().optional() })),
+  })
+  .meta({ id: 'QueueJobStatus' });
+export const ClaimSchema = z.object({
+  request_id: z.string(),
+  model: z.string(),
+  payload: JsonObject,
+  info: JsonObject,
+  priority: z.number().int(),
+  retries: z.number().int(),
+  claim_token: z.string(),
+  claim_timeout_seconds: z.number().int(),
+});
