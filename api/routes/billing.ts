@@ -10,53 +10,9 @@ import { billingUsageEnabled, setBillingUsageEnabled, usageWindows } from '../..
 import type { ApiDeps } from '../deps';
 import { badRequest, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-
-const LineItem = z.object({
-  product_name: z.string(),
-  quantity: z.string(),
-  unit_price: z.string(),
-  cost: z.string(),
-  pricing_dimensions: z.record(z.string(), z.string()),
-  attributes: z.record(z.string(), z.string()),
-});
-const Window = z.object({
-  date: z.string(),
-  start_time: z.string(),
-  end_time: z.string(),
-  line_items: z.array(LineItem),
-});
-const Report = z
-  .object({
-    object: z.literal('list'),
-    organization_id: z.string(),
-    billing_period: z.string(),
-    currency: z.literal('USD'),
-    data: z.array(Window),
-    earliest_window_start: z.string().nullable(),
-    latest_window_end: z.string().nullable(),
-    next_cursor: z.string().nullable(),
-  })
-  .meta({ id: 'BillingUsageReport' });
+import { UsageReportSchema, UsageReportQuery } from '../schemas/account';
 
 const currentMonth = () => new Date().toISOString().slice(0, 7);
-
-const Query = z.object({
-  month: z
-    .string()
-    .regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'a month as YYYY-MM')
-    .optional(),
-  // The Python SDK says `day` and `hour`.
-  granularity: z
-    .enum(['daily', 'hourly', 'day', 'hour'])
-    .default('daily')
-    .transform((g) => (g === 'day' ? 'daily' : g === 'hour' ? 'hourly' : g)),
-  limit: z.coerce.number().int().min(1).max(1000).default(31),
-  /** The start_time of the last window of the previous page (`after`, as the Python SDK pages; `cursor` too). */
-  after: z.string().max(64).optional(),
-  cursor: z.string().max(64).optional(),
-  /** The caller's own organization (the Python SDK may name it); reports are per organization. */
-  organization_id: z.string().max(128).optional(),
-});
 
 /** GET /billing/usage, on the router given (the spec names it without a prefix; `/v1` has it too). */
 export function addBillingUsageRoute(router: ApiRouter, { db }: ApiDeps, operationIdSuffix = '') {
@@ -67,9 +23,9 @@ export function addBillingUsageRoute(router: ApiRouter, { db }: ApiDeps, operati
     summary: "The organization's usage and cost line items for a month, by day or hour (beta, per organization)",
     tags: ['account'],
     strict: true,
-    query: Query,
+    query: UsageReportQuery,
     errors: [403],
-    response: { status: 200, description: 'The usage report', schema: Report },
+    response: { status: 200, description: 'The usage report', schema: UsageReportSchema },
     handler: async ({ principal: p, query }) => {
       if (!p.organizationRole) {
         throw forbidden(

@@ -5,18 +5,11 @@
  * drills: watching a canary rollout pause itself when its target starts
  * failing. The errors count in the gateway's measurements like any other.
  */
-import { z } from 'zod';
 import { findEndpointDeploymentById, setFaultInjection } from '../../db/endpoints';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-
-const Params = z.object({ id: z.string().min(1).max(128) });
-const Fault = z.object({
-  abortPercent: z.number().min(0).max(100),
-  httpStatus: z.number().int().min(500).max(599).default(503),
-});
-const Result = z.object({ deploymentId: z.string(), faultInjection: Fault.nullable() });
+import { FaultInjectionParams, FaultInjection, FaultInjectionResult } from '../schemas/endpoints';
 
 export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
   const requireDeployment = async (id: string) => {
@@ -32,10 +25,10 @@ export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    params: Params,
-    body: Fault,
+    params: FaultInjectionParams,
+    body: FaultInjection,
     errors: [403, 404],
-    response: { status: 200, description: 'The fault now in force', schema: Result },
+    response: { status: 200, description: 'The fault now in force', schema: FaultInjectionResult },
     handler: async ({ params, body, req }) => {
       const d = await requireDeployment(params.id);
       await setFaultInjection(db, d.id, body);
@@ -51,9 +44,9 @@ export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    params: Params,
+    params: FaultInjectionParams,
     errors: [403, 404],
-    response: { status: 200, description: 'No fault in force', schema: Result },
+    response: { status: 200, description: 'No fault in force', schema: FaultInjectionResult },
     handler: async ({ params }) => {
       const d = await requireDeployment(params.id);
       await setFaultInjection(db, d.id, null);

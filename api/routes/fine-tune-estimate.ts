@@ -4,36 +4,13 @@
  * contents (finetune/estimate.ts says what is counted, and how far the quote
  * reads), with the organization's remaining credit.
  */
-import { z } from 'zod';
 import { getFile, type FileRow } from '../../db/files';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { CreateFineTuneBody } from '../schemas/fine-tunes';
 import { resolveCheckpointSource } from '../use-cases/fine-tunes-checkpoint-source';
 import { checkFile, quoteFineTune, resolveModel, resolvePlan } from '../use-cases/fine-tunes-plan';
-
-const EstimateResponse = z
-  .union([
-    z.object({
-      estimation_available: z.literal(true),
-      allowed_to_proceed: z.boolean(),
-      estimated_train_token_count: z.number().int(),
-      estimated_eval_token_count: z.number().int(),
-      estimated_total_price: z.number(),
-      user_limit: z.number(),
-    }),
-    z.object({
-      estimation_available: z.literal(false),
-      unavailable_reason: z.enum([
-        'multimodal_dataset',
-        'train_file_not_validated',
-        'eval_file_not_validated',
-        'train_file_invalid',
-        'eval_file_invalid',
-      ]),
-    }),
-  ])
-  .meta({ id: 'FineTuneEstimatePrice' });
+import { EstimateResponse } from '../schemas/fine-tunes';
 
 /** Why a file cannot be estimated yet, in the SDK's words; null when it can. */
 function unavailable(file: FileRow | null, which: 'train' | 'eval') {

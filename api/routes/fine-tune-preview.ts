@@ -4,7 +4,6 @@
  * which are trained, and the first token strings.
  */
 import { createInterface } from 'node:readline';
-import { z } from 'zod';
 import type { DatasetFormat } from '../../datasets/records';
 import { getFile } from '../../db/files';
 import { encodeSample, segmentsOf, trainedSpans } from '../../finetune/tokenize';
@@ -12,37 +11,7 @@ import type { ApiDeps } from '../deps';
 import { badRequest } from '../errors';
 import type { ApiRouter } from '../route';
 import { checkFile, resolveModel } from '../use-cases/fine-tunes-plan';
-
-const PreviewBody = z
-  .object({
-    model: z.string().min(1),
-    training_file: z.string().min(1),
-    top_k: z.number().int().min(1).max(50).default(5),
-    train_on_inputs: z.boolean().optional(),
-    training_method: z.literal('sft').default('sft'),
-  })
-  .meta({ id: 'FineTunePreviewRequest' });
-
-const PreviewRow = z.object({
-  row_index: z.number().int().describe('1-based line of the training file'),
-  input_ids: z.array(z.number().int()),
-  labels: z.array(z.number().int()).describe('input_ids where trained, -100 elsewhere'),
-  num_tokens: z.number().int(),
-  num_trained_tokens: z.number().int(),
-  tokens: z.array(z.string()).describe('the first 32 tokens as strings'),
-  trained_spans: z.array(z.array(z.number().int())).describe('half-open [start, end) ranges of trained positions'),
-  truncated: z.boolean(),
-});
-
-const PreviewResponse = z
-  .object({
-    model: z.string(),
-    dataset_format: z.enum(['general', 'conversation', 'instruction']),
-    max_seq_length: z.number().int(),
-    train_on_inputs: z.boolean(),
-    rows: z.array(PreviewRow),
-  })
-  .meta({ id: 'FineTunePreview' });
+import { PreviewBody, PreviewResponse } from '../schemas/fine-tunes';
 
 export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
   router.add({

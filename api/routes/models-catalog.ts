@@ -18,44 +18,11 @@ import type { ApiDeps } from '../deps';
 import { MODEL_SERVER_GPUS } from '../endpoint-serving';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { ModelObject } from '../schemas/models';
 
 /** When the built-in catalog last changed (its models' `created`). */
 const CATALOG_CREATED = Math.floor(Date.parse('2026-11-22T00:00:00Z') / 1000);
 
-const ModelObject = z
-  .object({
-    id: z.string(),
-    object: z.literal('model'),
-    created: z.number(),
-    type: z.enum([
-      'chat',
-      'language',
-      'code',
-      'image',
-      'embedding',
-      'moderation',
-      'rerank',
-      'audio',
-      'transcribe',
-      'video',
-    ]),
-    display_name: z.string(),
-    organization: z.string(),
-    link: z.string().optional(),
-    license: z.string().optional(),
-    context_length: z.number().optional(),
-    pricing: z
-      .object({
-        base: z.number(),
-        finetune: z.number(),
-        hourly: z.number(),
-        input: z.number(),
-        output: z.number(),
-        cached_input: z.number().optional(),
-      })
-      .optional(),
-  })
-  .meta({ id: 'ModelObject' });
 type ModelObject = z.infer<typeof ModelObject>;
 
 const organizationOf = (id: string) => (id.includes('/') ? id.slice(0, id.indexOf('/')) : 'gantry');

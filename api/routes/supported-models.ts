@@ -12,49 +12,10 @@ import { catalogModelId, FINE_TUNE_MODELS, findCatalogModel, type FineTuneModel 
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { notFound } from '../errors';
+import { SupportedModelSchema } from '../schemas/models';
 
 /** When this catalog's entries were last revised (the SDK asks for created and updated times). */
 const CATALOG_REVISED_AT = '2026-11-22T00:00:00.000Z';
-
-/**
- * A way to deploy the model (the SDK's SupportedModelDeploymentProfile): one per deployment
- * profile (config) of its family that this installation can serve. The Python CLI deploys a
- * catalog model by its `model` and `config`.
- */
-const DeploymentProfileSchema = z.object({
-  profileId: z.string(),
-  certifiedConfigRevisionId: z.string(),
-  certifiedModelRevisionId: z.string(),
-  config: z.string(),
-  model: z.string(),
-  modelName: z.string(),
-  gpuCount: z.number().int(),
-  gpuType: z.string(),
-  parallelism: z.string(),
-  quantization: z.string(),
-  performanceBenchmarks: z.object({}),
-});
-
-const SupportedModelSchema = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    displayName: z.string(),
-    displayType: z.string(),
-    publisher: z.string(),
-    baseModel: z.string(),
-    baseModelId: z.string(),
-    capabilities: z.array(z.string()),
-    inputModalities: z.array(z.string()),
-    outputModalities: z.array(z.string()),
-    products: z.array(z.string()),
-    status: z.string(),
-    deploymentProfiles: z.array(DeploymentProfileSchema),
-    contextLength: z.string(),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .meta({ id: 'SupportedModel' });
 
 /** Its deployment profiles: none where this installation has no model server for it. */
 async function profilesOf(db: Queryable, projectId: string, m: FineTuneModel) {

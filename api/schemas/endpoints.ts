@@ -397,3 +397,11 @@ export const ModelConfigSchema = z
       .meta({ description: 'None: no certification runs on this installation' }),
   })
   .meta({ id: 'ModelConfig' });
+
+/** Operators' fault injection at the gateway (rollout drills). */
+export const FaultInjectionParams = z.object({ id: z.string().min(1).max(128) });
+export const FaultInjection = z.object({
+  abortPercent: z.number().min(0).max(100),
+  httpStatus: z.number().int().min(500).max(599).default(503),
+});
+export const FaultInjectionResult = z.object({ deploymentId: z.string(), faultInjection: FaultInjection.nullable() });

@@ -201,3 +201,57 @@ export const ModelLimitsSchema = z
       .optional(),
   })
   .meta({ id: 'FineTuneModelLimits' });
+
+export const PreviewBody = z
+  .object({
+    model: z.string().min(1),
+    training_file: z.string().min(1),
+    top_k: z.number().int().min(1).max(50).default(5),
+    train_on_inputs: z.boolean().optional(),
+    training_method: z.literal('sft').default('sft'),
+  })
+  .meta({ id: 'FineTunePreviewRequest' });
+
+const PreviewRow = z.object({
+  row_index: z.number().int().describe('1-based line of the training file'),
+  input_ids: z.array(z.number().int()),
+  labels: z.array(z.number().int()).describe('input_ids where trained, -100 elsewhere'),
+  num_tokens: z.number().int(),
+  num_trained_tokens: z.number().int(),
+  tokens: z.array(z.string()).describe('the first 32 tokens as strings'),
+  trained_spans: z.array(z.array(z.number().int())).describe('half-open [start, end) ranges of trained positions'),
+  truncated: z.boolean(),
+});
+
+export const PreviewResponse = z
+  .object({
+    model: z.string(),
+    dataset_format: z.enum(['general', 'conversation', 'instruction']),
+    max_seq_length: z.number().int(),
+    train_on_inputs: z.boolean(),
+    rows: z.array(PreviewRow),
+  })
+  .meta({ id: 'FineTunePreview' });
+
+export const EstimateResponse = z
+  .union([
+    z.object({
+      estimation_available: z.literal(true),
+      allowed_to_proceed: z.boolean(),
+      estimated_train_token_count: z.number().int(),
+      estimated_eval_token_count: z.number().int(),
+      estimated_total_price: z.number(),
+      user_limit: z.number(),
+    }),
+    z.object({
+      estimation_available: z.literal(false),
+      unavailable_reason: z.enum([
+        'multimodal_dataset',
+        'train_file_not_validated',
+        'eval_file_not_validated',
+        'train_file_invalid',
+        'eval_file_invalid',
+      ]),
+    }),
+  ])
+  .meta({ id: 'FineTuneEstimatePrice' });

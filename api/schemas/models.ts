@@ -51,3 +51,78 @@ export const ModelSchema = z
     updatedAt: z.string(),
   })
   .meta({ id: 'RegistryModel' });
+
+/**
+ * A way to deploy the model (the SDK's SupportedModelDeploymentProfile): one per deployment
+ * profile (config) of its family that this installation can serve. The Python CLI deploys a
+ * catalog model by its `model` and `config`.
+ */
+const DeploymentProfileSchema = z.object({
+  profileId: z.string(),
+  certifiedConfigRevisionId: z.string(),
+  certifiedModelRevisionId: z.string(),
+  config: z.string(),
+  model: z.string(),
+  modelName: z.string(),
+  gpuCount: z.number().int(),
+  gpuType: z.string(),
+  parallelism: z.string(),
+  quantization: z.string(),
+  performanceBenchmarks: z.object({}),
+});
+
+export const SupportedModelSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    displayName: z.string(),
+    displayType: z.string(),
+    publisher: z.string(),
+    baseModel: z.string(),
+    baseModelId: z.string(),
+    capabilities: z.array(z.string()),
+    inputModalities: z.array(z.string()),
+    outputModalities: z.array(z.string()),
+    products: z.array(z.string()),
+    status: z.string(),
+    deploymentProfiles: z.array(DeploymentProfileSchema),
+    contextLength: z.string(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'SupportedModel' });
+
+export const ModelObject = z
+  .object({
+    id: z.string(),
+    object: z.literal('model'),
+    created: z.number(),
+    type: z.enum([
+      'chat',
+      'language',
+      'code',
+      'image',
+      'embedding',
+      'moderation',
+      'rerank',
+      'audio',
+      'transcribe',
+      'video',
+    ]),
+    display_name: z.string(),
+    organization: z.string(),
+    link: z.string().optional(),
+    license: z.string().optional(),
+    context_length: z.number().optional(),
+    pricing: z
+      .object({
+        base: z.number(),
+        finetune: z.number(),
+        hourly: z.number(),
+        input: z.number(),
+        output: z.number(),
+        cached_input: z.number().optional(),
+      })
+      .optional(),
+  })
+  .meta({ id: 'ModelObject' });
