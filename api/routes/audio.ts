@@ -12,12 +12,11 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
-import { z } from 'zod';
+import { type z } from 'zod';
 import {
   AUDIO_FAILURES,
   AUDIO_LIMITS,
   audioWorkflowId,
-  DEFAULT_SPEECH_MODEL,
   SPEECH_MODELS,
   type AudioRequestInput,
   type AudioResult,
@@ -31,6 +30,7 @@ import { ApiError, badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { TranscriptSchema } from '../schemas/audio';
 import { startResourceWorkflowOrUndo } from '../workflows';
+import { TranscriptionFields, TranscriptionBody } from '../schemas/audio';
 
 const tooLarge = () =>
   new ApiError(
@@ -43,23 +43,6 @@ const tooLarge = () =>
     { Connection: 'close' },
   );
 
-const asList = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
-const flag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
-
-const Common = z.object({
-  model: z.string().min(1).max(200).default(DEFAULT_SPEECH_MODEL),
-  file: z.string().max(4096).optional(),
-  language: z.string().max(8).optional(),
-  prompt: z.string().max(4000).optional(),
-  response_format: z.enum(['json', 'verbose_json']).default('json'),
-  temperature: z.coerce.number().min(0).max(1).optional(),
-  timestamp_granularities: z.preprocess(asList, z.array(z.enum(['segment', 'word'])).max(2)).optional(),
-});
-const TranscriptionBody = Common.extend({
-  diarize: flag.optional(),
-  min_speakers: z.coerce.number().int().min(1).max(20).optional(),
-  max_speakers: z.coerce.number().int().min(1).max(20).optional(),
-});
 type TranscriptionBody = z.infer<typeof TranscriptionBody>;
 
 export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -168,7 +151,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
           : 'Translate speech into English text',
       tags: ['audio'],
       bodyTypes: ['multipart'],
-      body: task === 'transcribe' ? TranscriptionBody : Common,
+      body: task === 'transcribe' ? TranscriptionBody : TranscriptionFields,
       strict: true,
       before: [checkLength],
       cleanup: async (req) => {

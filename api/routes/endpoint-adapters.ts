@@ -28,13 +28,7 @@ import type { ApiRouter } from '../route';
 import { cursorListOf, EndpointAdapterSchema } from '../schemas/endpoints';
 import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage } from '../cursor-pages';
-
-const Params = z.object({
-  projectId: z.string().min(1).max(128),
-  endpointId: z.string().min(1).max(128),
-  deploymentId: z.string().min(1).max(128),
-});
-const AdapterParams = Params.extend({ id: z.string().min(1).max(128) });
+import { AdapterDeploymentParams, AdapterParams } from '../schemas/endpoints';
 
 export const adapterWorkflowId = (deploymentId: string, adapterModelId: string) =>
   `adapter-load/${deploymentId}/${adapterModelId}`;
@@ -80,7 +74,7 @@ function toAdapter(a: AdapterRow, projectId: string) {
 export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config } = deps;
 
-  async function requireDeployment(principal: Principal, p: z.infer<typeof Params>) {
+  async function requireDeployment(principal: Principal, p: z.infer<typeof AdapterDeploymentParams>) {
     const e = await getEndpoint(db, principal.projectId, p.endpointId);
     if (!e) throw notFound(`Endpoint '${p.endpointId}' not found.`);
     const d = await getEndpointDeployment(db, e.id, p.deploymentId);
@@ -126,7 +120,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Attach a LoRA adapter (a registered adapter model) to a deployment; it is loaded onto every replica',
     tags: ['endpoints'],
     strict: true,
-    params: Params,
+    params: AdapterDeploymentParams,
     body: z.object({
       adapterModelId: z.string().min(1),
       adapterRevisionId: z.string().optional(),
@@ -227,7 +221,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: "A deployment's adapters with their load state (limit, after: cursor)",
     tags: ['endpoints'],
     strict: true,
-    params: Params,
+    params: AdapterDeploymentParams,
     query: z.object({
       limit: z.coerce.number().int().min(1).max(100).default(20),
       after: z.string().max(200).optional(),

@@ -10,16 +10,8 @@ import { getEndpoint } from '../../db/endpoints';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { ProjectParams } from '../schemas/common';
 import { PageQuery } from '../cursor-pages';
-
-const EndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
-/** No experiment runs on this installation: the list is always empty (an item would name its experiment). */
-const EmptyList = z.object({
-  object: z.literal('list'),
-  data: z.array(z.object({ id: z.string(), name: z.string() })).max(0),
-  next_cursor: z.null(),
-});
+import { ExperimentEndpointParams, EmptyExperimentList } from '../schemas/endpoints';
 
 export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) {
   for (const [path, operationId, what, query] of [
@@ -39,10 +31,10 @@ export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) 
       summary: `An endpoint's ${what} (none run on this installation)`,
       tags: ['endpoints'],
       strict: true,
-      params: EndpointParams,
+      params: ExperimentEndpointParams,
       query,
       errors: [404],
-      response: { status: 200, description: `The ${what}: none`, schema: EmptyList },
+      response: { status: 200, description: `The ${what}: none`, schema: EmptyExperimentList },
       handler: async ({ params, principal }) => {
         if (!(await getEndpoint(db, principal.projectId, params.id)))
           throw notFound(`Endpoint '${params.id}' not found.`);

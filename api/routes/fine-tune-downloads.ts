@@ -25,14 +25,7 @@ import { IsoDateTime } from '../schemas/common';
 import { FineTuneIdParams } from '../schemas/fine-tunes';
 import { downloadUrl, DownloadUrlQuery, verifyDownloadUrl } from '../uploads/presigned';
 import { sendBlob } from '../blob-response';
-
-const DownloadQuery = z.object({
-  // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
-  ft_id: z.string().min(1).max(160),
-  checkpoint: z.enum(['merged', 'adapter', 'model_output_path']).optional(),
-  // The SDK: a final checkpoint's step downloads the final model; 0 or omitted, the final model too.
-  checkpoint_step: z.coerce.number().int().min(0).optional(),
-});
+import { FineTuneDownloadQuery } from '../schemas/fine-tunes';
 
 const DOWNLOAD_TTL_SECONDS = 3600;
 /** A download's archive, once made (see packagedArchive); `variant` tells the downloads of one job apart. */
@@ -46,7 +39,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, blobs, config, temporal } = deps;
 
   /** The files to ship for a download request, as blob keys. */
-  async function selectFiles(job: FineTuneRow, q: z.output<typeof DownloadQuery>, step: number | undefined) {
+  async function selectFiles(job: FineTuneRow, q: z.output<typeof FineTuneDownloadQuery>, step: number | undefined) {
     const lora = job.plan.training_type === 'lora';
     const checkpoints = await listCheckpoints(db, job.id);
     const final = checkpoints.find((x) => x.checkpoint_type === 'final');
@@ -119,7 +112,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'downloadFineTuneWeights',
     summary: 'Weights of a job (merged, adapter or the full output) or of one checkpoint, as .tar.zst',
     tags: ['fine-tuning'],
-    query: DownloadQuery,
+    query: FineTuneDownloadQuery,
     strict: true,
     errors: [404],
     response: {

@@ -35,20 +35,10 @@ import {
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
 import { createFineTune } from '../use-cases/fine-tunes';
+import { FineTuneMetricsQuery } from '../schemas/fine-tunes';
 
 const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 
-const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an ISO-8601 timestamp');
-/** The SDK's listMetrics filters: a step range, a time range, and how many rows to sample. */
-const MetricsQuery = z.object({
-  global_step_from: z.coerce.number().int().min(0).optional(),
-  global_step_to: z.coerce.number().int().min(0).optional(),
-  logged_at_from: Timestamp.optional(),
-  logged_at_to: Timestamp.optional(),
-  resolution: z.coerce.number().int().min(1).optional(),
-});
-
-/** `n` rows spread evenly over `rows`, the first and the last included (all of them when there are no more than n). */
 function sampleUniformly<T>(rows: T[], n: number | undefined): T[] {
   if (n === undefined || rows.length <= n) return rows;
   if (n === 1) return [rows[rows.length - 1]];
@@ -323,7 +313,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Training metrics by step (loss, learning rate, gradient norm, eval loss)',
     tags: ['fine-tuning'],
     params: FineTuneIdParams,
-    query: MetricsQuery,
+    query: FineTuneMetricsQuery,
     errors: [404],
     response: {
       status: 200,

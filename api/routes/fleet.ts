@@ -19,9 +19,7 @@ import {
   FleetPreemptionBody,
   FleetWorkloadBody,
 } from '../schemas/clusters';
-import { z } from 'zod';
-
-const Ack = z.object({ ok: z.literal(true), simulator: z.literal(true), detail: z.string() });
+import { FleetAck } from '../schemas/clusters';
 
 export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal } = deps;
@@ -43,7 +41,7 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     body: FleetFaultBody,
     errors: [403, 404],
-    response: { status: 200, description: 'Fault armed', schema: Ack },
+    response: { status: 200, description: 'Fault armed', schema: FleetAck },
     handler: async ({ body }) => {
       await anyCluster(body.cluster_id);
       const id = await fleet.injectFault({
@@ -70,7 +68,7 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     body: FleetCapacityBody,
     errors: [403],
-    response: { status: 200, description: 'Capacity set', schema: Ack },
+    response: { status: 200, description: 'Capacity set', schema: FleetAck },
     handler: async ({ body }) => {
       await fleet.setPreemptibleCapacity(body.region, body.gpu_type, body.preemptible_nodes);
       return {
@@ -92,7 +90,7 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ClusterIdParams,
     body: FleetWorkloadBody,
     errors: [403, 404],
-    response: { status: 200, description: 'Workload set', schema: Ack },
+    response: { status: 200, description: 'Workload set', schema: FleetAck },
     handler: async ({ params, body }) => {
       await anyCluster(params.cluster_id);
       await fleet.setWorkload(params.cluster_id, body);
@@ -115,7 +113,7 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ClusterIdParams,
     body: FleetPreemptionBody,
     errors: [403, 404, 409],
-    response: { status: 200, description: 'Notice delivered', schema: Ack },
+    response: { status: 200, description: 'Notice delivered', schema: FleetAck },
     handler: async ({ params, body }) => {
       const row = await anyCluster(params.cluster_id);
       if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`);

@@ -19,8 +19,7 @@ import { conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { listOf, MemberSchema, OrganizationRoleSchema } from '../schemas/administration';
 import { memberView, requireOrganizationAdmin, requireUser } from '../use-cases/administration-access';
-
-const UserParams = z.object({ userId: z.string().min(1).max(128) });
+import { UserParams } from '../schemas/administration';
 
 export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
   router.add({

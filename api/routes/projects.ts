@@ -38,14 +38,7 @@ import {
   visibleProject,
 } from '../use-cases/administration-access';
 import { ProjectParams } from '../schemas/common';
-
-const MemberParams = ProjectParams.extend({ userId: z.string().min(1).max(128) });
-const Ok = z.object({
-  object: z.literal('project.membership'),
-  project_id: z.string(),
-  user_id: z.string(),
-  left: z.boolean(),
-});
+import { MemberParams, ProjectOk } from '../schemas/administration';
 
 const asRuleConflict = (err: unknown) => {
   if (err instanceof MembershipRuleError) return conflict(err.message, err.code);
@@ -228,7 +221,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     strict: true,
     params: MemberParams,
     errors: [403, 404, 409],
-    response: { status: 200, description: 'Removed', schema: Ok },
+    response: { status: 200, description: 'Removed', schema: ProjectOk },
     handler: async ({ principal, params }) => {
       const project = await visibleProject(db, principal, params.projectId);
       requireProjectAdmin(principal, project);
@@ -274,7 +267,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     strict: true,
     params: ProjectParams,
     errors: [403, 404, 409],
-    response: { status: 200, description: 'Left', schema: Ok },
+    response: { status: 200, description: 'Left', schema: ProjectOk },
     handler: async ({ principal, params }) => {
       const userId = requireUser(principal);
       const project = await visibleProject(db, principal, params.projectId);

@@ -5,6 +5,7 @@
  * has no such resource, so these follow the API's own list conventions.
  */
 import { z } from 'zod';
+import { ProjectParams } from './common';
 
 export const ProjectRoleSchema = z.enum(['Admin', 'Editor']);
 export const OrganizationRoleSchema = z.enum(['Admin', 'Developer']);
@@ -66,3 +67,13 @@ export const slugField = z
     /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
     'lowercase letters, digits and hyphens, 1 to 63, not starting or ending with a hyphen',
   );
+
+export const UserParams = z.object({ userId: z.string().min(1).max(128) });
+
+export const MemberParams = ProjectParams.extend({ userId: z.string().min(1).max(128) });
+export const ProjectOk = z.object({
+  object: z.literal('project.membership'),
+  project_id: z.string(),
+  user_id: z.string(),
+  left: z.boolean(),
+});

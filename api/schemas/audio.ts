@@ -1,5 +1,6 @@
-/** Speech transcription and translation (spec: Audio): the transcript a request answers with. */
+/** Speech transcription and translation (spec: Audio): what a request sends, and the transcript it answers with. */
 import { z } from 'zod';
+import { DEFAULT_SPEECH_MODEL } from '../../shared/audio';
 
 const Word = z.object({ word: z.string(), start: z.number(), end: z.number() });
 
@@ -29,3 +30,23 @@ const VerboseTranscript = z.object({
 });
 
 export const TranscriptSchema = z.union([VerboseTranscript, TextTranscript]).meta({ id: 'Transcript' });
+
+/** A multipart field: the strings `true` and `false` are booleans. */
+/** A multipart field given once or repeated: always a list. */
+const asList = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+const flag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
+
+export const TranscriptionFields = z.object({
+  model: z.string().min(1).max(200).default(DEFAULT_SPEECH_MODEL),
+  file: z.string().max(4096).optional(),
+  language: z.string().max(8).optional(),
+  prompt: z.string().max(4000).optional(),
+  response_format: z.enum(['json', 'verbose_json']).default('json'),
+  temperature: z.coerce.number().min(0).max(1).optional(),
+  timestamp_granularities: z.preprocess(asList, z.array(z.enum(['segment', 'word'])).max(2)).optional(),
+});
+export const TranscriptionBody = TranscriptionFields.extend({
+  diarize: flag.optional(),
+  min_speakers: z.coerce.number().int().min(1).max(20).optional(),
+  max_speakers: z.coerce.number().int().min(1).max(20).optional(),
+});

@@ -347,3 +347,5 @@ export const FleetWorkloadBody = z.object({
   idle_gpus: count.default(0),
 });
 export const FleetPreemptionBody = z.object({ node_id: z.string().min(1) });
+
+export const FleetAck = z.object({ ok: z.literal(true), simulator: z.literal(true), detail: z.string() });

@@ -405,3 +405,18 @@ export const FaultInjection = z.object({
   httpStatus: z.number().int().min(500).max(599).default(503),
 });
 export const FaultInjectionResult = z.object({ deploymentId: z.string(), faultInjection: FaultInjection.nullable() });
+
+export const AdapterDeploymentParams = z.object({
+  projectId: z.string().min(1).max(128),
+  endpointId: z.string().min(1).max(128),
+  deploymentId: z.string().min(1).max(128),
+});
+export const AdapterParams = AdapterDeploymentParams.extend({ id: z.string().min(1).max(128) });
+
+export const ExperimentEndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+/** No experiment runs on this installation: the list is always empty (an item would name its experiment). */
+export const EmptyExperimentList = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ id: z.string(), name: z.string() })).max(0),
+  next_cursor: z.null(),
+});

@@ -255,3 +255,23 @@ export const EstimateResponse = z
     }),
   ])
   .meta({ id: 'FineTuneEstimatePrice' });
+
+const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an ISO-8601 timestamp');
+/** The SDK's listMetrics filters: a step range, a time range, and how many rows to sample. */
+export const FineTuneMetricsQuery = z.object({
+  global_step_from: z.coerce.number().int().min(0).optional(),
+  global_step_to: z.coerce.number().int().min(0).optional(),
+  logged_at_from: Timestamp.optional(),
+  logged_at_to: Timestamp.optional(),
+  resolution: z.coerce.number().int().min(1).optional(),
+});
+
+/** `n` rows spread evenly over `rows`, the first and the last included (all of them when there are no more than n). */
+
+export const FineTuneDownloadQuery = z.object({
+  // `<job_id>` for the final model, `<job_id>:<step>` for an intermediate checkpoint.
+  ft_id: z.string().min(1).max(160),
+  checkpoint: z.enum(['merged', 'adapter', 'model_output_path']).optional(),
+  // The SDK: a final checkpoint's step downloads the final model; 0 or omitted, the final model too.
+  checkpoint_step: z.coerce.number().int().min(0).optional(),
+});
