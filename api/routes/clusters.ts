@@ -4,16 +4,14 @@
  * checks every rule of the spec, writes the row and starts `cluster/<id>`;
  * changes are Updates to that workflow; reads come from PostgreSQL.
  */
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { REGIONS } from '../../shared/cluster-catalog';
-import { CLUSTER_RESOURCE_TYPE } from '../../shared/clusters';
 import { getCluster, latestRemediations, listClusters, volumesOfCluster, type ClusterRow } from '../../db/clusters';
 import type { Db } from '../../db/pool';
-import { deleteClusterUpdate, updateClusterUpdate, cluster } from '../../workflows/clusters';
+import { updateClusterUpdate } from '../../workflows/clusters';
 import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
-import { ApiError, conflict } from '../errors';
+import { conflict } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   ClusterDeleteSchema,
@@ -25,52 +23,15 @@ import {
   RegionsSchema,
   UpdateClusterBody,
 } from '../schemas/clusters';
-import { startResourceWorkflow } from '../workflows';
-import { createCluster, requireCluster } from '../use-cases/clusters';
+import { createCluster, deleteCluster, requireCluster } from '../use-cases/clusters';
 import { z } from 'zod';
 
 async function clusterObject(db: Db, row: ClusterRow) {
   return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
 }
 
-/** Starts a cluster run that goes straight to tear-down, for a cluster whose workflow ended without deleting it. */
-async function tearDownOrphanedCluster(
-  temporal: ApiDeps['temporal'],
-  config: ApiDeps['config'],
-  row: ClusterRow,
-  reason: string,
-): Promise<void> {
-  const state = row.state;
-  try {
-    await startResourceWorkflow(temporal, {
-      workflow: cluster,
-      workflowId: row.workflow_id,
-      args: [
-        {
-          clusterId: row.id,
-          projectId: row.project_id,
-          spec: state.spec,
-          counts: state.counts,
-          settings: config.clusterSettings,
-          carried: state,
-          deleteOnStart: reason,
-        },
-      ],
-      projectId: row.project_id,
-      resourceType: CLUSTER_RESOURCE_TYPE,
-      resourceId: row.id,
-      status: 'Deleting',
-      gpuType: state.spec.gpu_type,
-      summary: `Tear-down of cluster ${state.spec.cluster_name} (${row.id}), whose workflow had ended`,
-      details: `Its last run ended without deleting it; this run releases what it holds: ${reason}.`,
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
-  }
-}
-
 export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db, temporal } = deps;
 
   router.add({
     method: 'get',
@@ -156,20 +117,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Deletion accepted', schema: ClusterDeleteSchema },
     handler: async ({ params, principal }) => {
       const row = await requireCluster(db, principal.projectId, params.cluster_id);
-      if (!row.deleted_at) {
-        const reason = 'deleted through the API';
-        try {
-          await updateCluster(temporal, row.id, deleteClusterUpdate, { reason });
-        } catch (err) {
-          if (!(err instanceof ApiError && err.status === 409)) throw err;
-          // A 409 from the workflow itself: it is being deleted already. Otherwise its workflow is gone
-          // without having deleted it (it failed, or was terminated): a new run from the last projected
-          // state tears it down, so nothing held for it is left behind.
-          if (err.code !== 'cluster_not_running') return { cluster_id: row.id };
-          const fresh = await getCluster(db, principal.projectId, row.id);
-          if (fresh && !fresh.deleted_at) await tearDownOrphanedCluster(temporal, config, fresh, reason);
-        }
-      }
+      await deleteCluster(deps, principal, row);
       return { cluster_id: row.id };
     },
   });

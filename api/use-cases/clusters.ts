@@ -1,7 +1,8 @@
 /**
- * Creating a GPU cluster (the spec's rules, its shared volume, its row, then its workflow
- * `cluster/<id>`; the rows go again if the workflow cannot start), and the lookup the cluster
- * routes share.
+ * The write paths of GPU clusters that do more than one thing: creating one (the spec's rules,
+ * its shared volume, its row, then its workflow `cluster/<id>`; the rows go again if the workflow
+ * cannot start) and deleting one (through its workflow, or a new run when that is gone); and the
+ * lookup the cluster routes share.
  */
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
@@ -23,12 +24,14 @@ import {
   initialState,
   type ClusterWorkflowInput,
 } from '../../shared/clusters';
-import { cluster } from '../../workflows/clusters';
+import { cluster, deleteClusterUpdate } from '../../workflows/clusters';
 import type { ApiDeps } from '../deps';
 import type { CreateClusterBody } from '../schemas/clusters';
-import { startResourceWorkflowOrUndo } from '../workflows';
+import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Db } from '../../db/pool';
-import { badRequest, notFound } from '../errors';
+import { updateCluster } from '../cluster-messages';
+import { ApiError, badRequest, notFound } from '../errors';
 
 /** The project's cluster, or a 404 naming it. */
 export async function requireCluster(db: Db, projectId: string, clusterId: string): Promise<ClusterRow> {
@@ -117,4 +120,61 @@ export async function createCluster(
     },
   );
   return clusterId;
+}
+
+/**
+ * Deletes a cluster through its workflow: nodes drained and released, volumes released; the row
+ * stays readable. A cluster whose workflow is gone without having deleted it (it failed, or was
+ * terminated) is torn down by a new run from its last projected state, so nothing held for it
+ * is left behind.
+ */
+export async function deleteCluster(deps: ApiDeps, principal: Principal, row: ClusterRow): Promise<void> {
+  const { db, temporal, config } = deps;
+  if (row.deleted_at) return;
+  const reason = 'deleted through the API';
+  try {
+    await updateCluster(temporal, row.id, deleteClusterUpdate, { reason });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 409)) throw err;
+    // A 409 from the workflow itself: it is being deleted already.
+    if (err.code !== 'cluster_not_running') return;
+    const fresh = await getCluster(db, principal.projectId, row.id);
+    if (fresh && !fresh.deleted_at) await tearDownOrphanedCluster(temporal, config, fresh, reason);
+  }
+}
+
+/** Starts a cluster run that goes straight to tear-down, for a cluster whose workflow ended without deleting it. */
+async function tearDownOrphanedCluster(
+  temporal: ApiDeps['temporal'],
+  config: ApiDeps['config'],
+  row: ClusterRow,
+  reason: string,
+): Promise<void> {
+  const state = row.state;
+  try {
+    await startResourceWorkflow(temporal, {
+      workflow: cluster,
+      workflowId: row.workflow_id,
+      args: [
+        {
+          clusterId: row.id,
+          projectId: row.project_id,
+          spec: state.spec,
+          counts: state.counts,
+          settings: config.clusterSettings,
+          carried: state,
+          deleteOnStart: reason,
+        },
+      ],
+      projectId: row.project_id,
+      resourceType: CLUSTER_RESOURCE_TYPE,
+      resourceId: row.id,
+      status: 'Deleting',
+      gpuType: state.spec.gpu_type,
+      summary: `Tear-down of cluster ${state.spec.cluster_name} (${row.id}), whose workflow had ended`,
+      details: `Its last run ended without deleting it; this run releases what it holds: ${reason}.`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
+  }
 }
