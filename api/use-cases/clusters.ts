@@ -29,7 +29,7 @@ import type { ApiDeps } from '../deps';
 import type { CreateClusterBody } from '../schemas/clusters';
 import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { Db } from '../../db/pool';
+import { withTransaction, type Db } from '../../db/pool';
 import { updateCluster } from '../cluster-messages';
 import { ApiError, badRequest, notFound } from '../errors';
 
@@ -69,18 +69,8 @@ export async function createCluster(
     }
   }
   const clusterId = `cl-${randomBytes(6).toString('hex')}`;
-  if (body.shared_volume) {
-    spec.volume_id = newId('vol');
-    await insertVolume(db, {
-      id: spec.volume_id,
-      projectId: principal.projectId,
-      name: body.shared_volume.volume_name,
-      region: spec.region,
-      sizeTib: body.shared_volume.size_tib,
-      lifecycleIndependent: body.shared_volume.is_lifecycle_independent ?? false,
-      createdWithCluster: clusterId,
-    });
-  }
+  const sharedVolume = body.shared_volume;
+  if (sharedVolume) spec.volume_id = newId('vol');
   const input: ClusterWorkflowInput = {
     clusterId,
     projectId: principal.projectId,
@@ -89,11 +79,20 @@ export async function createCluster(
     settings: config.clusterSettings,
   };
   const workflowId = clusterWorkflowId(clusterId);
-  await insertCluster(db, {
-    id: clusterId,
-    projectId: principal.projectId,
-    workflowId,
-    state: initialState(input),
+  // The shared volume and the cluster row are one write: neither is left without the other.
+  await withTransaction(db, async (tx) => {
+    if (sharedVolume && spec.volume_id) {
+      await insertVolume(tx, {
+        id: spec.volume_id,
+        projectId: principal.projectId,
+        name: sharedVolume.volume_name,
+        region: spec.region,
+        sizeTib: sharedVolume.size_tib,
+        lifecycleIndependent: sharedVolume.is_lifecycle_independent ?? false,
+        createdWithCluster: clusterId,
+      });
+    }
+    await insertCluster(tx, { id: clusterId, projectId: principal.projectId, workflowId, state: initialState(input) });
   });
   await startResourceWorkflowOrUndo(
     temporal,
