@@ -1,7 +1,7 @@
 /**
  * What a fine-tuning job costs. The job is charged when training starts, for
  * the exact training and evaluation tokens its own tokenization counted
- * (finetune/estimate.ts billedTokens; a job tokenized before those counts were
+ * (fine-tunes/estimate.ts billedTokens; a job tokenized before those counts were
  * recorded is counted in full instead). The quote before creation samples the
  * files, so it can differ from the charge. When it ends early (early stopping, cancel,
  * an error), the tokens of the steps and evaluations that did not run are
@@ -16,8 +16,8 @@ import { withTransaction, type Db } from '../db/pool';
 import { remainingCredit } from '../db/credit';
 import { ApplicationFailure } from '@temporalio/common';
 import { recordedUnder, recordUsage } from '../db/usage';
-import { billedTokens, priceFineTuneJob, priceFromOnePass, type PricedFile } from '../finetune/estimate';
-import { findFineTuneModel } from '../finetune/models';
+import { billedTokens, priceFineTuneJob, priceFromOnePass, type PricedFile } from '../fine-tunes/estimate';
+import { findFineTuneModel } from '../fine-tunes/models';
 import type { BlobStore } from '../providers/storage/blob-store';
 
 const chargeKey = (jobId: string) => `fine-tune/${jobId}/charge/`;

@@ -30,12 +30,12 @@ import {
   updateFineTune,
   type FineTuneUpdate,
 } from '../db/fine-tunes';
-import type { TokenizedCounts } from '../finetune/estimate';
+import type { TokenizedCounts } from '../fine-tunes/estimate';
 import type { Db } from '../db/pool';
 import { chargeFineTune, refundFineTune } from './fine-tune-billing';
-import { findFineTuneModel } from '../finetune/models';
-import { tokenizeStoredFile } from '../finetune/tokenize-file';
-import { trainerConfig } from '../finetune/trainer-config';
+import { findFineTuneModel } from '../fine-tunes/models';
+import { tokenizeStoredFile } from '../fine-tunes/tokenize-file';
+import { trainerConfig } from '../fine-tunes/trainer-config';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { runTrainer, type Trainers } from '../providers/trainer/process-trainer';
 import type { TrainingSlots } from '../providers/accelerator/training-slots';

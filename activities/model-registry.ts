@@ -15,7 +15,7 @@ import { addFineTuneEvent, getFineTuneById, listCheckpoints } from '../db/fine-t
 import type { Db } from '../db/pool';
 import { withTransaction } from '../db/pool';
 import { insertRegistryModel, insertRevision, qualifiedModelName, type WeightsType } from '../db/registry';
-import { findFineTuneModel } from '../finetune/models';
+import { findFineTuneModel } from '../fine-tunes/models';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { TensorInfo } from '../providers/trainer/safetensors';
 

@@ -1,6 +1,6 @@
 /**
  * Tokenization throughput: what the fine-tuning tokenization activity does with a stored dataset
- * (finetune/tokenize-file.ts: read the JSONL from the blob store, template, tokenize, mask, pack,
+ * (fine-tunes/tokenize-file.ts: read the JSONL from the blob store, template, tokenize, mask, pack,
  * write the trainer's rows back as JSON lines), against calling the same tokenizer directly on
  * the same texts already in memory, in interleaved rounds (bench/lib/rounds.ts). Judged: the
  * bare tokenizer's time over the activity's.
@@ -14,9 +14,9 @@ import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { finished } from 'node:stream/promises';
-import { findFineTuneModel } from '../finetune/models';
-import { segmentsOf } from '../finetune/tokenize';
-import { tokenizeStoredFile } from '../finetune/tokenize-file';
+import { findFineTuneModel } from '../fine-tunes/models';
+import { segmentsOf } from '../fine-tunes/tokenize';
+import { tokenizeStoredFile } from '../fine-tunes/tokenize-file';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { runBench } from './lib/platform';
 import { compareInRounds } from './lib/rounds';

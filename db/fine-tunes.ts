@@ -1,4 +1,4 @@
-import type { TokenizedCounts } from '../finetune/estimate';
+import type { TokenizedCounts } from '../fine-tunes/estimate';
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
 import {
   fineTuneWorkflowId,

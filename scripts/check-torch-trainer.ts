@@ -16,9 +16,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TrainingPlan } from '../shared/fine-tunes';
 import { loadConfig } from '../platform/config';
-import { findFineTuneModel, type FineTuneModel } from '../finetune/models';
-import { tokenizePreference, tokenizeSft } from '../finetune/tokenize';
-import { trainerConfig } from '../finetune/trainer-config';
+import { findFineTuneModel, type FineTuneModel } from '../fine-tunes/models';
+import { tokenizePreference, tokenizeSft } from '../fine-tunes/tokenize';
+import { trainerConfig } from '../fine-tunes/trainer-config';
 import { runTrainer, type TrainerRun } from '../providers/trainer/process-trainer';
 
 const python = loadConfig().torchTrainerPython;

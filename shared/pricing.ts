@@ -2,7 +2,7 @@
  * This installation's list prices, in USD, as exact decimal strings (never
  * floats). Operators of a Gantry installation set their own prices here; the
  * figures below are the defaults it ships with. Fine-tuning prices per token
- * live with the fine-tunable models (finetune/models.ts), where the estimate
+ * live with the fine-tunable models (fine-tunes/models.ts), where the estimate
  * reads them too.
  */
 import Decimal from 'decimal.js';

@@ -33,7 +33,7 @@ const LONGEST_FIRST = [
   'test/deployments/podman-isolation.test.ts',
   'test/workflows/cluster-decisions.test.ts',
   'test/audio/transcriptions.test.ts',
-  'test/finetune/fine-tune-recovery.test.ts',
+  'test/fine-tunes/fine-tune-recovery.test.ts',
   'test/api/openapi-fuzz.test.ts',
   'test/cli/cli.test.ts',
   'test/workflows/deployment-decisions.test.ts',

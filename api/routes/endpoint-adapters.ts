@@ -20,7 +20,7 @@ import {
 } from '../../db/endpoint-adapters';
 import { getEndpoint, getEndpointDeployment, newEtag } from '../../db/endpoints';
 import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../../db/registry';
-import { FINE_TUNE_MODELS } from '../../finetune/models';
+import { FINE_TUNE_MODELS } from '../../fine-tunes/models';
 import { detachSignal, setRevisionSignal, adapterLoad } from '../../workflows/adapters';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';

@@ -1,7 +1,7 @@
 /**
  * POST /fine-tunes/estimate-price: the price of a job before it is created,
  * from the same parameters, the base model's tokenizer and the files' real
- * contents (finetune/estimate.ts says what is counted, and how far the quote
+ * contents (fine-tunes/estimate.ts says what is counted, and how far the quote
  * reads), with the organization's remaining credit.
  */
 import { getFile, type FileRow } from '../../db/files';

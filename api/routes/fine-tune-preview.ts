@@ -6,7 +6,7 @@
 import { createInterface } from 'node:readline';
 import type { DatasetFormat } from '../../datasets/records';
 import { getFile } from '../../db/files';
-import { encodeSample, segmentsOf, trainedSpans } from '../../finetune/tokenize';
+import { encodeSample, segmentsOf, trainedSpans } from '../../fine-tunes/tokenize';
 import type { ApiDeps } from '../deps';
 import { badRequest } from '../errors';
 import type { ApiRouter } from '../route';

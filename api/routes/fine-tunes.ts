@@ -19,7 +19,7 @@ import {
   type FineTuneEventRow,
   type FineTuneRow,
 } from '../../db/fine-tunes';
-import { findFineTuneModel } from '../../finetune/models';
+import { findFineTuneModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound } from '../errors';
 import Decimal from 'decimal.js';

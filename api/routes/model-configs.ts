@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { newId } from '../../platform/ids';
-import { catalogModelId } from '../../finetune/models';
+import { catalogModelId } from '../../fine-tunes/models';
 import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';

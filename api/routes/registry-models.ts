@@ -24,7 +24,7 @@ import {
   updateRegistryModel,
   type RegistryModelRow,
 } from '../../db/registry';
-import { findCatalogModel } from '../../finetune/models';
+import { findCatalogModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';

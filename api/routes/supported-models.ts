@@ -1,14 +1,14 @@
 /**
  * The catalog of base models this installation supports (`/v2/supported-models`,
  * the official SDK's `beta.models.listSupported` and `retrieveSupported`):
- * today the fine-tunable bases of finetune/models.ts, offered for fine-tuning
+ * today the fine-tunable bases of fine-tunes/models.ts, offered for fine-tuning
  * and as bases of registered and dedicated models. Certified deployment
  * profiles come with dedicated endpoints.
  */
 import { z } from 'zod';
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import type { Queryable } from '../../db/pool';
-import { catalogModelId, FINE_TUNE_MODELS, findCatalogModel, type FineTuneModel } from '../../finetune/models';
+import { catalogModelId, FINE_TUNE_MODELS, findCatalogModel, type FineTuneModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { notFound } from '../errors';

@@ -22,7 +22,7 @@ import {
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import { withTransaction, type Db } from '../../db/pool';
 import { activeRolloutOf } from '../../db/rollouts';
-import { findCatalogModel } from '../../finetune/models';
+import { findCatalogModel } from '../../fine-tunes/models';
 import { newId } from '../../platform/ids';
 import { deploymentWorkflowId } from '../../shared/deployments';
 import { deleteDeploymentUpdate, updateDeploymentUpdate } from '../../workflows/deployments';

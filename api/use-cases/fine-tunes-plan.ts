@@ -9,9 +9,9 @@ import type Decimal from 'decimal.js';
 import type { DatasetFormat } from '../../datasets/records';
 import { remainingCredit } from '../../db/credit';
 import type { FileRow } from '../../db/files';
-import { ESTIMATE_SCAN_BYTES, priceFineTuneJob, type JobPrice } from '../../finetune/estimate';
+import { ESTIMATE_SCAN_BYTES, priceFineTuneJob, type JobPrice } from '../../fine-tunes/estimate';
 import type { ApiDeps } from '../deps';
-import { FINE_TUNE_MODELS, findFineTuneModel, type FineTuneModel } from '../../finetune/models';
+import { FINE_TUNE_MODELS, findFineTuneModel, type FineTuneModel } from '../../fine-tunes/models';
 import { badRequest } from '../errors';
 import type { CreateFineTuneInput } from '../schemas/fine-tunes';
 

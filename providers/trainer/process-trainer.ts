@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { TrainerKind } from '../../finetune/models';
+import type { TrainerKind } from '../../fine-tunes/models';
 import { parseTrainerLine, TrainerProtocolError, type TrainerEvent } from './protocol';
 import { subprocessEnv } from '../process/subprocess-env';
 

@@ -43,7 +43,7 @@ from .checkpoint import load_params
 from .lora import make_linear
 from .model import ModelConfig, forward, init_params
 
-# The byte-level tokenizer of the reference model (finetune/tokenizer.ts): 4 specials, then bytes.
+# The byte-level tokenizer of the reference model (fine-tunes/tokenizer.ts): 4 specials, then bytes.
 SPECIALS = 4
 BOS, EOS = 1, 2
 

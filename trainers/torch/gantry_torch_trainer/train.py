@@ -1,6 +1,6 @@
 """One fine-tuning run of a Hugging Face causal LM: SFT or DPO, LoRA (peft) or full.
 
-Configuration (the keys finetune/trainer-config.ts writes): hf_repo, training_method,
+Configuration (the keys fine-tunes/trainer-config.ts writes): hf_repo, training_method,
 training_type, lora {r, alpha, dropout, target_modules}, learning_rate, lr_scheduler,
 warmup_ratio, max_grad_norm, weight_decay, n_epochs, batch_size, max_seq_length,
 n_checkpoints, n_evals, early_stopping, dpo_beta, seed, train_file, validation_file,

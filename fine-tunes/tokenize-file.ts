@@ -1,6 +1,6 @@
 /**
  * A stored, validated dataset file -> the trainer's rows, stored as JSON lines: read a chunk of
- * records at a time (bounded memory), tokenize (finetune/tokenize.ts), pack, write. The
+ * records at a time (bounded memory), tokenize (fine-tunes/tokenize.ts), pack, write. The
  * prepareTrainingData activity runs it for the training and validation files; bench/tokenization.ts
  * measures it against the bare tokenizer.
  */

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../../platform/config';
-import { ByteTokenizer, hfTokenizer } from '../../finetune/tokenizer';
-import { encodeSample, segmentsOf, tokenizePreference, tokenizeSft, trainedSpans } from '../../finetune/tokenize';
+import { ByteTokenizer, hfTokenizer } from '../../fine-tunes/tokenizer';
+import { encodeSample, segmentsOf, tokenizePreference, tokenizeSft, trainedSpans } from '../../fine-tunes/tokenize';
 import { runTrainer } from '../../providers/trainer/process-trainer';
 import { chat } from '../helpers/datasets';
 
