@@ -42,7 +42,10 @@ function gate(): { wait: Promise<void>; open: () => void } {
 const events = (s: ClusterState | undefined, reason: string) =>
   (s?.node_lifecycle_events ?? []).filter((e) => e.reason === reason);
 
-describe('cluster workflow decisions (time-skipping)', () => {
+// The suite is long (about 150-180 s on two cores, most of it the simulated outages and days of
+// flapping); each test keeps its own timeout, and the suite gets room for all of them, so one
+// slow test fails alone instead of cancelling the rest at the runner's 300 s default.
+describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () => {
   // Each test gets its own server: time and stray runs of one test never reach the next.
   let t: WorkflowTestEnv;
   afterEach(() => t?.teardown());
