@@ -32,7 +32,7 @@ export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
   /** Moves the server's clock forward by `ms`, in steps of at most `stepMs` (default 5 s, half a workflow task timeout). */
   advance(ms: number, stepMs?: number): Promise<void>;
-  /** Waits in real time until the run closes, then returns its result (never unlocking time skipping). */
+  /** Waits in real time (at most 45 s) until the run closes, then returns its result (never unlocking time skipping). */
   finished<T>(handle: WorkflowHandle): Promise<T>;
   /** A worker on `taskQueue` (and more queues when given) running the real workflows with these activities. */
   worker(taskQueue: string, activities: object): Promise<Worker>;
@@ -72,7 +72,17 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       }
     },
     async finished<T>(handle: WorkflowHandle): Promise<T> {
-      while ((await handle.describe()).status.name === 'RUNNING') await new Promise((r) => setTimeout(r, 25));
+      // Bounded, so a run that never closes fails here with where it stands, not as a test timeout.
+      const deadline = Date.now() + 45_000;
+      while ((await handle.describe()).status.name === 'RUNNING') {
+        if (Date.now() > deadline) {
+          const pending = (await handle.describe()).raw.pendingActivities?.map((a) => a.activityType?.name);
+          throw new Error(
+            `${handle.workflowId} still running after 45 s; pending activities: ${pending?.join(', ') || 'none'}`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
       return (await handle.result()) as T;
     },
     async worker(taskQueue, activities) {
@@ -90,6 +100,15 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       return w;
     },
     async teardown() {
+      // A test that timed out leaves its workers running (its body never reached their shutdown):
+      // stop them first, or the connection cannot close and they poll a dead server for the rest
+      // of the file.
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      const deadline = Date.now() + 15_000;
+      const stopping = () => workers.some((w) => ['RUNNING', 'STOPPING', 'DRAINING', 'DRAINED'].includes(w.getState()));
+      while (stopping() && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
       await env.teardown();
     },
   };
