@@ -7,17 +7,19 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { Client, Connection } from '@temporalio/client';
-import { createApp } from '../../api/app';
-import { createLogger } from '../../platform/logger';
-import { freePort } from '../../scripts/lib/ports';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
 import { chat, jsonl } from '../helpers/datasets';
 import { requestFineTuneCancel, updateFineTune } from '../../db/fine-tunes';
-import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import {
+  call,
+  eventually,
+  startApiWithoutTemporal,
+  startTestPlatform,
+  uploadValidated,
+  type TestPlatform,
+} from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const MODEL = 'gantry/reference-byte-tiny';
@@ -359,27 +361,16 @@ describe('fine-tuning jobs', () => {
 
   test('a job whose workflow cannot start is a 503 that leaves nothing: no job, and its files stay deletable', async () => {
     const file = await uploadValidated(p, a.key, 'unstarted.jsonl', jsonl(chat('1 + 1?', '2.'), chat('2 + 2?', '4.')));
-    // An API wired to a Temporal address where nothing listens: the row is written, the start fails.
-    const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, connectTimeout: 500 });
-    const temporal = new Client({ connection, namespace: p.config.temporal.namespace });
-    const app = createApp({
-      config: p.config,
-      db: p.db,
-      temporal,
-      logger: createLogger('api', 'silent'),
-      blobs: p.blobs,
-    });
-    const server = app.listen(0, '127.0.0.1');
-    await new Promise((r) => server.once('listening', r));
+    // The row is written, the start fails.
+    const api = await startApiWithoutTemporal(p);
     try {
-      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const res = await call(base, 'POST', '/v1/fine-tunes', {
+      const res = await call(api.baseUrl, 'POST', '/v1/fine-tunes', {
         key: a.key,
         json: { model: MODEL, training_file: file, n_epochs: 1, batch_size: 8, max_seq_length: 64 },
       });
       assert.equal(res.status, 503, JSON.stringify(res.body));
     } finally {
-      server.close();
+      api.close();
     }
     const jobs = await call(p.baseUrl, 'GET', '/v1/fine-tunes', { key: a.key });
     assert.ok(!jobs.body.data.some((j: { training_file: string }) => j.training_file === file), 'no job is left');

@@ -31,6 +31,7 @@ import {
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
+import { freePort } from '../../scripts/lib/ports';
 
 let runtimeInstalled = false;
 
@@ -266,4 +267,23 @@ export async function uploadValidated(p: TestPlatform, key: string, name: string
     throw new Error(`${name} did not validate: ${JSON.stringify(done.body.validation_report)}`);
   }
   return res.body.id;
+}
+
+/**
+ * The platform's API wired to a Temporal address where nothing listens (same database, blobs and
+ * config): what a create does when its workflow cannot start. `close()` stops it.
+ */
+export async function startApiWithoutTemporal(p: TestPlatform): Promise<{ baseUrl: string; close(): void }> {
+  const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, connectTimeout: 500 });
+  const temporal = new Client({ connection, namespace: p.config.temporal.namespace });
+  const app = createApp({
+    config: p.config,
+    db: p.db,
+    temporal,
+    logger: createLogger('api', 'silent'),
+    blobs: p.blobs,
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
 }

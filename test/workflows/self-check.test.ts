@@ -6,14 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import { createApp } from '../../api/app';
 import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../shared/search-attributes';
-import { createLogger } from '../../platform/logger';
-import { freePort } from '../../scripts/lib/ports';
 import { workflowSource } from '../../workers/runtime';
-import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 describe('system self-check workflow', () => {
@@ -157,18 +153,8 @@ describe('system self-check workflow', () => {
 
   test('when Temporal is unreachable, status says degraded and starting work is a 503', async () => {
     // An API wired to a Temporal address where nothing listens.
-    const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, connectTimeout: 500 });
-    const temporal = new Client({ connection, namespace: p.config.temporal.namespace });
-    const app = createApp({
-      config: p.config,
-      db: p.db,
-      temporal,
-      logger: createLogger('api', 'silent'),
-      blobs: p.blobs,
-    });
-    const server = app.listen(0, '127.0.0.1');
-    await new Promise((r) => server.once('listening', r));
-    const base = `http://127.0.0.1:${(server.address() as any).port}`;
+    const api = await startApiWithoutTemporal(p);
+    const base = api.baseUrl;
     try {
       const status = await call(base, 'GET', '/v1/system/status', { key: admin.key });
       assert.equal(status.status, 200);
@@ -187,7 +173,7 @@ describe('system self-check workflow', () => {
       const list = await call(p.baseUrl, 'GET', '/v1/system/self-checks?limit=100', { key: admin.key });
       assert.ok(list.body.data.every((c: any) => c.status !== 'running'));
     } finally {
-      server.close();
+      api.close();
     }
   });
 });
