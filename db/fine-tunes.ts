@@ -1,6 +1,7 @@
 import type { TokenizedCounts } from '../fine-tunes/estimate';
 /** Read model of fine-tuning jobs: rows, events, metrics, checkpoints. */
 import {
+  FINISHED_FINE_TUNE_STATUSES,
   fineTuneWorkflowId,
   type FineTuneEventType,
   type FineTuneStatus,
@@ -138,8 +139,8 @@ const UPDATABLE = [
   'error',
 ] as const;
 
-/** Statuses a job never leaves. */
-const FINISHED = `('completed', 'cancelled', 'error')`;
+/** Statuses a job never leaves, as an SQL list. */
+const FINISHED = `(${FINISHED_FINE_TUNE_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
 export async function updateFineTune(db: Queryable, id: string, u: FineTuneUpdate): Promise<void> {
   const sets: string[] = ['updated_at = now()'];

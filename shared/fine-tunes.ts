@@ -12,6 +12,9 @@ export const FINE_TUNE_STATUSES = [
 ] as const;
 export type FineTuneStatus = (typeof FINE_TUNE_STATUSES)[number];
 
+/** Statuses a job never leaves. */
+export const FINISHED_FINE_TUNE_STATUSES: readonly FineTuneStatus[] = ['completed', 'cancelled', 'error'];
+
 /** The SDK's FinetuneEventType values Gantry emits. */
 export type FineTuneEventType =
   | 'job_pending'

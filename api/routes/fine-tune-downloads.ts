@@ -9,7 +9,12 @@
 import path from 'node:path';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { finalOutputPrefix, fineTuneWorkflowId, tokenizedDatasetArchiveKey } from '../../shared/fine-tunes';
+import {
+  finalOutputPrefix,
+  FINISHED_FINE_TUNE_STATUSES,
+  fineTuneWorkflowId,
+  tokenizedDatasetArchiveKey,
+} from '../../shared/fine-tunes';
 import {
   deleteFineTuneRow,
   getFineTune,
@@ -212,7 +217,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       const job = await getFineTune(db, principal.projectId, params.id);
       if (!job) throw notFound(`Fine-tuning job '${params.id}' not found.`);
-      if (!['completed', 'cancelled', 'error'].includes(job.status)) {
+      if (!FINISHED_FINE_TUNE_STATUSES.includes(job.status)) {
         if (query.force !== 'true') {
           throw conflict(
             `Job '${job.id}' is ${job.status}; cancel it first, or delete with force=true.`,

@@ -5,23 +5,19 @@
  * cancellation that stops the trainer.
  */
 import { z } from 'zod';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { fineTuneWorkflowId } from '../../shared/fine-tunes';
 import {
-  addFineTuneEvent,
   getFineTune,
   listCheckpoints,
   listFineTuneEvents,
   listFineTunes,
   listMetrics,
-  requestFineTuneCancel,
   resolveFineTuneObjectNames,
   type FineTuneEventRow,
   type FineTuneRow,
 } from '../../db/fine-tunes';
 import { findFineTuneModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
-import { conflict, notFound } from '../errors';
+import { notFound } from '../errors';
 import Decimal from 'decimal.js';
 import type { ApiRouter } from '../route';
 import {
@@ -34,10 +30,8 @@ import {
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
 import { qualifiedModelName } from '../../db/registry';
-import { createFineTune } from '../use-cases/fine-tunes';
+import { cancelFineTune, createFineTune } from '../use-cases/fine-tunes';
 import { FineTuneMetricsQuery } from '../schemas/fine-tunes';
-
-const TERMINAL = new Set(['completed', 'cancelled', 'error']);
 
 function sampleUniformly<T>(rows: T[], n: number | undefined): T[] {
   if (n === undefined || rows.length <= n) return rows;
@@ -148,7 +142,7 @@ export function toFineTune(
 }
 
 export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
 
   const findJob = async (projectId: string, id: string) => {
     const row = await getFineTune(db, projectId, id);
@@ -360,21 +354,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The job, status cancel_requested', schema: FineTuneSchema },
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
-      if (TERMINAL.has(row.status) || !(await requestFineTuneCancel(db, row.id))) {
-        const now = (await getFineTune(db, principal.projectId, row.id))!;
-        throw conflict(`Job '${row.id}' is already ${now.status}.`, 'job_finished');
-      }
-      await addFineTuneEvent(db, {
-        jobId: row.id,
-        type: 'cancel_requested',
-        message: 'Cancellation requested.',
-        dedupKey: 'cancel-requested',
-      });
-      try {
-        await temporal.workflow.getHandle(fineTuneWorkflowId(row.id)).cancel();
-      } catch (err) {
-        if (!(err instanceof WorkflowNotFoundError)) throw err;
-      }
+      await cancelFineTune(deps, row);
       return toFineTune((await getFineTune(db, principal.projectId, row.id))!);
     },
   });

@@ -2,18 +2,32 @@
  * Creating a fine-tuning job: the model and files it names are checked, its plan resolved and its
  * price quoted against the organization's credit; then its row, first event and file leases in one
  * transaction, then its workflow `fine-tune/<id>`. If the workflow cannot start, the row goes again
- * with its leases (docs/decisions/0001).
+ * with its leases (docs/decisions/0001). Cancelling one: its status and event in one transaction,
+ * then its workflow is asked to stop (training stops after its current step).
  */
+import { WorkflowNotFoundError } from '@temporalio/client';
 import Decimal from 'decimal.js';
 import type { Principal } from '../../db/accounts';
 import { acquireFileLease, getFile } from '../../db/files';
-import { addFineTuneEvent, deleteFineTuneRow, insertFineTune, type FineTuneRow } from '../../db/fine-tunes';
+import {
+  addFineTuneEvent,
+  deleteFineTuneRow,
+  getFineTuneById,
+  insertFineTune,
+  requestFineTuneCancel,
+  type FineTuneRow,
+} from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
-import { FINE_TUNE_RESOURCE_TYPE, fineTuneWorkflowId, type FineTuneWorkflowInput } from '../../shared/fine-tunes';
+import {
+  FINE_TUNE_RESOURCE_TYPE,
+  FINISHED_FINE_TUNE_STATUSES,
+  fineTuneWorkflowId,
+  type FineTuneWorkflowInput,
+} from '../../shared/fine-tunes';
 import { fineTune } from '../../workflows/fine-tunes';
 import type { ApiDeps } from '../deps';
-import { paymentRequired } from '../errors';
+import { conflict, paymentRequired } from '../errors';
 import type { CreateFineTuneInput } from '../schemas/fine-tunes';
 import { startResourceWorkflowOrUndo } from '../workflows';
 import { resolveCheckpointSource } from './fine-tunes-checkpoint-source';
@@ -101,4 +115,30 @@ export async function createFineTune(
     () => deleteFineTuneRow(db, id),
   );
   return row;
+}
+
+/** Marks a job cancel_requested with its event (409 when it already finished), then cancels its workflow. */
+export async function cancelFineTune(deps: ApiDeps, job: FineTuneRow): Promise<void> {
+  const { db, temporal } = deps;
+  const requested =
+    !FINISHED_FINE_TUNE_STATUSES.includes(job.status) &&
+    (await withTransaction(db, async (tx) => {
+      if (!(await requestFineTuneCancel(tx, job.id))) return false;
+      await addFineTuneEvent(tx, {
+        jobId: job.id,
+        type: 'cancel_requested',
+        message: 'Cancellation requested.',
+        dedupKey: 'cancel-requested',
+      });
+      return true;
+    }));
+  if (!requested) {
+    const now = (await getFineTuneById(db, job.id))!;
+    throw conflict(`Job '${job.id}' is already ${now.status}.`, 'job_finished');
+  }
+  try {
+    await temporal.workflow.getHandle(fineTuneWorkflowId(job.id)).cancel();
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+  }
 }
