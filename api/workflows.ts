@@ -109,8 +109,8 @@ export async function startResourceWorkflow<W extends Workflow>(
  * this starts its workflow; when the run did not start, `undo` removes what the create wrote and
  * the start's error goes to the caller. A start whose answer was lost after the server took it
  * counts as started (startResourceWorkflow), so `undo` never orphans a running workflow. When
- * `undo` fails too, the start's error is still the one thrown; the undo's is attached as its cause
- * chain's `undoError`, for the log.
+ * `undo` fails too, the start's error is still the one thrown, with the undo's attached to it as
+ * `undoError`, for the log.
  */
 export async function startResourceWorkflowOrUndo<W extends Workflow>(
   temporal: Client,
