@@ -8,7 +8,7 @@
 import { listReplicas } from '../db/deployments';
 import { deleteAdapterRow, recordAdapterLoad } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
-import { getRevision, listRevisionFiles } from '../db/registry';
+import { getRevision, listRevisionFiles } from '../db/models';
 import type { VolumeStore } from '../providers/containers/volume-store';
 
 export interface AdapterLoadResult {

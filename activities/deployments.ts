@@ -36,7 +36,7 @@ import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/ru
 import type { VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
-import { getRevision, listRevisionFiles } from '../db/registry';
+import { getRevision, listRevisionFiles } from '../db/models';
 
 /** A replica's status, recorded; a running replica is metered by the hour. */
 async function recordReplicaStatus(db: Db, r: ReplicaRecord): Promise<void> {

@@ -18,10 +18,10 @@ import type { RemoteFetchPolicy } from '../platform/config';
 import type { Keyring } from '../platform/keyring';
 import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } from '../db/model-uploads';
 import { withTransaction, type Db } from '../db/pool';
-import { insertRevision } from '../db/registry';
+import { insertRevision } from '../db/models';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
-import { safetensorsHeader } from './model-registry';
+import { safetensorsHeader } from './models';
 import { subprocessEnv } from '../providers/process/subprocess-env';
 
 type Stored = { path: string; bytes: number; sha256: string };

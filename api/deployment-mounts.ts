@@ -8,7 +8,7 @@
 import type { DeploymentSpec } from '../shared/deployments';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import type { Queryable } from '../db/pool';
-import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../db/registry';
+import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../db/models';
 import { isSafeVolumePath } from '../providers/containers/volume-store';
 import { badRequest } from './errors';
 

@@ -10,7 +10,7 @@
 import type { GantryConfig } from '../platform/config';
 import type { DeploymentSpec } from '../shared/deployments';
 import type { Queryable } from '../db/pool';
-import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/registry';
+import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/models';
 import { findCatalogModel } from '../fine-tunes/models';
 import { REFERENCE_TRAINER_DIR } from '../providers/trainer/process-trainer';
 

@@ -8,7 +8,7 @@ import {
   type TrainingPlan,
 } from '../shared/fine-tunes';
 import { withTransaction, type Db, type Queryable } from './pool';
-import { qualifiedModelName } from './registry';
+import { qualifiedModelName } from './models';
 
 export interface FineTuneRow {
   id: string;

@@ -25,7 +25,7 @@ import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
 import { createFineTuneActivities, createTrainingActivities } from '../activities/fine-tunes';
 import { TrainingSlots } from '../providers/accelerator/training-slots';
-import { createModelRegistryActivities } from '../activities/model-registry';
+import { createModelRegistryActivities } from '../activities/models';
 import { createModelUploadActivities } from '../activities/model-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
 import { createRolloutActivities } from '../activities/rollouts';

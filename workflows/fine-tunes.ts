@@ -23,7 +23,7 @@ import { isScheduleToStart } from './failures';
 import { PATCHES } from './patches';
 import type { AcceleratorActivities } from '../activities/accelerator';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../activities/fine-tunes';
-import type { ModelRegistryActivities } from '../activities/model-registry';
+import type { ModelRegistryActivities } from '../activities/models';
 import {
   finalOutputPrefix,
   type FineTuneStatus,

@@ -19,7 +19,7 @@ import {
   type AdapterRow,
 } from '../../db/endpoint-adapters';
 import { getEndpoint, getEndpointDeployment, newEtag } from '../../db/endpoints';
-import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../../db/registry';
+import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../../db/models';
 import { FINE_TUNE_MODELS } from '../../fine-tunes/models';
 import { detachSignal, setRevisionSignal, adapterLoad } from '../../workflows/adapters';
 import type { ApiDeps } from '../deps';

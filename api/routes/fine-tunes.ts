@@ -29,7 +29,7 @@ import {
   ModelLimitsSchema,
 } from '../schemas/fine-tunes';
 import { IsoDateTime } from '../schemas/common';
-import { qualifiedModelName } from '../../db/registry';
+import { qualifiedModelName } from '../../db/models';
 import { cancelFineTune, createFineTune } from '../use-cases/fine-tunes';
 import { FineTuneMetricsQuery } from '../schemas/fine-tunes';
 

@@ -16,7 +16,7 @@ import {
   listUploads,
   type UploadRow,
 } from '../../db/model-uploads';
-import { findRegistryModelsByName, getRegistryModel } from '../../db/registry';
+import { findRegistryModelsByName, getRegistryModel } from '../../db/models';
 import { checkRemoteUrl, RemoteFetchRefused } from '../../providers/remote/fetch-remote';
 import { modelUpload } from '../../workflows/model-uploads';
 import type { ApiDeps } from '../deps';

@@ -14,7 +14,7 @@ import type { Endpoint, EndpointDeployment, EndpointListEventsResponse } from 't
 import type { AdapterRetrieveResponse } from 'together-ai/resources/beta/endpoints/adapters';
 import { chat, jsonl } from '../helpers/datasets';
 import { eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
-import { storeValidatedRevision } from '../helpers/registry';
+import { storeValidatedRevision } from '../helpers/models';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const BASE = 'gantry/reference-byte-tiny';

@@ -21,7 +21,7 @@ import { after, before, describe, test } from 'node:test';
 import { projectNetworkName } from '../../providers/containers/podman/replica-networks';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
-import { storeValidatedRevision } from '../helpers/registry';
+import { storeValidatedRevision } from '../helpers/models';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let registry: LocalRegistry;

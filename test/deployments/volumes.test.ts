@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
-import { storeValidatedRevision } from '../helpers/registry';
+import { storeValidatedRevision } from '../helpers/models';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');

@@ -7,7 +7,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { FineTuneActivities, JobRecord, TrainingActivities } from '../../activities/fine-tunes';
-import type { ModelRegistryActivities } from '../../activities/model-registry';
+import type { ModelRegistryActivities } from '../../activities/models';
 import type { FineTuneWorkflowInput, TrainingProgress } from '../../shared/fine-tunes';
 
 type ControlActivities = FineTuneActivities & Pick<ModelRegistryActivities, 'registerFineTuneOutputs'>;

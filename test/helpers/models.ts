@@ -1,6 +1,6 @@
 /** Model revisions with real files in the blob store, as an upload would leave them (validated). */
 import { Readable } from 'node:stream';
-import { insertRevision } from '../../db/registry';
+import { insertRevision } from '../../db/models';
 import type { TestPlatform } from './platform';
 
 /** Stores `files` under the revision's prefix and records the revision as validated. */

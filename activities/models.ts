@@ -14,7 +14,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { addFineTuneEvent, getFineTuneById, listCheckpoints } from '../db/fine-tunes';
 import type { Db } from '../db/pool';
 import { withTransaction } from '../db/pool';
-import { insertRegistryModel, insertRevision, qualifiedModelName, type WeightsType } from '../db/registry';
+import { insertRegistryModel, insertRevision, qualifiedModelName, type WeightsType } from '../db/models';
 import { findFineTuneModel } from '../fine-tunes/models';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { TensorInfo } from '../providers/trainer/safetensors';

@@ -2,7 +2,7 @@
  * The model registry (`/v2/projects/{projectId}/models`, the official SDK's
  * `beta.models`): models (`ml_`) a project owns, their immutable revisions
  * (`rv_`) and files. Fine-tunes register their outputs here
- * (activities/model-registry.ts); a model registered by hand gets its weights
+ * (activities/models.ts); a model registered by hand gets its weights
  * from a remote upload. `{projectId}` is the key's project (its id or slug);
  * any other project is not found. Models shared with the organization
  * (VISIBILITY_INTERNAL) are listed to its other projects but changed only by
@@ -23,7 +23,7 @@ import {
   qualifiedModelName,
   updateRegistryModel,
   type RegistryModelRow,
-} from '../../db/registry';
+} from '../../db/models';
 import { findCatalogModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';

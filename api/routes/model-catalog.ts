@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { SPEECH_MODELS } from '../../shared/audio';
 import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
-import { getRegistryModel } from '../../db/registry';
+import { getRegistryModel } from '../../db/models';
 import { findCatalogModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import { MODEL_SERVER_GPUS } from '../endpoint-serving';

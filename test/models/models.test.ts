@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { addProjectMember, createApiKey, createProject } from '../../db/accounts';
-import { insertRevision } from '../../db/registry';
+import { insertRevision } from '../../db/models';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
