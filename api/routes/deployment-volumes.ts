@@ -6,7 +6,7 @@
  * version they mount (the current one when they were deployed or updated).
  */
 import { z } from 'zod';
-import { INT4_MAX } from '../schemas/common';
+import { INT4_MAX, IdParams } from '../schemas/common';
 import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
@@ -27,7 +27,7 @@ import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { VolumeName, Content, VolumeIdParams, VolumeSchema } from '../schemas/deployments';
+import { VolumeName, Content, VolumeSchema } from '../schemas/deployments';
 
 /** The project's uploaded files under the prefix, each a safe path inside the volume. */
 async function resolveContent(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
@@ -138,7 +138,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'getDeploymentVolume',
     summary: 'A volume by id or name; `version` describes an earlier version',
     tags: ['deployments'],
-    params: VolumeIdParams,
+    params: IdParams,
     query: z.object({ version: z.coerce.number().int().min(1).max(INT4_MAX).optional() }),
     errors: [404],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
@@ -155,7 +155,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'updateDeploymentVolume',
     summary: 'Rename a volume, or give it new content (a new version; deployments keep theirs until updated)',
     tags: ['deployments'],
-    params: VolumeIdParams,
+    params: IdParams,
     body: z.object({
       name: VolumeName.optional(),
       type: z.literal('readOnly').optional(),
@@ -187,7 +187,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'deleteDeploymentVolume',
     summary: 'Delete a volume that no deployment mounts (its files become deletable again)',
     tags: ['deployments'],
-    params: VolumeIdParams,
+    params: IdParams,
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
     handler: async ({ params, principal }) => {

@@ -36,12 +36,12 @@ import {
 import {
   DeployBody,
   UpdateBody,
-  IdParams,
   DeploymentSchema,
   SecretSchema,
   SecretName,
   SecretValue,
 } from '../schemas/deployments';
+import { IdParams } from '../schemas/common';
 
 const iso = (d: Date) => new Date(d).toISOString();
 const toSecret = (s: SecretRow) => ({

@@ -9,7 +9,8 @@ import { findEndpointDeploymentById, setFaultInjection } from '../../db/endpoint
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { FaultInjectionParams, FaultInjection, FaultInjectionResult } from '../schemas/endpoints';
+import { FaultInjection, FaultInjectionResult } from '../schemas/endpoints';
+import { IdParams } from '../schemas/common';
 
 export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
   const requireDeployment = async (id: string) => {
@@ -25,7 +26,7 @@ export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    params: FaultInjectionParams,
+    params: IdParams,
     body: FaultInjection,
     errors: [403, 404],
     response: { status: 200, description: 'The fault now in force', schema: FaultInjectionResult },
@@ -44,7 +45,7 @@ export function addEndpointFaultRoutes(router: ApiRouter, { db }: ApiDeps) {
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    params: FaultInjectionParams,
+    params: IdParams,
     errors: [403, 404],
     response: { status: 200, description: 'No fault in force', schema: FaultInjectionResult },
     handler: async ({ params }) => {

@@ -41,11 +41,11 @@ import {
   CreateFileUploadBody,
   FileDeletedSchema,
   FileEventsSchema,
-  FileIdParams,
   FileListSchema,
   FileObjectSchema,
   UploadFileFields,
 } from '../schemas/files';
+import { IdParams } from '../schemas/common';
 import { z } from 'zod';
 import { signalWorkflow } from '../workflows';
 
@@ -180,7 +180,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       operationId: 'putFileContent',
       summary: 'PUT the bytes to a pre-signed upload URL (from POST /v1/files); single use, expires',
       tags: ['files'],
-      params: FileIdParams,
+      params: IdParams,
       query: UploadUrlQuery,
       errors: [403, 404, 413],
       response: { status: 200, description: 'The uploaded file; validation starts', schema: FileObjectSchema },
@@ -213,7 +213,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       operationId,
       summary,
       tags: ['files'],
-      params: FileIdParams,
+      params: IdParams,
       errors: [404],
       response: { status: 200, description: 'The file', schema: FileObjectSchema },
       handler: async ({ params, principal }) => toFileObject(await findFile(principal.projectId, params.id)),
@@ -226,7 +226,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listFileEvents',
     summary: 'Every processing_status move of a file, oldest first',
     tags: ['files'],
-    params: FileIdParams,
+    params: IdParams,
     errors: [404],
     response: { status: 200, description: 'Status history', schema: FileEventsSchema },
     handler: async ({ params, principal }) => {
@@ -245,7 +245,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'retrieveFileContent',
     summary: 'The bytes of a file, streamed; supports a single HTTP Range',
     tags: ['files'],
-    params: FileIdParams,
+    params: IdParams,
     errors: [404],
     response: {
       status: 200,
@@ -273,7 +273,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'deleteFile',
     summary: 'Delete a file and its content',
     tags: ['files'],
-    params: FileIdParams,
+    params: IdParams,
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: FileDeletedSchema },
     handler: async ({ params, principal }) => {
@@ -317,7 +317,7 @@ function presignedUploadHandler(deps: ApiDeps) {
   return async (req: Request, res: Response) => {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     // Parsed like any route's path: a bad id is a 400 naming `id` (the signed router has no RouteSpec parse).
-    const fileId = parseOrThrow(FileIdParams, req.params, 'path', false).id;
+    const fileId = parseOrThrow(IdParams, req.params, 'path', false).id;
     const grant = verifyUploadUrl(config.keyring, fileId, req.query);
     const declared = Number(req.headers['content-length']);
     if (!req.headers['content-length'] || !Number.isSafeInteger(declared) || declared < 0) {

@@ -26,8 +26,8 @@ import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-z
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { IsoDateTime } from '../schemas/common';
-import { FineTuneIdParams } from '../schemas/fine-tunes';
+import { IsoDateTime, IdParams } from '../schemas/common';
+
 import { downloadUrl, DownloadUrlQuery, verifyDownloadUrl } from '../uploads/presigned';
 import { sendBlob } from '../blob-response';
 import { FineTuneDownloadQuery } from '../schemas/fine-tunes';
@@ -153,7 +153,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'retrieveTokenizedDataset',
     summary: "A pre-signed URL of the job's tokenized dataset archive; 404 until it exists",
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     errors: [404],
     response: {
       status: 200,
@@ -191,7 +191,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       operationId: 'getTokenizedDatasetArchive',
       summary: 'The tokenized dataset archive at its pre-signed URL (from download-tokenized-dataset)',
       tags: ['fine-tuning'],
-      params: FineTuneIdParams,
+      params: IdParams,
       query: DownloadUrlQuery,
       errors: [403, 404],
       response: {
@@ -210,7 +210,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'deleteFineTune',
     summary: 'Delete a finished job and everything it stored (force: cancel a running one first)',
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     query: z.object({ force: z.enum(['true', 'false']).optional() }),
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: z.object({ message: z.string() }) },

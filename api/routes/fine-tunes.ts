@@ -23,12 +23,11 @@ import type { ApiRouter } from '../route';
 import {
   CreateFineTuneBody,
   FineTuneEventSchema,
-  FineTuneIdParams,
   FineTuneSchema,
   ModelLimitsQuery,
   ModelLimitsSchema,
 } from '../schemas/fine-tunes';
-import { IsoDateTime } from '../schemas/common';
+import { IsoDateTime, IdParams } from '../schemas/common';
 import { qualifiedModelName } from '../../db/models';
 import { cancelFineTune, createFineTune } from '../use-cases/fine-tunes';
 import { FineTuneMetricsQuery } from '../schemas/fine-tunes';
@@ -202,7 +201,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'retrieveFineTune',
     summary: 'A fine-tuning job with its events',
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     errors: [404],
     response: { status: 200, description: 'The job', schema: FineTuneSchema },
     handler: async ({ params, principal }) => {
@@ -217,7 +216,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listFineTuneEvents',
     summary: "A job's events, oldest first",
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     errors: [404],
     response: { status: 200, description: 'Events', schema: z.object({ data: z.array(FineTuneEventSchema) }) },
     handler: async ({ params, principal }) => {
@@ -232,7 +231,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listFineTuneCheckpoints',
     summary: "A job's checkpoints, by step",
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     errors: [404],
     response: {
       status: 200,
@@ -306,7 +305,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listFineTuneMetrics',
     summary: 'Training metrics by step (loss, learning rate, gradient norm, eval loss)',
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     query: FineTuneMetricsQuery,
     errors: [404],
     response: {
@@ -349,7 +348,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'cancelFineTune',
     summary: 'Cancel a job: training stops after its current step',
     tags: ['fine-tuning'],
-    params: FineTuneIdParams,
+    params: IdParams,
     errors: [404, 409],
     response: { status: 200, description: 'The job, status cancel_requested', schema: FineTuneSchema },
     handler: async ({ params, principal }) => {

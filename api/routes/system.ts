@@ -13,14 +13,8 @@ import type { ApiDeps } from '../deps';
 import { startResourceWorkflowOrUndo, TEMPORAL_CALL_DEADLINE_MS } from '../workflows';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { listOf } from '../schemas/common';
-import {
-  CreateSelfCheckBody,
-  ListSelfChecksQuery,
-  SelfCheckIdParams,
-  SelfCheckSchema,
-  SystemStatusSchema,
-} from '../schemas/system';
+import { listOf, IdParams } from '../schemas/common';
+import { CreateSelfCheckBody, ListSelfChecksQuery, SelfCheckSchema, SystemStatusSchema } from '../schemas/system';
 
 function toSelfCheck(row: SelfCheckRow) {
   return {
@@ -158,7 +152,7 @@ export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['system'],
     access: 'platform-admin',
     strict: true,
-    params: SelfCheckIdParams,
+    params: IdParams,
     errors: [403, 404],
     response: { status: 200, description: 'The self-check', schema: SelfCheckSchema },
     handler: async ({ params, principal }) => {

@@ -31,3 +31,26 @@ export const ProjectParams = z.object({ projectId: z.string().min(1).max(128) })
 
 /** An event id to page after (events are numbered by a bigint sequence). */
 export const EventId = z.string().regex(/^\d{1,18}$/, 'an event id');
+
+/** `{object: 'list', data: [...], next_cursor}`: a list paged by an opaque cursor (null on the last page). */
+export function cursorPageOf<T extends z.ZodType>(item: T) {
+  return listOf(item).extend({ next_cursor: z.string().nullable() });
+}
+
+/** The id of a resource in a path or body: ids are generated (`<prefix>-<uuid>`), names are short. */
+export const ResourceId = z.string().min(1).max(128);
+
+/** `:id` of the paths that address one resource by id. */
+export const IdParams = z.object({ id: ResourceId });
+
+/** `:organizationId` of the organization-scoped paths. */
+export const OrganizationParams = z.object({ organizationId: ResourceId });
+
+/** A yes/no query parameter, spelled as the clients send it. */
+export const QueryFlag = z.enum(['true', 'false']);
+
+/** `{id, deleted: true}`: what a delete answers where the spec names the resource back. */
+export const DeletedResponse = z.object({ id: z.string(), deleted: z.literal(true) });
+
+/** `{}`: what an accepted request with nothing to report answers (the spec's empty objects). */
+export const EmptyResponse = z.object({});

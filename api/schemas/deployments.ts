@@ -99,7 +99,6 @@ export const UpdateBody = z
     ...Object.fromEntries(Object.entries(SpecFields).map(([k, v]) => [k, (v as z.ZodType).optional()])),
   })
   .meta({ id: 'DeploymentUpdateRequest' });
-export const IdParams = z.object({ id: z.string().min(1).max(128) });
 
 export const DeploymentSchema = z
   .object({
@@ -136,7 +135,6 @@ export const Content = z.object({
   type: z.literal('files').default('files'),
   source_prefix: z.string().max(1024).default(''),
 });
-export const VolumeIdParams = z.object({ id: z.string().min(1).max(128) });
 
 const VolumeFileSchema = z.object({ name: z.string(), size: z.number(), last_modified: z.string() });
 export const VolumeSchema = z

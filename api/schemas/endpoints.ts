@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { PageQuery } from '../cursor-pages';
-import { DnsLabelName, EventId, IsoDateTime, ProjectParams } from './common';
+import { DnsLabelName, EventId, IsoDateTime, ProjectParams, ResourceId } from './common';
 
 // ---- requests ----
 
@@ -33,7 +33,6 @@ export const Autoscaling = z
   })
   .strict();
 
-const ResourceId = z.string().min(1).max(128);
 export const EndpointParams = ProjectParams.extend({ id: ResourceId });
 export const EndpointOnlyParams = ProjectParams.extend({ endpointId: ResourceId });
 export const DeploymentParams = ProjectParams.extend({ endpointId: ResourceId, id: ResourceId });
@@ -120,8 +119,8 @@ const Metric = z.strictObject({
 });
 /** A rollout: a source and target deployment, a strategy (canary steps, rolling or blue-green), metric gates. */
 export const CreateRolloutBody = z.object({
-  sourceDeploymentId: z.string().min(1).max(128),
-  targetDeploymentId: z.string().min(1).max(128),
+  sourceDeploymentId: ResourceId,
+  targetDeploymentId: ResourceId,
   canary: z
     .strictObject({
       stepInterval: Duration.optional(),
@@ -398,8 +397,6 @@ export const ModelConfigSchema = z
   })
   .meta({ id: 'ModelConfig' });
 
-/** Operators' fault injection at the gateway (rollout drills). */
-export const FaultInjectionParams = z.object({ id: z.string().min(1).max(128) });
 export const FaultInjection = z.object({
   abortPercent: z.number().min(0).max(100),
   httpStatus: z.number().int().min(500).max(599).default(503),
@@ -407,13 +404,13 @@ export const FaultInjection = z.object({
 export const FaultInjectionResult = z.object({ deploymentId: z.string(), faultInjection: FaultInjection.nullable() });
 
 export const AdapterDeploymentParams = z.object({
-  projectId: z.string().min(1).max(128),
-  endpointId: z.string().min(1).max(128),
-  deploymentId: z.string().min(1).max(128),
+  projectId: ResourceId,
+  endpointId: ResourceId,
+  deploymentId: ResourceId,
 });
-export const AdapterParams = AdapterDeploymentParams.extend({ id: z.string().min(1).max(128) });
+export const AdapterParams = AdapterDeploymentParams.extend({ id: ResourceId });
 
-export const ExperimentEndpointParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+export const ExperimentEndpointParams = ProjectParams.extend({ id: ResourceId });
 /** No experiment runs on this installation: the list is always empty (an item would name its experiment). */
 export const EmptyExperimentList = z.object({
   object: z.literal('list'),

@@ -18,8 +18,6 @@ const Checksum = z
   .optional()
   .describe('SHA-256 of the file (hex); a project that already holds these bytes gets 409 with their file_id');
 
-export const FileIdParams = z.object({ id: z.string().min(1).max(128) });
-
 export const UploadFileFields = z
   .object({
     purpose: z.enum(FILE_PURPOSES),

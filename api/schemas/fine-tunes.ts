@@ -162,8 +162,6 @@ export const FineTuneSchema = z
   })
   .meta({ id: 'FineTune' });
 
-export const FineTuneIdParams = z.object({ id: z.string().min(1).max(128) });
-
 export const ModelLimitsQuery = z.object({ model_name: z.string().min(1) });
 
 /** A base model's fine-tuning limits (the SDK's FinetuneModelLimits). */

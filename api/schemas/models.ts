@@ -1,8 +1,8 @@
 /** The model registry (spec: Models; the SDK's v2 models, revisions and uploads): what the API takes and answers. */
 import { z } from 'zod';
-import { ProjectParams } from './common';
+import { ProjectParams, ResourceId } from './common';
 
-export const UploadParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+export const UploadParams = ProjectParams.extend({ id: ResourceId });
 
 export const UploadSchema = z
   .object({
@@ -28,7 +28,7 @@ export const UploadSchema = z
 
 export const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
 export const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-export const ModelParams = ProjectParams.extend({ id: z.string().min(1).max(128) });
+export const ModelParams = ProjectParams.extend({ id: ResourceId });
 
 export const ModelSchema = z
   .object({

@@ -45,8 +45,6 @@ export const CreateSelfCheckBody = z
   })
   .meta({ id: 'CreateSelfCheckRequest' });
 
-export const SelfCheckIdParams = z.object({ id: z.string().min(1).max(128) });
-
 export const ListSelfChecksQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
