@@ -6,7 +6,8 @@
  *   built-ins, no database, providers, API, gateway or platform modules, no Temporal client or
  *   worker; activities only as types (their signatures, for proxyActivities);
  * - activities do not reach into the API or the gateway;
- * - a route file imports no other route file (what routes share lives in api/use-cases/).
+ * - a route file imports no other route file (what routes share lives in api/use-cases/), and
+ *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source).
  *
  * Run by `./dev test` after prettier; `npx eslint .` runs it alone.
  */
@@ -79,6 +80,11 @@ export default tseslint.config(
     files: ['api/routes/**/*.ts'],
     rules: restrict([
       { group: ['./*'], message: 'Routes import no other route: put what they share in api/use-cases/.' },
+      {
+        group: ['zod'],
+        message: 'Routes declare no schemas: name them in api/schemas/<area>.ts, built from api/schemas/common.ts.',
+        allowTypeImports: true,
+      },
     ]),
   },
 );

@@ -8,7 +8,6 @@
  * gateway process drops its own when PostgreSQL's notification arrives
  * (db/principal-cache.ts).
  */
-import { z } from 'zod';
 import { createApiKey, revokeApiKey } from '../../db/accounts';
 import {
   defaultProjectOf,
@@ -21,7 +20,7 @@ import {
 import type { ApiDeps } from '../deps';
 import { forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { ApiKeySchema, listOf, NewApiKeySchema } from '../schemas/administration';
+import { ApiKeyParams, ApiKeySchema, CreateApiKeyBody, listOf, NewApiKeySchema } from '../schemas/administration';
 import { requireUser, visibleProject } from '../use-cases/administration-access';
 
 const keyView = (k: ApiKeyRow) => ({
@@ -66,10 +65,7 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
     summary: 'Create a key for yourself in a project you belong to (default: the calling key’s project)',
     tags: ['administration'],
     strict: true,
-    body: z.object({
-      name: z.string().trim().min(1).max(128),
-      project_id: z.string().min(1).max(128).optional(),
-    }),
+    body: CreateApiKeyBody,
     errors: [403, 404],
     response: { status: 201, description: 'The key, with its secret shown this once', schema: NewApiKeySchema },
     handler: async ({ principal: p, body }) => {
@@ -91,7 +87,7 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
     summary: 'Revoke a key (your own, or any key of a project you administer); it is refused from the next request on',
     tags: ['administration'],
     strict: true,
-    params: z.object({ keyId: z.string().min(1).max(128) }),
+    params: ApiKeyParams,
     errors: [403, 404],
     response: { status: 200, description: 'The revoked key', schema: ApiKeySchema },
     handler: async ({ principal: p, params, req }) => {

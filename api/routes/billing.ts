@@ -5,12 +5,17 @@
  * enabled per organization; operators switch it with
  * PATCH /v1/admin/organizations/{id}.
  */
-import { z } from 'zod';
 import { billingUsageEnabled, setBillingUsageEnabled, usageWindows } from '../../db/usage-report';
 import type { ApiDeps } from '../deps';
 import { badRequest, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { UsageReportSchema, UsageReportQuery } from '../schemas/account';
+import {
+  OrganizationFeaturesSchema,
+  UpdateOrganizationFeaturesBody,
+  UsageReportSchema,
+  UsageReportQuery,
+} from '../schemas/account';
+import { OrganizationParams } from '../schemas/common';
 
 const currentMonth = () => new Date().toISOString().slice(0, 7);
 
@@ -78,14 +83,10 @@ export function addBillingAdminRoutes(admin: ApiRouter, { db }: ApiDeps) {
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    params: z.object({ organizationId: z.string().min(1).max(128) }),
-    body: z.object({ billing_usage_enabled: z.boolean() }),
+    params: OrganizationParams,
+    body: UpdateOrganizationFeaturesBody,
     errors: [403, 404],
-    response: {
-      status: 200,
-      description: 'The features now in force',
-      schema: z.object({ organization_id: z.string(), billing_usage_enabled: z.boolean() }),
-    },
+    response: { status: 200, description: 'The features now in force', schema: OrganizationFeaturesSchema },
     handler: async ({ params, body }) => {
       if (!(await setBillingUsageEnabled(db, params.organizationId, body.billing_usage_enabled))) {
         throw notFound(`No organization '${params.organizationId}'.`);

@@ -11,9 +11,16 @@ import { storageVolume } from '../../workflows/storage-volumes';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { CreateVolumeBody, UpdateVolumeBody, VolumeIdParams, VolumeSchema } from '../schemas/clusters';
+import {
+  CreateVolumeBody,
+  ListVolumesQuery,
+  UpdateVolumeBody,
+  VolumeDeleteSchema,
+  VolumeIdParams,
+  VolumeListSchema,
+  VolumeSchema,
+} from '../schemas/clusters';
 import { startResourceWorkflowOrUndo } from '../workflows';
-import { z } from 'zod';
 
 const toVolume = (v: VolumeRow) => ({
   volume_id: v.id,
@@ -85,8 +92,8 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listClusterVolumes',
     summary: "The project's shared volumes",
     tags: ['clusters'],
-    query: z.object({ projectId: z.string().optional() }),
-    response: { status: 200, description: 'Volumes', schema: z.object({ volumes: z.array(VolumeSchema) }) },
+    query: ListVolumesQuery,
+    response: { status: 200, description: 'Volumes', schema: VolumeListSchema },
     handler: async ({ query, principal }) => {
       if (query.projectId && query.projectId !== principal.projectId) return { volumes: [] };
       return { volumes: (await listVolumes(db, principal.projectId)).map(toVolume) };
@@ -137,7 +144,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['clusters'],
     params: VolumeIdParams,
     errors: [404, 409],
-    response: { status: 200, description: 'Deleted', schema: z.object({ success: z.boolean() }) },
+    response: { status: 200, description: 'Deleted', schema: VolumeDeleteSchema },
     handler: async ({ params, principal }) => {
       const v = await requireVolume(principal.projectId, params.volume_id);
       if (v.status === 'bound' || v.cluster_id) {

@@ -19,12 +19,12 @@ import {
   ClusterListSchema,
   ClusterSchema,
   CreateClusterBody,
+  KubeconfigSchema,
   ListClustersQuery,
   RegionsSchema,
   UpdateClusterBody,
 } from '../schemas/clusters';
 import { createCluster, deleteCluster, requireCluster } from '../use-cases/clusters';
-import { z } from 'zod';
 
 async function clusterObject(db: Db, row: ClusterRow) {
   return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
@@ -133,7 +133,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'kubeconfig (YAML)',
-      schema: z.string(),
+      schema: KubeconfigSchema,
       mediaType: 'application/yaml',
     },
     handler: async ({ params, principal, res }) => {

@@ -5,8 +5,7 @@
  * new version with its file list fixed at that moment; deployments pin the
  * version they mount (the current one when they were deployed or updated).
  */
-import { z } from 'zod';
-import { INT4_MAX, IdParams } from '../schemas/common';
+import { DeletedResponse, IdParams } from '../schemas/common';
 import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
@@ -27,7 +26,13 @@ import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { VolumeName, Content, VolumeSchema } from '../schemas/deployments';
+import {
+  CreateDeploymentVolumeBody,
+  DeploymentVolumeListSchema,
+  GetDeploymentVolumeQuery,
+  UpdateDeploymentVolumeBody,
+  DeploymentVolumeSchema,
+} from '../schemas/deployments';
 
 /** The project's uploaded files under the prefix, each a safe path inside the volume. */
 async function resolveContent(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
@@ -96,9 +101,9 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'createDeploymentVolume',
     summary: 'Create a read-only volume from uploaded files whose names start with source_prefix',
     tags: ['deployments'],
-    body: z.object({ name: VolumeName, type: z.literal('readOnly'), content: Content }),
+    body: CreateDeploymentVolumeBody,
     errors: [409],
-    response: { status: 200, description: 'The volume (version 1)', schema: VolumeSchema },
+    response: { status: 200, description: 'The volume (version 1)', schema: DeploymentVolumeSchema },
     handler: async ({ body, principal }) => {
       if (await getVolume(db, principal.projectId, body.name))
         throw conflict(`A volume named '${body.name}' exists in this project.`, 'volume_exists');
@@ -125,7 +130,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Volumes',
-      schema: z.object({ object: z.literal('list'), data: z.array(VolumeSchema) }),
+      schema: DeploymentVolumeListSchema,
     },
     handler: async ({ principal }) => ({
       object: 'list' as const,
@@ -139,9 +144,9 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'A volume by id or name; `version` describes an earlier version',
     tags: ['deployments'],
     params: IdParams,
-    query: z.object({ version: z.coerce.number().int().min(1).max(INT4_MAX).optional() }),
+    query: GetDeploymentVolumeQuery,
     errors: [404],
-    response: { status: 200, description: 'The volume', schema: VolumeSchema },
+    response: { status: 200, description: 'The volume', schema: DeploymentVolumeSchema },
     handler: async ({ params, query, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
       if (query.version && !(await getVolumeVersion(db, v.id, query.version)))
@@ -156,13 +161,9 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Rename a volume, or give it new content (a new version; deployments keep theirs until updated)',
     tags: ['deployments'],
     params: IdParams,
-    body: z.object({
-      name: VolumeName.optional(),
-      type: z.literal('readOnly').optional(),
-      content: Content.optional(),
-    }),
+    body: UpdateDeploymentVolumeBody,
     errors: [404, 409],
-    response: { status: 200, description: 'The volume', schema: VolumeSchema },
+    response: { status: 200, description: 'The volume', schema: DeploymentVolumeSchema },
     handler: async ({ params, body, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
       if (body.name && body.name !== v.name) {
@@ -189,7 +190,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['deployments'],
     params: IdParams,
     errors: [404, 409],
-    response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
+    response: { status: 200, description: 'Deleted', schema: DeletedResponse },
     handler: async ({ params, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
       await refuseIfMounted(v, 'delete');

@@ -6,7 +6,6 @@
  * PostgreSQL (the workflow's projection and the replicas' own records).
  */
 import path from 'node:path';
-import { z } from 'zod';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { REVISION_ENV } from '../../shared/deployments';
 import { newId } from '../../platform/ids';
@@ -34,14 +33,19 @@ import {
   destroyContainerDeployment,
 } from '../use-cases/container-deployments';
 import {
-  DeployBody,
-  UpdateBody,
+  CreateDeploymentBody,
+  UpdateDeploymentBody,
   DeploymentSchema,
+  DeploymentListSchema,
+  DeploymentLogsQuery,
+  DeploymentLogsSchema,
+  ImageRepositoryBasePathSchema,
   SecretSchema,
-  SecretName,
-  SecretValue,
+  SecretListSchema,
+  CreateSecretBody,
+  UpdateSecretBody,
 } from '../schemas/deployments';
-import { IdParams } from '../schemas/common';
+import { DeletedResponse, IdParams } from '../schemas/common';
 
 const iso = (d: Date) => new Date(d).toISOString();
 const toSecret = (s: SecretRow) => ({
@@ -102,7 +106,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'The base path',
-      schema: z.object({ 'base-path': z.string() }),
+      schema: ImageRepositoryBasePathSchema,
     },
     handler: async ({ principal }) => ({
       'base-path': config.imageRegistry ? `${config.imageRegistry}/${principal.projectSlug}` : '',
@@ -130,12 +134,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'createDeploymentSecret',
     summary: 'Store a secret for deployments; its value is never returned',
     tags: ['deployments'],
-    body: z.object({
-      name: SecretName,
-      value: SecretValue,
-      description: z.string().max(1000).optional(),
-      project_id: z.string().optional(),
-    }),
+    body: CreateSecretBody,
     errors: [409],
     response: { status: 200, description: 'The secret (without its value)', schema: SecretSchema },
     handler: async ({ body, principal }) => {
@@ -165,7 +164,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Secrets',
-      schema: z.object({ object: z.literal('list'), data: z.array(SecretSchema) }),
+      schema: SecretListSchema,
     },
     handler: async ({ principal }) => ({
       object: 'list' as const,
@@ -194,12 +193,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: "Change a secret's value, name or description (replicas started afterwards see the new value)",
     tags: ['deployments'],
     params: IdParams,
-    body: z.object({
-      name: SecretName.optional(),
-      value: SecretValue.optional(),
-      description: z.string().max(1000).optional(),
-      project_id: z.string().optional(),
-    }),
+    body: UpdateSecretBody,
     errors: [404],
     response: { status: 200, description: 'The secret', schema: SecretSchema },
     handler: async ({ params, body, principal }) => {
@@ -222,7 +216,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['deployments'],
     params: IdParams,
     errors: [404],
-    response: { status: 200, description: 'Deleted', schema: z.object({ id: z.string(), deleted: z.literal(true) }) },
+    response: { status: 200, description: 'Deleted', schema: DeletedResponse },
     handler: async ({ params, principal }) => {
       const s = await getSecret(db, principal.projectId, params.id);
       if (!s) throw notFound(`Secret '${params.id}' not found.`);
@@ -238,7 +232,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'deployContainer',
     summary: 'Deploy a container: its replicas are run by the workflow deployment/<id>',
     tags: ['deployments'],
-    body: DeployBody,
+    body: CreateDeploymentBody,
     errors: [409, 503],
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ body, principal }) => {
@@ -255,7 +249,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Deployments',
-      schema: z.object({ object: z.literal('list'), data: z.array(DeploymentSchema) }),
+      schema: DeploymentListSchema,
     },
     handler: async ({ principal }) => ({
       object: 'list' as const,
@@ -280,7 +274,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Change a deployment: replicas roll to the new revision one at a time',
     tags: ['deployments'],
     params: IdParams,
-    body: UpdateBody,
+    body: UpdateDeploymentBody,
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
@@ -302,7 +296,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Deletion accepted',
-      schema: z.object({ id: z.string(), deleted: z.literal(true) }),
+      schema: DeletedResponse,
     },
     handler: async ({ params, principal }) => {
       const row = await requireDeployment(principal.projectId, params.id);
@@ -319,14 +313,9 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       "The replicas' output: the last 1000 lines of each (or of one replica); with follow=true, then new lines as NDJSON until the client disconnects",
     tags: ['deployments'],
     params: IdParams,
-    query: z.object({
-      replica_id: z.string().max(256).optional(),
-      revision: z.string().optional(),
-      version: z.string().optional(),
-      follow: z.enum(['true', 'false']).optional(),
-    }),
+    query: DeploymentLogsQuery,
     errors: [404],
-    response: { status: 200, description: 'Log lines', schema: z.object({ lines: z.array(z.string()) }) },
+    response: { status: 200, description: 'Log lines', schema: DeploymentLogsSchema },
     handler: async ({ params, query, principal, req, res }) => {
       const row = await requireDeployment(principal.projectId, params.id);
       // File names come from the replicas table, never from the request.

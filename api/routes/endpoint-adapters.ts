@@ -8,7 +8,7 @@
  * attached but invalid, with the reason, and is never loaded.
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { Principal } from '../../db/accounts';
 import {
   deleteAdapterRow,
@@ -25,10 +25,19 @@ import { detachSignal, setRevisionSignal, adapterLoad } from '../../workflows/ad
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { cursorListOf, EndpointAdapterSchema } from '../schemas/endpoints';
 import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage } from '../cursor-pages';
-import { AdapterDeploymentParams, AdapterParams } from '../schemas/endpoints';
+import {
+  AdapterDeploymentParams,
+  AdapterParams,
+  AttachEndpointAdapterBody,
+  DetachEndpointAdapterQuery,
+  EndpointAdapterListSchema,
+  EndpointAdapterSchema,
+  ListEndpointAdaptersQuery,
+  UpdateEndpointAdapterBody,
+} from '../schemas/endpoints';
+import { EmptyResponse } from '../schemas/common';
 
 export const adapterWorkflowId = (deploymentId: string, adapterModelId: string) =>
   `adapter-load/${deploymentId}/${adapterModelId}`;
@@ -121,11 +130,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: AdapterDeploymentParams,
-    body: z.object({
-      adapterModelId: z.string().min(1),
-      adapterRevisionId: z.string().optional(),
-      force: z.boolean().optional(),
-    }),
+    body: AttachEndpointAdapterBody,
     errors: [404, 409],
     response: { status: 200, description: 'The adapter', schema: EndpointAdapterSchema },
     handler: async ({ params, body, principal }) => {
@@ -222,15 +227,12 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: AdapterDeploymentParams,
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(20),
-      after: z.string().max(200).optional(),
-    }),
+    query: ListEndpointAdaptersQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Adapters',
-      schema: cursorListOf(EndpointAdapterSchema),
+      schema: EndpointAdapterListSchema,
     },
     handler: async ({ params, query, principal }) => {
       const d = await requireDeployment(principal, params);
@@ -268,7 +270,7 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: AdapterParams,
-    body: z.object({ adapterRevisionId: z.string().min(1), etag: z.string().min(1) }),
+    body: UpdateEndpointAdapterBody,
     errors: [404, 409],
     response: { status: 200, description: 'The adapter', schema: EndpointAdapterSchema },
     handler: async ({ params, body, principal }) => {
@@ -291,9 +293,9 @@ export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['endpoints'],
     strict: true,
     params: AdapterParams,
-    query: z.object({ etag: z.string().min(1) }),
+    query: DetachEndpointAdapterQuery,
     errors: [404, 409],
-    response: { status: 200, description: 'Detach accepted', schema: z.object({}) },
+    response: { status: 200, description: 'Detach accepted', schema: EmptyResponse },
     handler: async ({ params, query, principal }) => {
       const d = await requireDeployment(principal, params);
       const a = await requireAdapter(d.id, params.id);

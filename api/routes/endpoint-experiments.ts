@@ -5,23 +5,17 @@
  * endpoint's weights and moved by rollouts), so an existing endpoint's lists are empty; creating one
  * is not a route here.
  */
-import { z } from 'zod';
 import { getEndpoint } from '../../db/endpoints';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { PageQuery } from '../cursor-pages';
-import { ExperimentEndpointParams, EmptyExperimentList } from '../schemas/endpoints';
+import { EndpointParams, EmptyExperimentList, ListShadowExperimentsQuery } from '../schemas/endpoints';
 
 export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) {
   for (const [path, operationId, what, query] of [
     ['abExperiments', 'listAbExperiments', 'A/B experiments', PageQuery],
-    [
-      'shadowExperiments',
-      'listShadowExperiments',
-      'shadow experiments',
-      PageQuery.extend({ includeTargets: z.enum(['true', 'false']).optional() }),
-    ],
+    ['shadowExperiments', 'listShadowExperiments', 'shadow experiments', ListShadowExperimentsQuery],
   ] as const) {
     router.add({
       method: 'get',
@@ -31,7 +25,7 @@ export function addEndpointExperimentRoutes(router: ApiRouter, { db }: ApiDeps) 
       summary: `An endpoint's ${what} (none run on this installation)`,
       tags: ['endpoints'],
       strict: true,
-      params: ExperimentEndpointParams,
+      params: EndpointParams,
       query,
       errors: [404],
       response: { status: 200, description: `The ${what}: none`, schema: EmptyExperimentList },

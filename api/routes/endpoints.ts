@@ -8,7 +8,6 @@
  * that deployment. Bodies and query strings are strict. The retired v1 create
  * answers 403.
  */
-import { z } from 'zod';
 import type { Principal } from '../../db/accounts';
 import {
   deleteEndpointRow,
@@ -28,10 +27,11 @@ import type { ApiRouter } from '../route';
 import {
   CreateEndpointBody,
   CreateEndpointDeploymentBody,
-  cursorListOf,
   DeploymentParams,
+  EndpointDeploymentListSchema,
   EndpointDeploymentSchema,
-  EndpointEventSchema,
+  EndpointEventListSchema,
+  EndpointListSchema,
   EndpointOnlyParams,
   EndpointParams,
   EndpointSchema,
@@ -53,7 +53,7 @@ import {
   planEndpointDeployment,
   type PlannedDeployment,
 } from '../use-cases/endpoints';
-import { ProjectParams } from '../schemas/common';
+import { EmptyResponse, ProjectParams } from '../schemas/common';
 
 function toDeployment(d: EndpointDeploymentRow, share = 0) {
   const { state, message } = deploymentState(d);
@@ -222,7 +222,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: ProjectParams,
     query: FilteredPageQuery,
     errors: [404],
-    response: { status: 200, description: 'Endpoints', schema: cursorListOf(EndpointSchema) },
+    response: { status: 200, description: 'Endpoints', schema: EndpointListSchema },
     handler: async ({ params, query, principal }) => {
       const all = await listEndpoints(db, principal.projectId, undefined, MAX_LISTED);
       const { page, next } = filteredPage(all, query, principal.projectSlug);
@@ -281,7 +281,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: EndpointParams,
     query: EtagQuery,
     errors: [404, 409],
-    response: { status: 200, description: 'Deleted', schema: z.object({}) },
+    response: { status: 200, description: 'Deleted', schema: EmptyResponse },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.id);
       checkEtag(e.etag, query.etag, 'endpoint');
@@ -330,7 +330,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: EndpointOnlyParams,
     query: FilteredPageQuery,
     errors: [404],
-    response: { status: 200, description: 'Deployments', schema: cursorListOf(EndpointDeploymentSchema) },
+    response: { status: 200, description: 'Deployments', schema: EndpointDeploymentListSchema },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.endpointId);
       const deployments = await listEndpointDeployments(db, e.id);
@@ -394,7 +394,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: DeploymentParams,
     query: EtagQuery,
     errors: [404, 409],
-    response: { status: 200, description: 'Deletion accepted', schema: z.object({}) },
+    response: { status: 200, description: 'Deletion accepted', schema: EmptyResponse },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.endpointId);
       const d = await requireDeployment(e, params.id);
@@ -416,7 +416,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: EndpointParams,
     query: ListEndpointEventsQuery,
     errors: [404],
-    response: { status: 200, description: 'Events', schema: cursorListOf(EndpointEventSchema) },
+    response: { status: 200, description: 'Events', schema: EndpointEventListSchema },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.id);
       // The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays.
@@ -485,7 +485,7 @@ export function addRetiredEndpointRoutes(router: ApiRouter) {
     summary: 'Retired: create endpoints with POST /v2/projects/{projectId}/endpoints',
     tags: ['endpoints'],
     errors: [403],
-    response: { status: 403, description: 'Always refused', schema: z.object({}) },
+    response: { status: 403, description: 'Always refused', schema: EmptyResponse },
     handler: async () => {
       throw forbidden(
         'Creating endpoints through POST /v1/endpoints is disabled. Use POST /v2/projects/{projectId}/endpoints, then add a deployment.',

@@ -45,8 +45,7 @@ import {
   FileObjectSchema,
   UploadFileFields,
 } from '../schemas/files';
-import { IdParams } from '../schemas/common';
-import { z } from 'zod';
+import { BinaryResponse, IdParams } from '../schemas/common';
 import { signalWorkflow } from '../workflows';
 
 export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -250,7 +249,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'The file content (206 for a range)',
-      schema: z.string().meta({ format: 'binary' }),
+      schema: BinaryResponse,
       mediaType: 'application/octet-stream',
     },
     handler: async ({ params, principal, req, res }) => {

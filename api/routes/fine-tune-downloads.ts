@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import type { Request, Response } from 'express';
-import { z } from 'zod';
+import type { z } from 'zod';
 import {
   finalOutputPrefix,
   FINISHED_FINE_TUNE_STATUSES,
@@ -26,11 +26,16 @@ import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-z
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { IsoDateTime, IdParams } from '../schemas/common';
+import { BinaryResponse, IdParams } from '../schemas/common';
 
 import { downloadUrl, DownloadUrlQuery, verifyDownloadUrl } from '../uploads/presigned';
 import { sendBlob } from '../blob-response';
-import { FineTuneDownloadQuery } from '../schemas/fine-tunes';
+import {
+  DeleteFineTuneQuery,
+  FineTuneDeletedSchema,
+  FineTuneDownloadQuery,
+  TokenizedDatasetUrlSchema,
+} from '../schemas/fine-tunes';
 
 const DOWNLOAD_TTL_SECONDS = 3600;
 /** A download's archive, once made (see packagedArchive); `variant` tells the downloads of one job apart. */
@@ -123,7 +128,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'A .tar.zst archive (206 for a range)',
-      schema: z.string().meta({ format: 'binary' }),
+      schema: BinaryResponse,
       mediaType: 'application/zstd',
     },
     handler: async ({ query, principal, req, res }) => {
@@ -158,13 +163,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Where to fetch the archive',
-      schema: z.object({
-        url: z.string(),
-        filename: z.string(),
-        content_type: z.string(),
-        size: z.number().int(),
-        expires_at: IsoDateTime,
-      }),
+      schema: TokenizedDatasetUrlSchema,
     },
     handler: async ({ params, principal }) => {
       const job = await getFineTune(db, principal.projectId, params.id);
@@ -197,7 +196,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       response: {
         status: 200,
         description: 'A .tar.zst archive',
-        schema: z.string().meta({ format: 'binary' }),
+        schema: BinaryResponse,
         mediaType: 'application/zstd',
       },
     },
@@ -211,9 +210,9 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Delete a finished job and everything it stored (force: cancel a running one first)',
     tags: ['fine-tuning'],
     params: IdParams,
-    query: z.object({ force: z.enum(['true', 'false']).optional() }),
+    query: DeleteFineTuneQuery,
     errors: [404, 409],
-    response: { status: 200, description: 'Deleted', schema: z.object({ message: z.string() }) },
+    response: { status: 200, description: 'Deleted', schema: FineTuneDeletedSchema },
     handler: async ({ params, query, principal }) => {
       const job = await getFineTune(db, principal.projectId, params.id);
       if (!job) throw notFound(`Fine-tuning job '${params.id}' not found.`);

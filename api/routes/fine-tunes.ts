@@ -4,7 +4,6 @@
  * (`fine-tune/<ft-id>`); reads come from PostgreSQL; cancel is a workflow
  * cancellation that stops the trainer.
  */
-import { z } from 'zod';
 import {
   getFineTune,
   listCheckpoints,
@@ -22,12 +21,15 @@ import Decimal from 'decimal.js';
 import type { ApiRouter } from '../route';
 import {
   CreateFineTuneBody,
-  FineTuneEventSchema,
+  FineTuneCheckpointListSchema,
+  FineTuneEventListSchema,
+  FineTuneListSchema,
+  FineTuneMetricsSchema,
   FineTuneSchema,
   ModelLimitsQuery,
   ModelLimitsSchema,
 } from '../schemas/fine-tunes';
-import { IsoDateTime, IdParams } from '../schemas/common';
+import { IdParams } from '../schemas/common';
 import { qualifiedModelName } from '../../db/models';
 import { cancelFineTune, createFineTune } from '../use-cases/fine-tunes';
 import { FineTuneMetricsQuery } from '../schemas/fine-tunes';
@@ -184,11 +186,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'listFineTunes',
     summary: "The project's fine-tuning jobs, newest first",
     tags: ['fine-tuning'],
-    response: {
-      status: 200,
-      description: 'Jobs',
-      schema: z.object({ object: z.literal('list'), data: z.array(FineTuneSchema) }),
-    },
+    response: { status: 200, description: 'Jobs', schema: FineTuneListSchema },
     handler: async ({ principal }) => ({
       object: 'list' as const,
       data: (await listFineTunes(db, principal.projectId)).map((r) => toFineTune(r)),
@@ -218,7 +216,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['fine-tuning'],
     params: IdParams,
     errors: [404],
-    response: { status: 200, description: 'Events', schema: z.object({ data: z.array(FineTuneEventSchema) }) },
+    response: { status: 200, description: 'Events', schema: FineTuneEventListSchema },
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
       return { data: (await listFineTuneEvents(db, row.id)).map(toEvent) };
@@ -233,25 +231,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['fine-tuning'],
     params: IdParams,
     errors: [404],
-    response: {
-      status: 200,
-      description: 'Checkpoints',
-      schema: z.object({
-        data: z.array(
-          z.object({
-            step: z.number().int(),
-            checkpoint_type: z.string(),
-            checkpoint: z.enum(['model', 'adapter']),
-            path: z.string(),
-            files: z.array(z.string()),
-            created_at: IsoDateTime,
-            object_id: z.string().optional(),
-            object_revision_id: z.string().optional(),
-            object_name: z.string().optional(),
-          }),
-        ),
-      }),
-    },
+    response: { status: 200, description: 'Checkpoints', schema: FineTuneCheckpointListSchema },
     handler: async ({ params, principal }) => {
       const row = await findJob(principal.projectId, params.id);
       const lora = row.plan.training_type === 'lora';
@@ -308,11 +288,7 @@ export function addFineTuneRoutes(router: ApiRouter, deps: ApiDeps) {
     params: IdParams,
     query: FineTuneMetricsQuery,
     errors: [404],
-    response: {
-      status: 200,
-      description: 'Metrics',
-      schema: z.object({ metrics: z.array(z.record(z.string(), z.number())) }),
-    },
+    response: { status: 200, description: 'Metrics', schema: FineTuneMetricsSchema },
     handler: async ({ params, query, principal }) => {
       const row = await findJob(principal.projectId, params.id);
       const from = query.logged_at_from ? Date.parse(query.logged_at_from) : -Infinity;

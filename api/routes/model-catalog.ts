@@ -8,7 +8,7 @@
  * (`/v2/supported-models`, `/v2/projects/{p}/models`), not here. `dedicated=true` keeps only the
  * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { SPEECH_MODELS } from '../../shared/audio';
 import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
@@ -18,7 +18,7 @@ import type { ApiDeps } from '../deps';
 import { MODEL_SERVER_GPUS } from '../endpoint-serving';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { ModelObject } from '../schemas/models';
+import { ListModelObjectsQuery, ModelObject, ModelObjectListSchema, ModelObjectParams } from '../schemas/models';
 
 /** When the built-in catalog last changed (its models' `created`). */
 const CATALOG_CREATED = Math.floor(Date.parse('2026-11-22T00:00:00Z') / 1000);
@@ -94,10 +94,8 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
     operationId: 'listModels',
     summary: 'Every model this key can call: the speech models and the project’s dedicated endpoints',
     tags: ['models'],
-    query: z.object({
-      dedicated: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).optional(),
-    }),
-    response: { status: 200, description: 'Model objects', schema: z.array(ModelObject) },
+    query: ListModelObjectsQuery,
+    response: { status: 200, description: 'Model objects', schema: ModelObjectListSchema },
     handler: async ({ query, principal }) => {
       return query.dedicated ? dedicated(principal.projectId, principal.projectSlug) : everything(principal);
     },
@@ -110,7 +108,7 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
       operationId: path.includes(':org') ? 'getModel' : 'getModelByBareId',
       summary: 'One model of the catalog, by id',
       tags: ['models'],
-      params: z.object({ org: z.string().max(200).optional(), name: z.string().max(200) }),
+      params: ModelObjectParams,
       errors: [404],
       response: { status: 200, description: 'The model', schema: ModelObject },
       handler: async ({ params, principal }) => {

@@ -7,7 +7,6 @@
  * (`POST /v1/admin/configs`); a deployment of a model whose family has more
  * than one must name the one it wants.
  */
-import { z } from 'zod';
 import { newId } from '../../platform/ids';
 import { catalogModelId } from '../../fine-tunes/models';
 import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
@@ -15,8 +14,14 @@ import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
 import { badRequest, notFound } from '../errors';
 import { PUBLIC_PROJECT, type ApiRouter } from '../route';
-import { cursorListOf, ModelConfigSchema } from '../schemas/endpoints';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
+import {
+  CreateModelConfigBody,
+  ListModelConfigsQuery,
+  ModelConfigListSchema,
+  ModelConfigParams,
+  ModelConfigSchema,
+} from '../schemas/endpoints';
+import { cursorPage, decodeCursor, encodeCursor } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
 
 /** A deployment profile as the SDK reads it; the installation's own (public) profiles name project `public`. */
@@ -42,12 +47,9 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     tags: ['models'],
     strict: true,
     params: ProjectParams,
-    query: PageQuery.extend({
-      referenceModel: z.string().max(300).optional(),
-      referenceModelId: z.string().max(200).optional(),
-    }),
+    query: ListModelConfigsQuery,
     errors: [404],
-    response: { status: 200, description: 'Profiles', schema: cursorListOf(ModelConfigSchema) },
+    response: { status: 200, description: 'Profiles', schema: ModelConfigListSchema },
     handler: async ({ params, query, principal }) => {
       const fromName = query.referenceModel?.match(/^projects\/[^/]+\/models\/(.+)$/)?.[1];
       if (query.referenceModel && !fromName)
@@ -77,7 +79,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     summary: 'A deployment profile and its selectors',
     tags: ['models'],
     strict: true,
-    params: ProjectParams.extend({ id: z.string().min(1).max(128) }),
+    params: ModelConfigParams,
     errors: [404],
     response: { status: 200, description: 'The profile', schema: ModelConfigSchema },
     handler: async ({ params, principal }) => {
@@ -96,14 +98,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
     tags: ['operators'],
     access: 'platform-admin',
     strict: true,
-    body: z.object({
-      referenceModelId: z.string().min(1).max(200),
-      projectId: z.string().min(1).max(128).optional(),
-      selectors: z
-        .array(z.strictObject({ key: z.string().max(64), value: z.string().max(200) }))
-        .min(1)
-        .max(20),
-    }),
+    body: CreateModelConfigBody,
     errors: [403],
     response: { status: 200, description: 'The profile', schema: ModelConfigSchema },
     handler: async ({ body, principal }) => {

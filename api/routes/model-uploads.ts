@@ -6,7 +6,6 @@
  * private ones) and again by the worker on every redirect. A `token` is sealed
  * at rest, used only by the worker, and never returned.
  */
-import { z } from 'zod';
 import { newId } from '../../platform/ids';
 import {
   deleteUploadRow,
@@ -24,8 +23,15 @@ import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
-import { ProjectParams, EventId } from '../schemas/common';
-import { UploadParams, UploadSchema } from '../schemas/models';
+import { ProjectParams } from '../schemas/common';
+import {
+  CreateModelUploadBody,
+  ListModelUploadEventsQuery,
+  ModelUploadEventPageSchema,
+  ModelUploadPageSchema,
+  UploadParams,
+  UploadSchema,
+} from '../schemas/models';
 
 /** Attempts after the first that an import gets (a lost worker, a dropped connection). */
 const MAX_RESTARTS = 3;
@@ -61,11 +67,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: ProjectParams,
-    body: z.object({
-      modelId: z.string().min(1).max(300),
-      remoteUrl: z.string().min(1).max(4096),
-      token: z.string().min(1).max(8192).optional(),
-    }),
+    body: CreateModelUploadBody,
     errors: [404, 503],
     response: { status: 200, description: 'The upload (pending)', schema: UploadSchema },
     handler: async ({ params, body, principal }) => {
@@ -122,7 +124,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Uploads',
-      schema: z.object({ object: z.literal('list'), data: z.array(UploadSchema), next_cursor: z.string().nullable() }),
+      schema: ModelUploadPageSchema,
     },
     handler: async ({ params, query, principal }) => {
       const rows = await listUploads(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
@@ -155,21 +157,12 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: UploadParams,
-    query: z.object({
-      after: EventId.optional(),
-      limit: z.coerce.number().int().min(1).max(500).default(100),
-    }),
+    query: ListModelUploadEventsQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Events',
-      schema: z.object({
-        object: z.literal('list'),
-        data: z.array(
-          z.object({ id: z.string(), createdAt: z.string(), level: z.string(), type: z.string(), message: z.string() }),
-        ),
-        next_cursor: z.string().nullable(),
-      }),
+      schema: ModelUploadEventPageSchema,
     },
     handler: async ({ params, query, principal }) => {
       const u = await requireUpload(principal.projectId, params.id);

@@ -9,7 +9,6 @@
  * their own. Bodies and query strings are strict: an unknown field is a 400
  * naming it.
  */
-import { z } from 'zod';
 import { newId } from '../../platform/ids';
 import type { Principal } from '../../db/accounts';
 import {
@@ -29,8 +28,20 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
-import { ProjectParams } from '../schemas/common';
-import { Visibility, BareName, ModelParams, ModelSchema } from '../schemas/models';
+import { EmptyResponse, OrganizationParams, ProjectParams } from '../schemas/common';
+import {
+  BareName,
+  CreateModelBody,
+  ListModelFilesQuery,
+  ListModelsQuery,
+  ModelFilePageSchema,
+  ModelPageSchema,
+  ModelParams,
+  ModelRevisionPageSchema,
+  ModelSchema,
+  UpdateModelBody,
+  UpdateModelQuery,
+} from '../schemas/models';
 
 export function toModel(m: RegistryModelRow) {
   return {
@@ -109,12 +120,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: ProjectParams,
-    body: z.object({
-      baseModelId: z.string().min(1),
-      name: z.string().min(1).max(300),
-      type: z.string(),
-      description: z.string().max(2000).optional(),
-    }),
+    body: CreateModelBody,
     errors: [404, 409],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, body, principal }) => {
@@ -152,12 +158,12 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: ProjectParams,
-    query: PageQuery.extend({ organizationId: z.string().optional(), visibility: Visibility.optional() }),
+    query: ListModelsQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Models',
-      schema: z.object({ object: z.literal('list'), data: z.array(ModelSchema), next_cursor: z.string().nullable() }),
+      schema: ModelPageSchema,
     },
     handler: async ({ params, query, principal }) => {
       if (query.organizationId && query.organizationId !== principal.organizationId)
@@ -173,13 +179,13 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: "Models shared with the key's organization (VISIBILITY_INTERNAL), and the project's own",
     tags: ['models'],
     strict: true,
-    params: z.object({ organizationId: z.string().min(1).max(128) }),
+    params: OrganizationParams,
     query: PageQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Models',
-      schema: z.object({ object: z.literal('list'), data: z.array(ModelSchema), next_cursor: z.string().nullable() }),
+      schema: ModelPageSchema,
     },
     handler: async ({ params, query, principal }) => {
       if (params.organizationId !== principal.organizationId)
@@ -213,12 +219,8 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: ModelParams,
-    query: z.object({ updateMask: z.string().optional() }),
-    body: z.object({
-      name: z.string().min(1).max(300).optional(),
-      description: z.string().max(2000).optional(),
-      visibility: Visibility.optional(),
-    }),
+    query: UpdateModelQuery,
+    body: UpdateModelBody,
     errors: [404, 409],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, query, body, principal }) => {
@@ -256,7 +258,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     strict: true,
     params: ModelParams,
     errors: [404],
-    response: { status: 200, description: 'Deleted', schema: z.object({}) },
+    response: { status: 200, description: 'Deleted', schema: EmptyResponse },
     handler: async ({ params, principal, req }) => {
       const model = await ownModel(principal, params.id);
       const keys = await deleteRegistryModel(db, model.id);
@@ -281,15 +283,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'Revisions',
-      schema: z.object({
-        object: z.literal('list'),
-        data: z.array(
-          z
-            .object({ revisionId: z.string(), createdAt: z.string(), validationStatus: z.string() })
-            .catchall(z.unknown()),
-        ),
-        next_cursor: z.string().nullable(),
-      }),
+      schema: ModelRevisionPageSchema,
     },
     handler: async ({ params, principal }) => {
       const model = await ownModel(principal, params.id);
@@ -314,19 +308,12 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['models'],
     strict: true,
     params: ModelParams,
-    query: z.object({ revisionId: z.string().optional() }),
+    query: ListModelFilesQuery,
     errors: [404],
     response: {
       status: 200,
       description: 'Files',
-      schema: z.object({
-        object: z.literal('list'),
-        data: z.array(z.object({ path: z.string(), sizeBytes: z.string(), hash: z.string() })),
-        revisionId: z.string().optional(),
-        revisionCreatedAt: z.string().optional(),
-        totalSizeBytes: z.string(),
-        next_cursor: z.string().nullable(),
-      }),
+      schema: ModelFilePageSchema,
     },
     handler: async ({ params, query, principal }) => {
       const model = await ownModel(principal, params.id);

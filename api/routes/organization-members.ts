@@ -5,7 +5,6 @@
  * ends their project memberships and revokes their keys in the
  * organization: nothing they held keeps working.
  */
-import { z } from 'zod';
 import { addOrganizationMember, createUser } from '../../db/accounts';
 import {
   findOrganizationMember,
@@ -17,7 +16,7 @@ import {
 import type { ApiDeps } from '../deps';
 import { conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { listOf, MemberSchema, OrganizationRoleSchema } from '../schemas/administration';
+import { AddOrganizationMemberBody, listOf, MemberSchema } from '../schemas/administration';
 import { memberView, requireOrganizationAdmin, requireUser } from '../use-cases/administration-access';
 import { UserParams } from '../schemas/administration';
 
@@ -47,11 +46,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
     summary: 'Add a person to the organization by email, or change their role (organization admins)',
     tags: ['administration'],
     strict: true,
-    body: z.object({
-      email: z.email(),
-      name: z.string().trim().min(1).max(128).optional(),
-      role: OrganizationRoleSchema,
-    }),
+    body: AddOrganizationMemberBody,
     errors: [403, 409],
     response: { status: 200, description: 'The membership', schema: MemberSchema },
     handler: async ({ principal, body }) => {

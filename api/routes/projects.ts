@@ -5,7 +5,6 @@
  * added) or private (seen by its members only). Non-members cannot leave the
  * default project, and the last project admin cannot leave.
  */
-import { z } from 'zod';
 import {
   createProjectWithAdmin,
   findOrganizationMember,
@@ -23,12 +22,14 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
+  AddProjectMemberBody,
+  CreateProjectBody,
   listOf,
+  ListProjectsQuery,
   MemberSchema,
-  ProjectRoleSchema,
+  ProjectListSchema,
   ProjectSchema,
-  slugField,
-  VisibilitySchema,
+  UpdateProjectBody,
 } from '../schemas/administration';
 import {
   memberView,
@@ -56,17 +57,9 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     summary: "Projects of the caller's organization that the caller can see, with the caller's role in each",
     tags: ['administration'],
     strict: true,
-    // Pages as the Python CLI asks for them (`limit`, and `after` the last id of the page before).
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).optional(),
-      after: z.string().max(128).optional(),
-    }),
+    query: ListProjectsQuery,
     errors: [403],
-    response: {
-      status: 200,
-      description: 'The projects',
-      schema: listOf(ProjectSchema).extend({ next_cursor: z.string().nullable() }),
-    },
+    response: { status: 200, description: 'The projects', schema: ProjectListSchema },
     handler: async ({ principal, query }) => {
       const userId = requireUser(principal);
       const rows = await listVisibleProjects(db, principal.organizationId, userId, principal.organizationRole);
@@ -90,11 +83,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     summary: 'Create a project in the caller’s organization; the caller becomes its admin',
     tags: ['administration'],
     strict: true,
-    body: z.object({
-      name: z.string().trim().min(1).max(128),
-      slug: slugField,
-      visibility: VisibilitySchema.default('private'),
-    }),
+    body: CreateProjectBody,
     errors: [403, 409],
     response: { status: 201, description: 'The project', schema: ProjectSchema },
     handler: async ({ principal, body }) => {
@@ -137,7 +126,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     tags: ['administration'],
     strict: true,
     params: ProjectParams,
-    body: z.object({ name: z.string().trim().min(1).max(128).optional(), visibility: VisibilitySchema.optional() }),
+    body: UpdateProjectBody,
     errors: [403, 404],
     response: { status: 200, description: 'The project', schema: ProjectSchema },
     handler: async ({ principal, params, body }) => {
@@ -181,12 +170,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
     tags: ['administration'],
     strict: true,
     params: ProjectParams,
-    body: z
-      .object({ user_id: z.string().min(1).optional(), email: z.email().optional(), role: ProjectRoleSchema })
-      .refine((b) => (b.user_id === undefined) !== (b.email === undefined), {
-        message: 'Give exactly one of user_id and email.',
-        path: ['user_id'],
-      }),
+    body: AddProjectMemberBody,
     errors: [403, 404, 409],
     response: { status: 200, description: 'The membership', schema: MemberSchema },
     handler: async ({ principal, params, body }) => {

@@ -7,7 +7,7 @@
  * workflow (workflows/queue.ts queueDispatcher).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { queueDispatcherWorkflowId } from '../../shared/deployments';
 import { newId } from '../../platform/ids';
 import {
@@ -30,15 +30,18 @@ import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../erro
 import type { ApiRouter } from '../route';
 import { signalWithStartResourceWorkflow } from '../workflows';
 import {
-  Model,
+  ModelRef,
   SubmitBody,
+  SubmittedJobSchema,
   JobRef,
   ClaimBody,
   type ClaimRef,
-  UpdateBody,
+  UpdateJobBody,
   CompleteBody,
   FailBody,
-  STATUS,
+  JobCanceledSchema,
+  QueueClearedSchema,
+  QueueMetricsSchema,
   JobStatusSchema,
   ClaimSchema,
 } from '../schemas/queue';
@@ -98,7 +101,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     response: {
       status: 200,
       description: 'The job id (both spellings: the spec says request_id, the SDK reads requestId)',
-      schema: z.object({ request_id: z.string(), requestId: z.string() }),
+      schema: SubmittedJobSchema,
     },
     handler: async ({ body, principal }) => {
       const size = Buffer.byteLength(JSON.stringify(body.payload));
@@ -146,7 +149,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['queue'],
     body: JobRef,
     errors: [404, 409],
-    response: { status: 200, description: 'Status after the attempt', schema: z.object({ status: STATUS }) },
+    response: { status: 200, description: 'Status after the attempt', schema: JobCanceledSchema },
     handler: async ({ body, principal, res }) => {
       const job = await requireJob(principal.projectId, body.model, body.request_id);
       const status = await cancelJob(db, job.id);
@@ -166,12 +169,12 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'clearQueue',
     summary: 'Cancel every pending job of a model; running jobs are untouched',
     tags: ['queue'],
-    body: z.object({ model: Model }),
+    body: ModelRef,
     errors: [404],
     response: {
       status: 200,
       description: 'How many were canceled',
-      schema: z.object({ canceled_count: z.number().int() }),
+      schema: QueueClearedSchema,
     },
     handler: async ({ body, principal }) => {
       const deployment = await requireDeployment(principal.projectId, body.model);
@@ -187,16 +190,12 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'getQueueMetrics',
     summary: "Pending and running counts of a model's queue",
     tags: ['queue'],
-    query: z.object({ model: Model }),
+    query: ModelRef,
     errors: [404],
     response: {
       status: 200,
       description: 'Counts',
-      schema: z.object({
-        messages_waiting: z.number().int(),
-        messages_running: z.number().int(),
-        total_jobs: z.number().int(),
-      }),
+      schema: QueueMetricsSchema,
     },
     handler: async ({ query, principal }) => {
       const deployment = await requireDeployment(principal.projectId, query.model);
@@ -272,7 +271,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     operationId: 'updateQueueJob',
     summary: 'Worker protocol: report progress and info; keeps the claim alive for another claim timeout',
     tags: ['queue worker protocol'],
-    body: UpdateBody,
+    body: UpdateJobBody,
     errors: [404, 409],
     response: { status: 200, description: 'The job', schema: JobStatusSchema },
     handler: async ({ body, principal }) => {

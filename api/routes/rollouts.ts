@@ -6,7 +6,7 @@
  * workflow's Updates enforce which state allows what; its progress (steps,
  * gates, conditions) is read from its projection. Bodies and queries are strict.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { newId } from '../../platform/ids';
 import {
   checkCanarySteps,
@@ -51,17 +51,22 @@ import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
+  CancelRolloutBody,
   CreateRolloutBody,
   type CreateRolloutRequest,
-  cursorListOf,
   EndpointOnlyParams,
   EtagBody,
+  EtagQuery,
+  ListRolloutsQuery,
+  PauseRolloutBody,
+  RolloutListSchema,
   RolloutParams,
   RolloutPreviewSchema,
   RolloutSchema,
 } from '../schemas/endpoints';
 import { executeEntityUpdate, startResourceWorkflowOrUndo } from '../workflows';
-import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
+import { cursorPage, decodeCursor, encodeCursor } from '../cursor-pages';
+import { EmptyResponse } from '../schemas/common';
 
 /** Metric rules wait this long beyond their window for the gateway's last writes. */
 const INGESTION_LAG_SECONDS = 1;
@@ -293,9 +298,9 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['rollouts'],
     strict: true,
     params: EndpointOnlyParams,
-    query: PageQuery.extend({ filter: z.enum(['ROLLOUT_FILTER_ACTIVE', 'ROLLOUT_FILTER_TERMINAL']).optional() }),
+    query: ListRolloutsQuery,
     errors: [404],
-    response: { status: 200, description: 'Rollouts', schema: cursorListOf(RolloutSchema) },
+    response: { status: 200, description: 'Rollouts', schema: RolloutListSchema },
     handler: async ({ params, query, principal }) => {
       const e = await requireEndpoint(principal, params.endpointId);
       const rows = await listRollouts(db, e.id, {
@@ -412,7 +417,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   command(
     'pause',
     'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)',
-    EtagBody.extend({ reason: z.string().max(1000).optional() }),
+    PauseRolloutBody,
     (id, b, key) =>
       executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key),
   );
@@ -428,10 +433,7 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   command(
     'cancel',
     "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
-    EtagBody.extend({
-      reason: z.string().min(1).max(1000),
-      disposition: z.enum(['CANCEL_DISPOSITION_FREEZE', 'CANCEL_DISPOSITION_REVERT']).optional(),
-    }),
+    CancelRolloutBody,
     (id, b, key) =>
       executeEntityUpdate(
         temporal,
@@ -451,9 +453,9 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['rollouts'],
     strict: true,
     params: RolloutParams,
-    query: z.object({ etag: z.string().optional() }),
+    query: EtagQuery,
     errors: [404, 409],
-    response: { status: 200, description: 'Deleted', schema: z.object({}) },
+    response: { status: 200, description: 'Deleted', schema: EmptyResponse },
     handler: async ({ params, query, principal }) => {
       const { r } = await requireRollout(principal, params);
       checkEtag(r, query.etag);

@@ -5,14 +5,18 @@
  * and as bases of registered and dedicated models. Certified deployment
  * profiles come with dedicated endpoints.
  */
-import { z } from 'zod';
 import { listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
 import type { Queryable } from '../../db/pool';
 import { catalogModelId, FINE_TUNE_MODELS, findCatalogModel, type FineTuneModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { notFound } from '../errors';
-import { SupportedModelSchema } from '../schemas/models';
+import {
+  ListSupportedModelsQuery,
+  SupportedModelPageSchema,
+  SupportedModelParams,
+  SupportedModelSchema,
+} from '../schemas/models';
 
 /** When this catalog's entries were last revised (the SDK asks for created and updated times). */
 const CATALOG_REVISED_AT = '2026-11-22T00:00:00.000Z';
@@ -72,21 +76,11 @@ export function addSupportedModelRoutes(router: ApiRouter, { db }: ApiDeps) {
     summary: 'Base models this installation supports',
     tags: ['models'],
     strict: true,
-    query: z.object({
-      after: z.string().optional(),
-      limit: z.coerce.number().int().min(1).max(100).default(100),
-      modality: z.enum(['MODALITY_TEXT', 'MODALITY_IMAGE', 'MODALITY_AUDIO', 'MODALITY_VIDEO']).optional(),
-      product: z.enum(['PRODUCT_SERVERLESS', 'PRODUCT_DEDICATED', 'PRODUCT_FINE_TUNING']).optional(),
-      search: z.string().max(200).optional(),
-    }),
+    query: ListSupportedModelsQuery,
     response: {
       status: 200,
       description: 'Supported models',
-      schema: z.object({
-        object: z.literal('list'),
-        data: z.array(SupportedModelSchema),
-        next_cursor: z.string().nullable(),
-      }),
+      schema: SupportedModelPageSchema,
     },
     handler: async ({ query, principal }) => {
       const needle = query.search?.toLowerCase();
@@ -114,7 +108,7 @@ export function addSupportedModelRoutes(router: ApiRouter, { db }: ApiDeps) {
     summary: 'One supported base model',
     tags: ['models'],
     strict: true,
-    params: z.object({ id: z.string().min(1).max(300) }),
+    params: SupportedModelParams,
     errors: [404],
     response: { status: 200, description: 'The model', schema: SupportedModelSchema },
     handler: async ({ params, principal }) => {

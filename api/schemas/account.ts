@@ -70,3 +70,7 @@ export const UsageReportQuery = z.object({
   /** The caller's own organization (the Python SDK may name it); reports are per organization. */
   organization_id: z.string().max(128).optional(),
 });
+
+/** PATCH /admin/organizations/:organizationId: the beta features operators switch per organization. */
+export const UpdateOrganizationFeaturesBody = z.object({ billing_usage_enabled: z.boolean() });
+export const OrganizationFeaturesSchema = z.object({ organization_id: z.string(), billing_usage_enabled: z.boolean() });

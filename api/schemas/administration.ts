@@ -5,7 +5,7 @@
  * has no such resource, so these follow the API's own list conventions.
  */
 import { z } from 'zod';
-import { ProjectParams } from './common';
+import { cursorPageOf, ProjectParams, ResourceId } from './common';
 
 export const ProjectRoleSchema = z.enum(['Admin', 'Editor']);
 export const OrganizationRoleSchema = z.enum(['Admin', 'Developer']);
@@ -77,3 +77,34 @@ export const ProjectOk = z.object({
   user_id: z.string(),
   left: z.boolean(),
 });
+
+/** A name people give (a project, a key, a member): trimmed, 1 to 128 characters. */
+const GivenName = z.string().trim().min(1).max(128);
+
+/** GET /projects: pages as the Python CLI asks for them (`limit`, and `after` the last id of the page before). */
+export const ListProjectsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+  after: z.string().max(128).optional(),
+});
+export const ProjectListSchema = cursorPageOf(ProjectSchema);
+export const CreateProjectBody = z.object({
+  name: GivenName,
+  slug: slugField,
+  visibility: VisibilitySchema.default('private'),
+});
+export const UpdateProjectBody = z.object({ name: GivenName.optional(), visibility: VisibilitySchema.optional() });
+export const AddProjectMemberBody = z
+  .object({ user_id: z.string().min(1).optional(), email: z.email().optional(), role: ProjectRoleSchema })
+  .refine((b) => (b.user_id === undefined) !== (b.email === undefined), {
+    message: 'Give exactly one of user_id and email.',
+    path: ['user_id'],
+  });
+
+export const AddOrganizationMemberBody = z.object({
+  email: z.email(),
+  name: GivenName.optional(),
+  role: OrganizationRoleSchema,
+});
+
+export const CreateApiKeyBody = z.object({ name: GivenName, project_id: ResourceId.optional() });
+export const ApiKeyParams = z.object({ keyId: ResourceId });

@@ -249,6 +249,8 @@ export const ClusterSchema = z
 
 export const ClusterListSchema = z.object({ clusters: z.array(ClusterSchema) });
 export const ClusterDeleteSchema = z.object({ cluster_id: z.string() });
+/** GET /compute/clusters/:cluster_id/credentials: the kubeconfig, as YAML text. */
+export const KubeconfigSchema = z.string();
 
 export const RegionsSchema = z
   .object({
@@ -293,6 +295,10 @@ export const VolumeSchema = z
     cluster_id: z.string().optional(),
   })
   .meta({ id: 'ClusterStorage' });
+/** The SDK's project filter, as on the cluster list. */
+export const ListVolumesQuery = ListClustersQuery;
+export const VolumeListSchema = z.object({ volumes: z.array(VolumeSchema) });
+export const VolumeDeleteSchema = z.object({ success: z.boolean() });
 
 // ---- remediations ----
 

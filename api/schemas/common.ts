@@ -54,3 +54,6 @@ export const DeletedResponse = z.object({ id: z.string(), deleted: z.literal(tru
 
 /** `{}`: what an accepted request with nothing to report answers (the spec's empty objects). */
 export const EmptyResponse = z.object({});
+
+/** A response body of raw bytes (a file's content, an archive), documented as binary. */
+export const BinaryResponse = z.string().meta({ format: 'binary' });

@@ -1,7 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
 import { REVISION_ENV } from '../../shared/deployments';
-import { DnsLabelName, INT4_MAX } from './common';
+import { DnsLabelName, INT4_MAX, QueryFlag, listOf } from './common';
 
 const Name = DnsLabelName;
 const EnvVar = z
@@ -83,7 +83,7 @@ const SpecFields = {
   autoscaling: Autoscaling.optional(),
 };
 // Defaults apply on deploy only: an update changes just what it names.
-export const DeployBody = z
+export const CreateDeploymentBody = z
   .object({
     name: Name,
     ...SpecFields,
@@ -93,7 +93,7 @@ export const DeployBody = z
     environment_variables: SpecFields.environment_variables.default([]),
   })
   .meta({ id: 'DeploymentCreateRequest' });
-export const UpdateBody = z
+export const UpdateDeploymentBody = z
   .object({
     name: Name.optional(),
     ...Object.fromEntries(Object.entries(SpecFields).map(([k, v]) => [k, (v as z.ZodType).optional()])),
@@ -114,6 +114,18 @@ export const DeploymentSchema = z
   })
   .catchall(z.unknown())
   .meta({ id: 'Deployment' });
+export const DeploymentListSchema = listOf(DeploymentSchema);
+
+export const DeploymentLogsQuery = z.object({
+  replica_id: z.string().max(256).optional(),
+  revision: z.string().optional(),
+  version: z.string().optional(),
+  follow: QueryFlag.optional(),
+});
+export const DeploymentLogsSchema = z.object({ lines: z.array(z.string()) });
+
+/** Where this project's deployment images are pushed. */
+export const ImageRepositoryBasePathSchema = z.object({ 'base-path': z.string() });
 
 export const SecretSchema = z
   .object({
@@ -127,17 +139,38 @@ export const SecretSchema = z
     updated_at: z.string(),
   })
   .meta({ id: 'DeploymentSecret' });
+export const SecretListSchema = listOf(SecretSchema);
 export const SecretName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/);
 export const SecretValue = z.string().min(1).max(65536);
+export const CreateSecretBody = z.object({
+  name: SecretName,
+  value: SecretValue,
+  description: z.string().max(1000).optional(),
+  project_id: z.string().optional(),
+});
+export const UpdateSecretBody = z.object({
+  name: SecretName.optional(),
+  value: SecretValue.optional(),
+  description: z.string().max(1000).optional(),
+  project_id: z.string().optional(),
+});
 
 export const VolumeName = DnsLabelName;
 export const Content = z.object({
   type: z.literal('files').default('files'),
   source_prefix: z.string().max(1024).default(''),
 });
+export const CreateDeploymentVolumeBody = z.object({ name: VolumeName, type: z.literal('readOnly'), content: Content });
+export const UpdateDeploymentVolumeBody = z.object({
+  name: VolumeName.optional(),
+  type: z.literal('readOnly').optional(),
+  content: Content.optional(),
+});
+/** `version`: an earlier version of the volume to describe. */
+export const GetDeploymentVolumeQuery = z.object({ version: z.coerce.number().int().min(1).max(INT4_MAX).optional() });
 
 const VolumeFileSchema = z.object({ name: z.string(), size: z.number(), last_modified: z.string() });
-export const VolumeSchema = z
+export const DeploymentVolumeSchema = z
   .object({
     id: z.string(),
     object: z.literal('volume'),
@@ -158,3 +191,4 @@ export const VolumeSchema = z
     updated_at: z.string(),
   })
   .meta({ id: 'DeploymentVolume' });
+export const DeploymentVolumeListSchema = listOf(DeploymentVolumeSchema);

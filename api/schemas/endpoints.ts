@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { PageQuery } from '../cursor-pages';
-import { DnsLabelName, EventId, IsoDateTime, ProjectParams, ResourceId } from './common';
+import { cursorPageOf, DnsLabelName, EventId, IsoDateTime, ProjectParams, QueryFlag, ResourceId } from './common';
 
 // ---- requests ----
 
@@ -44,7 +44,7 @@ export const FilteredPageQuery = PageQuery.extend({
 export const UpdateMaskQuery = z.object({ updateMask: z.string().optional() });
 export const EtagQuery = z.object({ etag: z.string().optional() });
 /** The SDK sends validateOnly in the query string; a body field is accepted too. */
-export const ValidateOnlyQuery = z.object({ validateOnly: z.enum(['true', 'false']).optional() });
+export const ValidateOnlyQuery = z.object({ validateOnly: QueryFlag.optional() });
 
 export const CreateEndpointBody = z.object({ name: Name, visibility: Visibility.optional() });
 export const UpdateEndpointBody = z.object({
@@ -86,6 +86,41 @@ export const ListEndpointEventsQuery = z.object({
   since: Timestamp.optional(),
   until: Timestamp.optional(),
   subjectId: z.string().optional(),
+});
+
+export const AdapterDeploymentParams = z.object({
+  projectId: ResourceId,
+  endpointId: ResourceId,
+  deploymentId: ResourceId,
+});
+export const AdapterParams = AdapterDeploymentParams.extend({ id: ResourceId });
+export const AttachEndpointAdapterBody = z.object({
+  adapterModelId: z.string().min(1),
+  adapterRevisionId: z.string().optional(),
+  force: z.boolean().optional(),
+});
+export const ListEndpointAdaptersQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().max(200).optional(),
+});
+export const UpdateEndpointAdapterBody = z.object({ adapterRevisionId: z.string().min(1), etag: z.string().min(1) });
+export const DetachEndpointAdapterQuery = z.object({ etag: z.string().min(1) });
+
+export const ListShadowExperimentsQuery = PageQuery.extend({ includeTargets: QueryFlag.optional() });
+
+export const ListModelConfigsQuery = PageQuery.extend({
+  referenceModel: z.string().max(300).optional(),
+  referenceModelId: z.string().max(200).optional(),
+});
+export const ModelConfigParams = ProjectParams.extend({ id: ResourceId });
+/** Operators: a deployment profile for a model family, public or for one project. */
+export const CreateModelConfigBody = z.object({
+  referenceModelId: z.string().min(1).max(200),
+  projectId: ResourceId.optional(),
+  selectors: z
+    .array(z.strictObject({ key: z.string().max(64), value: z.string().max(200) }))
+    .min(1)
+    .max(20),
 });
 
 // ---- rollout requests ----
@@ -140,13 +175,16 @@ export type CreateRolloutRequest = z.infer<typeof CreateRolloutBody>;
 
 export const RolloutParams = EndpointOnlyParams.extend({ id: ResourceId });
 export const EtagBody = z.object({ etag: z.string().optional() });
+export const PauseRolloutBody = EtagBody.extend({ reason: z.string().max(1000).optional() });
+export const CancelRolloutBody = EtagBody.extend({
+  reason: z.string().min(1).max(1000),
+  disposition: z.enum(['CANCEL_DISPOSITION_FREEZE', 'CANCEL_DISPOSITION_REVERT']).optional(),
+});
+export const ListRolloutsQuery = PageQuery.extend({
+  filter: z.enum(['ROLLOUT_FILTER_ACTIVE', 'ROLLOUT_FILTER_TERMINAL']).optional(),
+});
 
 // ---- responses ----
-
-/** A list page of the v2 resources: `next_cursor` is null on the last page. */
-export function cursorListOf<T extends z.ZodType>(item: T) {
-  return z.object({ object: z.literal('list'), data: z.array(item), next_cursor: z.string().nullable() });
-}
 
 export const DeploymentStateName = z.enum([
   'DEPLOYMENT_STATE_PROVISIONING',
@@ -189,6 +227,7 @@ export const EndpointDeploymentSchema = z
     updatedAt: IsoDateTime,
   })
   .meta({ id: 'EndpointDeployment' });
+export const EndpointDeploymentListSchema = cursorPageOf(EndpointDeploymentSchema);
 
 export const EndpointSchema = z
   .object({
@@ -220,6 +259,7 @@ export const EndpointSchema = z
     updatedAt: IsoDateTime,
   })
   .meta({ id: 'Endpoint' });
+export const EndpointListSchema = cursorPageOf(EndpointSchema);
 
 export const EndpointEventSchema = z
   .object({
@@ -238,6 +278,7 @@ export const EndpointEventSchema = z
     subjectId: z.string().optional(),
   })
   .meta({ id: 'EndpointEvent' });
+export const EndpointEventListSchema = cursorPageOf(EndpointEventSchema);
 
 const AdapterLoadState = z.enum([
   'ADAPTER_LOAD_STATE_PENDING',
@@ -279,6 +320,7 @@ export const EndpointAdapterSchema = z
     ),
   })
   .meta({ id: 'EndpointAdapter' });
+export const EndpointAdapterListSchema = cursorPageOf(EndpointAdapterSchema);
 
 const MetricResult = z.object({
   name: z.string(),
@@ -349,6 +391,7 @@ export const RolloutSchema = z
     etag: z.string(),
   })
   .meta({ id: 'Rollout' });
+export const RolloutListSchema = cursorPageOf(RolloutSchema);
 
 const PlannedStep = z.object({ traffic: z.number(), replicas: z.number().int().optional() });
 
@@ -396,6 +439,7 @@ export const ModelConfigSchema = z
       .meta({ description: 'None: no certification runs on this installation' }),
   })
   .meta({ id: 'ModelConfig' });
+export const ModelConfigListSchema = cursorPageOf(ModelConfigSchema);
 
 export const FaultInjection = z.object({
   abortPercent: z.number().min(0).max(100),
@@ -403,14 +447,6 @@ export const FaultInjection = z.object({
 });
 export const FaultInjectionResult = z.object({ deploymentId: z.string(), faultInjection: FaultInjection.nullable() });
 
-export const AdapterDeploymentParams = z.object({
-  projectId: ResourceId,
-  endpointId: ResourceId,
-  deploymentId: ResourceId,
-});
-export const AdapterParams = AdapterDeploymentParams.extend({ id: ResourceId });
-
-export const ExperimentEndpointParams = ProjectParams.extend({ id: ResourceId });
 /** No experiment runs on this installation: the list is always empty (an item would name its experiment). */
 export const EmptyExperimentList = z.object({
   object: z.literal('list'),

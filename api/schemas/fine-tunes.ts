@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FINE_TUNE_STATUSES } from '../../shared/fine-tunes';
-import { IsoDateTime } from './common';
+import { IsoDateTime, listOf, QueryFlag } from './common';
 
 const LrScheduler = z.object({
   lr_scheduler_type: z.enum(['linear', 'cosine']).default('cosine'),
@@ -162,6 +162,25 @@ export const FineTuneSchema = z
   })
   .meta({ id: 'FineTune' });
 
+export const FineTuneListSchema = listOf(FineTuneSchema);
+
+/** A job's events: `{data}`, with no `object` field (unlike listOf). */
+export const FineTuneEventListSchema = z.object({ data: z.array(FineTuneEventSchema) });
+
+export const FineTuneCheckpointSchema = z.object({
+  step: z.number().int(),
+  checkpoint_type: z.string(),
+  checkpoint: z.enum(['model', 'adapter']),
+  path: z.string(),
+  files: z.array(z.string()),
+  created_at: IsoDateTime,
+  object_id: z.string().optional(),
+  object_revision_id: z.string().optional(),
+  object_name: z.string().optional(),
+});
+
+export const FineTuneCheckpointListSchema = z.object({ data: z.array(FineTuneCheckpointSchema) });
+
 export const ModelLimitsQuery = z.object({ model_name: z.string().min(1) });
 
 /** A base model's fine-tuning limits (the SDK's FinetuneModelLimits). */
@@ -264,6 +283,9 @@ export const FineTuneMetricsQuery = z.object({
   resolution: z.coerce.number().int().min(1).optional(),
 });
 
+/** One row per logged step: metric name to value. */
+export const FineTuneMetricsSchema = z.object({ metrics: z.array(z.record(z.string(), z.number())) });
+
 /** `n` rows spread evenly over `rows`, the first and the last included (all of them when there are no more than n). */
 
 export const FineTuneDownloadQuery = z.object({
@@ -273,3 +295,16 @@ export const FineTuneDownloadQuery = z.object({
   // The SDK: a final checkpoint's step downloads the final model; 0 or omitted, the final model too.
   checkpoint_step: z.coerce.number().int().min(0).optional(),
 });
+
+/** Where to fetch a job's tokenized dataset archive: a pre-signed URL. */
+export const TokenizedDatasetUrlSchema = z.object({
+  url: z.string(),
+  filename: z.string(),
+  content_type: z.string(),
+  size: z.number().int(),
+  expires_at: IsoDateTime,
+});
+
+export const DeleteFineTuneQuery = z.object({ force: QueryFlag.optional() });
+
+export const FineTuneDeletedSchema = z.object({ message: z.string() });

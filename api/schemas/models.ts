@@ -1,6 +1,7 @@
 /** The model registry (spec: Models; the SDK's v2 models, revisions and uploads): what the API takes and answers. */
 import { z } from 'zod';
-import { ProjectParams, ResourceId } from './common';
+import { PageQuery } from '../cursor-pages';
+import { cursorPageOf, EventId, listOf, ProjectParams, ResourceId } from './common';
 
 export const UploadParams = ProjectParams.extend({ id: ResourceId });
 
@@ -25,6 +26,23 @@ export const UploadSchema = z
     updatedAt: z.string(),
   })
   .meta({ id: 'RemoteUpload' });
+
+export const CreateModelUploadBody = z.object({
+  modelId: z.string().min(1).max(300),
+  remoteUrl: z.string().min(1).max(4096),
+  token: z.string().min(1).max(8192).optional(),
+});
+
+export const ModelUploadPageSchema = cursorPageOf(UploadSchema);
+
+export const ListModelUploadEventsQuery = z.object({
+  after: EventId.optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+export const ModelUploadEventPageSchema = cursorPageOf(
+  z.object({ id: z.string(), createdAt: z.string(), level: z.string(), type: z.string(), message: z.string() }),
+);
 
 export const Visibility = z.enum(['VISIBILITY_PRIVATE', 'VISIBILITY_INTERNAL']);
 export const BareName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -51,6 +69,44 @@ export const ModelSchema = z
     updatedAt: z.string(),
   })
   .meta({ id: 'RegistryModel' });
+
+export const CreateModelBody = z.object({
+  baseModelId: z.string().min(1),
+  name: z.string().min(1).max(300),
+  type: z.string(),
+  description: z.string().max(2000).optional(),
+});
+
+export const ListModelsQuery = PageQuery.extend({
+  organizationId: z.string().optional(),
+  visibility: Visibility.optional(),
+});
+
+export const ModelPageSchema = cursorPageOf(ModelSchema);
+
+export const UpdateModelQuery = z.object({ updateMask: z.string().optional() });
+
+export const UpdateModelBody = z.object({
+  name: z.string().min(1).max(300).optional(),
+  description: z.string().max(2000).optional(),
+  visibility: Visibility.optional(),
+});
+
+export const ModelRevisionPageSchema = cursorPageOf(
+  z.object({ revisionId: z.string(), createdAt: z.string(), validationStatus: z.string() }).catchall(z.unknown()),
+);
+
+export const ListModelFilesQuery = z.object({ revisionId: z.string().optional() });
+
+/** The files of one revision, with the revision and their total size. */
+export const ModelFilePageSchema = listOf(
+  z.object({ path: z.string(), sizeBytes: z.string(), hash: z.string() }),
+).extend({
+  revisionId: z.string().optional(),
+  revisionCreatedAt: z.string().optional(),
+  totalSizeBytes: z.string(),
+  next_cursor: z.string().nullable(),
+});
 
 /**
  * A way to deploy the model (the SDK's SupportedModelDeploymentProfile): one per deployment
@@ -92,6 +148,19 @@ export const SupportedModelSchema = z
   })
   .meta({ id: 'SupportedModel' });
 
+export const ListSupportedModelsQuery = z.object({
+  after: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(100),
+  modality: z.enum(['MODALITY_TEXT', 'MODALITY_IMAGE', 'MODALITY_AUDIO', 'MODALITY_VIDEO']).optional(),
+  product: z.enum(['PRODUCT_SERVERLESS', 'PRODUCT_DEDICATED', 'PRODUCT_FINE_TUNING']).optional(),
+  search: z.string().max(200).optional(),
+});
+
+export const SupportedModelPageSchema = cursorPageOf(SupportedModelSchema);
+
+/** `:id` of a supported model: its name (`org/name`, longer than a generated id). */
+export const SupportedModelParams = z.object({ id: z.string().min(1).max(300) });
+
 export const ModelObject = z
   .object({
     id: z.string(),
@@ -126,3 +195,14 @@ export const ModelObject = z
       .optional(),
   })
   .meta({ id: 'ModelObject' });
+
+/** `?dedicated=true|false` of `GET /v1/models`, as a boolean. */
+export const ListModelObjectsQuery = z.object({
+  dedicated: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).optional(),
+});
+
+/** `GET /v1/models` answers a bare array (the OpenAI-style catalog), not a list object. */
+export const ModelObjectListSchema = z.array(ModelObject);
+
+/** A catalog id: `org/name`, or a bare name. */
+export const ModelObjectParams = z.object({ org: z.string().max(200).optional(), name: z.string().max(200) });

@@ -10,6 +10,10 @@ export const SubmitBody = z.object({
   priority: z.number().int().default(0),
   info: JsonObject.optional(),
 });
+/** The new job's id, in both spellings: the spec says request_id, the SDK reads requestId. */
+export const SubmittedJobSchema = z.object({ request_id: z.string(), requestId: z.string() });
+/** `{model}`: which queue (a deployment name), as a body or a query. */
+export const ModelRef = z.object({ model: Model });
 export const JobRef = z.object({ model: Model, request_id: z.string().min(1).max(128) });
 export const ClaimBody = z.object({
   model: Model,
@@ -18,11 +22,18 @@ export const ClaimBody = z.object({
   wait_seconds: z.number().min(0).max(20).default(0),
 });
 export const ClaimRef = JobRef.extend({ claim_token: z.string().min(1).max(128) });
-export const UpdateBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
+export const UpdateJobBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
 export const CompleteBody = ClaimRef.extend({ outputs: JsonObject.default({}), info: JsonObject.optional() });
 export const FailBody = ClaimRef.extend({ error: z.string().min(1).max(10_000), info: JsonObject.optional() });
 
 export const STATUS = z.enum(['pending', 'running', 'done', 'failed', 'canceled']);
+export const JobCanceledSchema = z.object({ status: STATUS });
+export const QueueClearedSchema = z.object({ canceled_count: z.number().int() });
+export const QueueMetricsSchema = z.object({
+  messages_waiting: z.number().int(),
+  messages_running: z.number().int(),
+  total_jobs: z.number().int(),
+});
 export const JobStatusSchema = z
   .object({
     request_id: z.string(),
