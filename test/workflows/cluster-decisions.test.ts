@@ -39,6 +39,11 @@ function gate(): { wait: Promise<void>; open: () => void } {
   return { wait, open };
 }
 
+// How long a probe waits for a GPU worker before its queue counts as unserved. The test server
+// does not skip time while an activity task waits for a poller, so this wait passes in real time
+// at every probe of a simulated outage: at 1 s it was most of the outage tests' run time.
+const QUEUE_WAIT_SECONDS = 0.1;
+
 const events = (s: ClusterState | undefined, reason: string) =>
   (s?.node_lifecycle_events ?? []).filter((e) => e.reason === reason);
 
@@ -403,7 +408,12 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
     async (ctx) => {
       await withCluster(
         'ts-outage-bring-up',
-        { gpus: 16, gpuWorker: false, workflowTaskTimeout: '2 minutes', settings: { gpuQueueWaitSeconds: 1 } },
+        {
+          gpus: 16,
+          gpuWorker: false,
+          workflowTaskTimeout: '2 minutes',
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+        },
         async ({ doubles, handle }) => {
           await until(
             () => doubles.latest,
@@ -437,7 +447,7 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
           gpus: 16,
           gpuWorker: false,
           workflowTaskTimeout: '2 minutes',
-          settings: { gpuQueueWaitSeconds: 1, bringUpProbesPerRun: 3 },
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS, bringUpProbesPerRun: 3 },
         },
         async ({ doubles, handle }) => {
           await until(
@@ -535,7 +545,11 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
     async (ctx) => {
       await withCluster(
         'ts-outage-running',
-        { gpus: 16, settings: { maxRoundsPerRun: 50, gpuQueueWaitSeconds: 1 }, workflowTaskTimeout: '2 minutes' },
+        {
+          gpus: 16,
+          settings: { maxRoundsPerRun: 50, gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+          workflowTaskTimeout: '2 minutes',
+        },
         async ({ doubles, handle, gpu }) => {
           await ready(doubles);
           const firstRun = (await handle.describe()).runId;
