@@ -49,6 +49,12 @@ export function fineTuneWorkflowId(jobId: string): string {
 /** Blob keys of a job's outputs. */
 export const tokenizedDatasetArchiveKey = (jobId: string) => `fine-tunes/${jobId}/tokenized-dataset.tar.zst`;
 export const finalOutputPrefix = (jobId: string) => `fine-tunes/${jobId}/final`;
+/** A download's archive, once made; `variant` tells the downloads of one job apart. */
+export const fineTuneDownloadKey = (jobId: string, variant: string) =>
+  `fine-tunes/${jobId}/downloads/${variant}.tar.zst`;
+export const checkpointDownloadVariant = (step: number) => `checkpoint-${step}`;
+/** The final model's downloads: the `checkpoint` values of /finetune/download. */
+export const FINAL_DOWNLOAD_VARIANTS = ['merged', 'adapter', 'model_output_path'];
 
 /** Every hyperparameter of a job, resolved (defaults applied) at create. */
 export interface TrainingPlan {

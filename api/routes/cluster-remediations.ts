@@ -1,17 +1,10 @@
 /**
  * Node remediations (`/compute/clusters/{cluster_id}/instances/{instance_id}/remediations`,
  * the SDK's beta.clusters.remediations): list, create, get, approve, reject,
- * cancel. Every change is an Update of the cluster workflow, whose validator
- * enforces the state rules (409 otherwise); the rows are its projection.
+ * cancel. The changes are use cases (api/use-cases/cluster-remediations.ts).
  */
-import type { Remediation } from '../../shared/clusters';
-import { createRemediationUpdate, reviewRemediationUpdate } from '../../workflows/clusters';
-import { newId } from '../../platform/ids';
-import { getRemediation, listRemediations } from '../../db/clusters';
-import type { Principal } from '../../db/accounts';
-import { updateCluster } from '../cluster-messages';
+import { listRemediations } from '../../db/clusters';
 import type { ApiDeps } from '../deps';
-import { conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   ApproveRemediationBody,
@@ -24,32 +17,26 @@ import {
   RemediationParams,
   RemediationSchema,
 } from '../schemas/clusters';
+import {
+  requestRemediation,
+  requireRemediation,
+  resolveInstance,
+  reviewRemediation,
+} from '../use-cases/cluster-remediations';
 import { requireCluster } from '../use-cases/clusters';
 
 /** The instance id that lists the remediations of every instance of a cluster. */
 const ANY_INSTANCE = '-';
 
-const who = (p: Principal) => `api-key:${p.apiKeyId}`;
+const remediationRef = (p: { cluster_id: string; instance_id: string; remediation_id: string }) => ({
+  clusterId: p.cluster_id,
+  instance: p.instance_id,
+  remediationId: p.remediation_id,
+});
 
 export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
   const BASE = '/compute/clusters/:cluster_id/instances/:instance_id/remediations';
-
-  /** The node's instance id, whichever of node id or instance id the caller used. */
-  async function resolveInstance(projectId: string, clusterId: string, instanceOrNode: string) {
-    const row = await requireCluster(db, projectId, clusterId);
-    const nodes = [...row.state.gpu_worker_nodes, ...row.state.deleted_gpu_worker_nodes];
-    const node = nodes.find((n) => n.instance_id === instanceOrNode || n.node_id === instanceOrNode);
-    if (!node) throw notFound(`Cluster '${clusterId}' has no instance '${instanceOrNode}'.`);
-    return { row, instanceId: node.instance_id };
-  }
-
-  async function requireRemediation(projectId: string, clusterId: string, instance: string, id: string) {
-    const { instanceId } = await resolveInstance(projectId, clusterId, instance);
-    const r = await getRemediation(db, clusterId, instanceId, id);
-    if (!r) throw notFound(`Remediation '${id}' not found on instance '${instance}'.`);
-    return r;
-  }
 
   router.add({
     method: 'get',
@@ -66,7 +53,7 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
       const instanceId =
         params.instance_id === ANY_INSTANCE
           ? (await requireCluster(db, principal.projectId, params.cluster_id), undefined)
-          : (await resolveInstance(principal.projectId, params.cluster_id, params.instance_id)).instanceId;
+          : (await resolveInstance(db, principal.projectId, params.cluster_id, params.instance_id)).instanceId;
       const offset = Number(query.page_token ?? 0);
       const page = await listRemediations(db, {
         clusterId: params.cluster_id,
@@ -99,28 +86,14 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: async ({ params, query, body, principal, idempotencyKey }) => {
-      const { row, instanceId } = await resolveInstance(principal.projectId, params.cluster_id, params.instance_id);
-      if (query.remediation_id) {
-        // Idempotent: the same client id returns the remediation it created.
-        const existing = await getRemediation(db, row.id, instanceId, query.remediation_id);
-        if (existing) return existing;
-      }
-      if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      return updateCluster(
-        temporal,
-        row.id,
-        createRemediationUpdate,
-        {
-          remediationId: query.remediation_id ?? newId('rem'),
-          instanceId,
-          mode: body.mode,
-          reason: body.reason,
-          requestedBy: who(principal),
-        },
+    handler: async ({ params, query, body, principal, idempotencyKey }) =>
+      requestRemediation(
+        deps,
+        principal,
+        { clusterId: params.cluster_id, instance: params.instance_id, remediationId: query.remediation_id },
+        body,
         idempotencyKey,
-      );
-    },
+      ),
   });
 
   router.add({
@@ -132,38 +105,8 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     params: RemediationParams,
     errors: [404],
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: async ({ params, principal }) =>
-      requireRemediation(principal.projectId, params.cluster_id, params.instance_id, params.remediation_id),
+    handler: async ({ params, principal }) => requireRemediation(db, principal.projectId, remediationRef(params)),
   });
-
-  const review =
-    (action: 'approve' | 'reject' | 'cancel') =>
-    async ({
-      params,
-      body,
-      principal,
-      idempotencyKey,
-    }: {
-      params: { cluster_id: string; instance_id: string; remediation_id: string };
-      body?: unknown;
-      principal: Principal;
-      idempotencyKey?: string;
-    }) => {
-      const b = (body ?? {}) as { comment?: string; mode?: Remediation['mode'] };
-      const r = await requireRemediation(
-        principal.projectId,
-        params.cluster_id,
-        params.instance_id,
-        params.remediation_id,
-      );
-      return updateCluster(
-        temporal,
-        r.cluster_id,
-        reviewRemediationUpdate,
-        { remediationId: r.id, action, comment: b.comment, mode: b.mode, by: who(principal) },
-        idempotencyKey,
-      );
-    };
 
   router.add({
     method: 'post',
@@ -176,7 +119,14 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: review('approve'),
+    handler: async ({ params, body, principal, idempotencyKey }) =>
+      reviewRemediation(
+        deps,
+        principal,
+        remediationRef(params),
+        { action: 'approve', comment: body.comment, mode: body.mode },
+        idempotencyKey,
+      ),
   });
 
   router.add({
@@ -190,7 +140,14 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: review('reject'),
+    handler: async ({ params, body, principal, idempotencyKey }) =>
+      reviewRemediation(
+        deps,
+        principal,
+        remediationRef(params),
+        { action: 'reject', comment: body.comment },
+        idempotencyKey,
+      ),
   });
 
   router.add({
@@ -203,6 +160,7 @@ export function addClusterRemediationRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The remediation', schema: RemediationSchema },
-    handler: review('cancel'),
+    handler: async ({ params, principal, idempotencyKey }) =>
+      reviewRemediation(deps, principal, remediationRef(params), { action: 'cancel' }, idempotencyKey),
   });
 }

@@ -7,8 +7,6 @@
 import { REGIONS } from '../../shared/cluster-catalog';
 import { getCluster, latestRemediations, listClusters, volumesOfCluster, type ClusterRow } from '../../db/clusters';
 import type { Db } from '../../db/pool';
-import { updateClusterUpdate } from '../../workflows/clusters';
-import { updateCluster } from '../cluster-messages';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
 import { conflict } from '../errors';
@@ -24,14 +22,14 @@ import {
   RegionsSchema,
   UpdateClusterBody,
 } from '../schemas/clusters';
-import { createCluster, deleteCluster, requireCluster } from '../use-cases/clusters';
+import { changeCluster, createCluster, deleteCluster, requireCluster } from '../use-cases/clusters';
 
 async function clusterObject(db: Db, row: ClusterRow) {
   return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
 }
 
 export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
 
   router.add({
     method: 'get',
@@ -98,12 +96,8 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The cluster; resizing proceeds asynchronously', schema: ClusterSchema },
-    handler: async ({ params, body, principal, idempotencyKey }) => {
-      const row = await requireCluster(db, principal.projectId, params.cluster_id);
-      if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-      await updateCluster(temporal, row.id, updateClusterUpdate, body, idempotencyKey);
-      return clusterObject(db, (await getCluster(db, principal.projectId, row.id))!);
-    },
+    handler: async ({ params, body, principal, idempotencyKey }) =>
+      clusterObject(db, await changeCluster(deps, principal, params.cluster_id, body, idempotencyKey)),
   });
 
   router.add({

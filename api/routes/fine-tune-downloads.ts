@@ -10,21 +10,15 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import {
+  checkpointDownloadVariant,
   finalOutputPrefix,
-  FINISHED_FINE_TUNE_STATUSES,
-  fineTuneWorkflowId,
+  fineTuneDownloadKey,
   tokenizedDatasetArchiveKey,
 } from '../../shared/fine-tunes';
-import {
-  deleteFineTuneRow,
-  getFineTune,
-  getFineTuneById,
-  listCheckpoints,
-  type FineTuneRow,
-} from '../../db/fine-tunes';
+import { getFineTune, getFineTuneById, listCheckpoints, type FineTuneRow } from '../../db/fine-tunes';
 import { assertZstdAvailable, tarZstStream } from '../../providers/archive/tar-zst';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
+import { badRequest, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { BinaryResponse, IdParams } from '../schemas/common';
 
@@ -36,17 +30,13 @@ import {
   FineTuneDownloadQuery,
   TokenizedDatasetUrlSchema,
 } from '../schemas/fine-tunes';
+import { deleteFineTune } from '../use-cases/fine-tunes';
 
 const DOWNLOAD_TTL_SECONDS = 3600;
-/** A download's archive, once made (see packagedArchive); `variant` tells the downloads of one job apart. */
-const downloadKey = (jobId: string, variant: string) => `fine-tunes/${jobId}/downloads/${variant}.tar.zst`;
-const checkpointVariant = (step: number) => `checkpoint-${step}`;
-/** The final model's downloads: `checkpoint` values. */
-const FINAL_VARIANTS = ['merged', 'adapter', 'model_output_path'];
 const tokenizedPath = (jobId: string) => `/v1/fine-tunes/${encodeURIComponent(jobId)}/tokenized-dataset`;
 
 export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, blobs, config, temporal } = deps;
+  const { db, blobs, config } = deps;
 
   /** The files to ship for a download request, as blob keys. */
   async function selectFiles(job: FineTuneRow, q: z.output<typeof FineTuneDownloadQuery>, step: number | undefined) {
@@ -68,7 +58,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       return {
         files: c.files.filter((f) => f !== 'optimizer.safetensors').map((f) => `${c.blob_prefix}/${f}`),
         suffix: `-checkpoint-${step}`,
-        variant: checkpointVariant(step),
+        variant: checkpointDownloadVariant(step),
       };
     }
     if (job.status !== 'completed' || !final) {
@@ -95,7 +85,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
   }
 
   /**
-   * The archive of `keys`, made once and kept with the job's blobs (`downloadKey`): a download's
+   * The archive of `keys`, made once and kept with the job's blobs (`fineTuneDownloadKey`): a download's
    * bytes and size must not change between requests, since clients probe the size with a Range
    * request first and resume interrupted downloads from an offset. Deleted with the job.
    */
@@ -140,7 +130,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!job) throw notFound(`Fine-tuning job '${jobId}' not found.`);
       const { files, suffix, variant } = await selectFiles(job, query, step);
       const base = job.model_output_name.split('/').pop()!;
-      const key = downloadKey(job.id, variant);
+      const key = fineTuneDownloadKey(job.id, variant);
       const size = await packagedArchive(key, files);
       await sendBlob(req, res, blobs, {
         key,
@@ -216,30 +206,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, query, principal }) => {
       const job = await getFineTune(db, principal.projectId, params.id);
       if (!job) throw notFound(`Fine-tuning job '${params.id}' not found.`);
-      if (!FINISHED_FINE_TUNE_STATUSES.includes(job.status)) {
-        if (query.force !== 'true') {
-          throw conflict(
-            `Job '${job.id}' is ${job.status}; cancel it first, or delete with force=true.`,
-            'job_running',
-          );
-        }
-        await temporal.workflow
-          .getHandle(fineTuneWorkflowId(job.id))
-          .terminate('deleted with force=true')
-          .catch(() => undefined);
-      }
-      const keys = [
-        tokenizedDatasetArchiveKey(job.id),
-        `fine-tunes/${job.id}/tokenized/train.jsonl`,
-        `fine-tunes/${job.id}/tokenized/eval.jsonl`,
-      ];
-      for (const c of await listCheckpoints(db, job.id)) {
-        keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
-        if (c.checkpoint_type === 'intermediate') keys.push(downloadKey(job.id, checkpointVariant(c.step)));
-      }
-      keys.push(...FINAL_VARIANTS.map((variant) => downloadKey(job.id, variant)));
-      await deleteFineTuneRow(db, job.id);
-      for (const key of keys) await blobs.delete(key);
+      await deleteFineTune(deps, job, { force: query.force === 'true' });
       return { message: `Fine-tuning job ${job.id} deleted.` };
     },
   });

@@ -1,8 +1,8 @@
 /**
  * The write paths of GPU clusters that do more than one thing: creating one (the spec's rules,
  * its shared volume, its row, then its workflow `cluster/<id>`; the rows go again if the workflow
- * cannot start) and deleting one (through its workflow, or a new run when that is gone); and the
- * lookup the cluster routes share.
+ * cannot start), changing one (an Update its workflow validates) and deleting one (through its
+ * workflow, or a new run when that is gone); and the lookup the cluster routes share.
  */
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
@@ -24,14 +24,14 @@ import {
   initialState,
   type ClusterWorkflowInput,
 } from '../../shared/clusters';
-import { cluster, deleteClusterUpdate } from '../../workflows/clusters';
+import { cluster, deleteClusterUpdate, updateClusterUpdate } from '../../workflows/clusters';
 import type { ApiDeps } from '../deps';
-import type { CreateClusterBody } from '../schemas/clusters';
+import type { CreateClusterBody, UpdateClusterBody } from '../schemas/clusters';
 import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { withTransaction, type Db } from '../../db/pool';
 import { updateCluster } from '../cluster-messages';
-import { ApiError, badRequest, notFound } from '../errors';
+import { ApiError, badRequest, conflict, notFound } from '../errors';
 
 /** The project's cluster, or a 404 naming it. */
 export async function requireCluster(db: Db, projectId: string, clusterId: string): Promise<ClusterRow> {
@@ -119,6 +119,25 @@ export async function createCluster(
     },
   );
   return clusterId;
+}
+
+/**
+ * Resizes a cluster or changes its preemptible GPUs, reservation end, add-ons or config: an
+ * Update its workflow validates (refusals are 400/409), keyed by the caller's Idempotency-Key.
+ * The row after the change is accepted (resizing goes on asynchronously).
+ */
+export async function changeCluster(
+  deps: ApiDeps,
+  principal: Principal,
+  clusterId: string,
+  change: z.output<typeof UpdateClusterBody>,
+  idempotencyKey: string | undefined,
+): Promise<ClusterRow> {
+  const { db, temporal } = deps;
+  const row = await requireCluster(db, principal.projectId, clusterId);
+  if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
+  await updateCluster(temporal, row.id, updateClusterUpdate, change, idempotencyKey);
+  return (await getCluster(db, principal.projectId, row.id))!;
 }
 
 /**

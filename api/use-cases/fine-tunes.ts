@@ -3,7 +3,8 @@
  * price quoted against the organization's credit; then its row, first event and file leases in one
  * transaction, then its workflow `fine-tune/<id>`. If the workflow cannot start, the row goes again
  * with its leases (docs/decisions/0001). Cancelling one: its status and event in one transaction,
- * then its workflow is asked to stop (training stops after its current step).
+ * then its workflow is asked to stop (training stops after its current step). Deleting one: its
+ * row, events, checkpoints and leases, then every blob it stored.
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import Decimal from 'decimal.js';
@@ -14,15 +15,20 @@ import {
   deleteFineTuneRow,
   getFineTuneById,
   insertFineTune,
+  listCheckpoints,
   requestFineTuneCancel,
   type FineTuneRow,
 } from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
 import {
+  checkpointDownloadVariant,
+  FINAL_DOWNLOAD_VARIANTS,
   FINE_TUNE_RESOURCE_TYPE,
   FINISHED_FINE_TUNE_STATUSES,
+  fineTuneDownloadKey,
   fineTuneWorkflowId,
+  tokenizedDatasetArchiveKey,
   type FineTuneWorkflowInput,
 } from '../../shared/fine-tunes';
 import { fineTune } from '../../workflows/fine-tunes';
@@ -141,4 +147,35 @@ export async function cancelFineTune(deps: ApiDeps, job: FineTuneRow): Promise<v
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
+}
+
+/**
+ * Deletes a finished job and everything it stored. A job still running is a 409 unless `force`,
+ * which terminates its workflow first (its activities stop at their next heartbeat). The blob
+ * keys are listed before the row goes, since the checkpoints that name them go with it.
+ */
+export async function deleteFineTune(deps: ApiDeps, job: FineTuneRow, opts: { force: boolean }): Promise<void> {
+  const { db, temporal, blobs } = deps;
+  if (!FINISHED_FINE_TUNE_STATUSES.includes(job.status)) {
+    if (!opts.force) {
+      throw conflict(`Job '${job.id}' is ${job.status}; cancel it first, or delete with force=true.`, 'job_running');
+    }
+    try {
+      await temporal.workflow.getHandle(fineTuneWorkflowId(job.id)).terminate('deleted with force=true');
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err; // already gone: nothing to stop
+    }
+  }
+  const keys = [
+    tokenizedDatasetArchiveKey(job.id),
+    `fine-tunes/${job.id}/tokenized/train.jsonl`,
+    `fine-tunes/${job.id}/tokenized/eval.jsonl`,
+  ];
+  for (const c of await listCheckpoints(db, job.id)) {
+    keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
+    if (c.checkpoint_type === 'intermediate') keys.push(fineTuneDownloadKey(job.id, checkpointDownloadVariant(c.step)));
+  }
+  keys.push(...FINAL_DOWNLOAD_VARIANTS.map((variant) => fineTuneDownloadKey(job.id, variant)));
+  await deleteFineTuneRow(db, job.id);
+  for (const key of keys) await blobs.delete(key);
 }
