@@ -25,7 +25,8 @@ import {
   addFineTuneEvent,
   getFineTuneById,
   recordCheckpoint,
-  recordMetric,
+  recordMetrics,
+  type StepMetric,
   setTokenizedCounts,
   updateFineTune,
   type FineTuneUpdate,
@@ -307,6 +308,25 @@ export function createTrainingActivities(deps: {
     // checkpoint uploads alongside, all settled before the attempt ends.
     const work = new TrainingSideWork();
     const later = (fn: () => Promise<unknown>) => work.inOrder(fn);
+    // Metrics wait in `unsaved` and go in batches, one write in the line at a time: a trainer
+    // steps faster than a round trip, and a write per step fell far behind the training.
+    const unsaved: StepMetric[] = [];
+    let flushQueued = false;
+    const flushMetrics = async () => {
+      const batch = unsaved.splice(0, 1000);
+      flushQueued = false;
+      if (unsaved.length) queueFlush();
+      await recordMetrics(db, jobId, batch);
+    };
+    const queueFlush = () => {
+      if (flushQueued) return;
+      flushQueued = true;
+      later(flushMetrics);
+    };
+    const saveMetric = (m: StepMetric) => {
+      unsaved.push(m);
+      queueFlush();
+    };
     try {
       const result = await runTrainer({
         python,
@@ -337,18 +357,15 @@ export function createTrainingActivities(deps: {
               break;
             case 'step':
               progress = { ...progress, step: e.step };
-              later(() =>
-                recordMetric(db, {
-                  jobId,
-                  step: e.step,
-                  epoch: e.epoch,
-                  loss: e.loss,
-                  lr: e.lr,
-                  gradNorm: e.grad_norm,
-                  tokens: e.tokens,
-                  rewardMargin: e.reward_margin,
-                }),
-              );
+              saveMetric({
+                step: e.step,
+                epoch: e.epoch,
+                loss: e.loss,
+                lr: e.lr,
+                gradNorm: e.grad_norm,
+                tokens: e.tokens,
+                rewardMargin: e.reward_margin,
+              });
               break;
             case 'epoch':
               later(() =>
@@ -365,16 +382,17 @@ export function createTrainingActivities(deps: {
               );
               break;
             case 'eval':
-              later(() => recordMetric(db, { jobId, step: e.step, evalLoss: e.eval_loss }));
+              saveMetric({ step: e.step, evalLoss: e.eval_loss });
               break;
             case 'checkpoint': {
               const blobPrefix = `fine-tunes/${jobId}/checkpoints/step-${e.step}`;
               work.alongside(
-                uploadDir(blobs, e.path, blobPrefix).then((files) => {
-                  progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
-                  heartbeat();
-                  later(() =>
-                    Promise.all([
+                uploadDir(blobs, e.path, blobPrefix).then((files) =>
+                  // In line behind the writes of the steps before it: the checkpoint becomes the
+                  // point a retry resumes from (the heartbeat) only once every metric up to it is
+                  // stored, or a worker lost now would leave those steps unrecorded for good.
+                  later(async () => {
+                    await Promise.all([
                       recordCheckpoint(db, {
                         jobId,
                         step: e.step,
@@ -392,9 +410,11 @@ export function createTrainingActivities(deps: {
                           dedupKey: `checkpoint-${e.step}`,
                         },
                       }),
-                    ]),
-                  );
-                }),
+                    ]);
+                    progress = { ...progress, checkpoint: { step: e.step, blobPrefix, files } };
+                    heartbeat();
+                  }),
+                ),
               );
               break;
             }

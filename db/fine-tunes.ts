@@ -200,43 +200,51 @@ export async function listFineTuneEvents(db: Queryable, jobId: string): Promise<
   return rows;
 }
 
-export async function recordMetric(
-  db: Queryable,
-  m: {
-    jobId: string;
-    step: number;
-    epoch?: number;
-    /** Null when the trainer measured a non-finite value (a diverged loss). */
-    loss?: number | null;
-    lr?: number;
-    gradNorm?: number | null;
-    tokens?: number;
-    evalLoss?: number | null;
-    rewardMargin?: number | null;
-  },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO fine_tune_metrics (job_id, step, epoch, loss, learning_rate, grad_norm, tokens, eval_loss, reward_margin)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-     ON CONFLICT (job_id, step) DO UPDATE SET
-       epoch = coalesce(EXCLUDED.epoch, fine_tune_metrics.epoch),
-       loss = coalesce(EXCLUDED.loss, fine_tune_metrics.loss),
-       learning_rate = coalesce(EXCLUDED.learning_rate, fine_tune_metrics.learning_rate),
-       grad_norm = coalesce(EXCLUDED.grad_norm, fine_tune_metrics.grad_norm),
-       tokens = coalesce(EXCLUDED.tokens, fine_tune_metrics.tokens),
-       eval_loss = coalesce(EXCLUDED.eval_loss, fine_tune_metrics.eval_loss),
-       reward_margin = coalesce(EXCLUDED.reward_margin, fine_tune_metrics.reward_margin)`,
-    [
-      m.jobId,
+/** One step's measurements; a field left out keeps what an earlier write of that step stored. */
+export interface StepMetric {
+  step: number;
+  epoch?: number;
+  /** Null when the trainer measured a non-finite value (a diverged loss). */
+  loss?: number | null;
+  lr?: number;
+  gradNorm?: number | null;
+  tokens?: number;
+  evalLoss?: number | null;
+  rewardMargin?: number | null;
+}
+
+const METRIC_COLUMNS = ['epoch', 'loss', 'learning_rate', 'grad_norm', 'tokens', 'eval_loss', 'reward_margin'] as const;
+
+/**
+ * Stores the measurements of some steps in one statement (a trainer reports steps faster than
+ * one round trip each). Writing a step again fills in what it did not have (a step's training
+ * metrics, then its eval loss) and overwrites what it did (a step retrained after a resume).
+ */
+export async function recordMetrics(db: Queryable, jobId: string, metrics: StepMetric[]): Promise<void> {
+  if (metrics.length === 0) return;
+  // One row per step: ON CONFLICT cannot touch a row twice in one statement.
+  const bySteps = new Map<number, StepMetric>();
+  for (const m of metrics) {
+    const before = bySteps.get(m.step);
+    bySteps.set(
       m.step,
-      m.epoch ?? null,
-      m.loss ?? null,
-      m.lr ?? null,
-      m.gradNorm ?? null,
-      m.tokens ?? null,
-      m.evalLoss ?? null,
-      m.rewardMargin ?? null,
-    ],
+      before ? { ...before, ...Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) } : m,
+    );
+  }
+  const values: unknown[] = [jobId];
+  const rows = [...bySteps.values()].map((m) => {
+    const cells = [m.step, m.epoch, m.loss, m.lr, m.gradNorm, m.tokens, m.evalLoss, m.rewardMargin].map((v) => {
+      values.push(v ?? null);
+      return `$${values.length}`;
+    });
+    return `($1, ${cells.join(', ')})`;
+  });
+  await db.query(
+    `INSERT INTO fine_tune_metrics (job_id, step, ${METRIC_COLUMNS.join(', ')})
+     VALUES ${rows.join(', ')}
+     ON CONFLICT (job_id, step) DO UPDATE SET
+       ${METRIC_COLUMNS.map((c) => `${c} = coalesce(EXCLUDED.${c}, fine_tune_metrics.${c})`).join(',\n       ')}`,
+    values,
   );
 }
 
