@@ -54,9 +54,15 @@ before(async () => {
   hostServicePort = (hostService.address() as { port: number }).port;
 });
 after(async () => {
+  // Timed: this file once took two minutes after its last test under a loaded machine; say where.
+  const started = Date.now();
   await p.stop();
+  const platformSeconds = (Date.now() - started) / 1000;
   hostService.close();
   await registry.stop();
+  process.stderr.write(
+    `teardown: platform ${platformSeconds.toFixed(1)} s, image registry ${((Date.now() - started) / 1000 - platformSeconds).toFixed(1)} s\n`,
+  );
 });
 
 const api = (method: string, url: string, json?: unknown, key = a.key) =>
