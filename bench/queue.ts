@@ -22,7 +22,7 @@ import { insertDeployment } from '../db/deployments';
 import { call } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { freePort } from '../scripts/lib/ports';
-import { runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
+import { benchNodeArgs, runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
 import { compareInRounds, percentile } from './lib/rounds';
 import { createTenant } from '../test/helpers/tenants';
 import { QueueWorker } from '../worker-kit/queue-worker';
@@ -89,12 +89,12 @@ async function main() {
     const apiPort = await freePort();
     // Request logs off (warn): the reference logs nothing either.
     // The bench measures the queue: the rate limits stay in the path but never trip (UNTRIPPABLE_RATE_LIMITS).
-    const apiProcess = startProcess('api/server.ts', {
-      GANTRY_API_PORT: String(apiPort),
-      LOG_LEVEL: 'warn',
-      ...UNTRIPPABLE_RATE_LIMITS,
-    });
-    const control = startProcess('workers/control.ts', { LOG_LEVEL: 'info' });
+    const apiProcess = startProcess(
+      'api/server.ts',
+      { GANTRY_API_PORT: String(apiPort), LOG_LEVEL: 'warn', ...UNTRIPPABLE_RATE_LIMITS },
+      benchNodeArgs(),
+    );
+    const control = startProcess('workers/control.ts', { LOG_LEVEL: 'info' }, benchNodeArgs());
     const baseUrl = `http://127.0.0.1:${apiPort}`;
     const apiUp = async () => {
       for (let i = 0; i < 600; i++) {

@@ -22,6 +22,15 @@ export const UNTRIPPABLE_RATE_LIMITS = {
   GANTRY_RATE_LIMIT_ADDRESS_BURST: '1000000',
 };
 
+/**
+ * Node flags for a Gantry process a bench starts: with GANTRY_BENCH_PROFILE=<dir>, each one
+ * writes a V8 CPU profile there when it exits (open it in Chrome DevTools or speedscope).
+ */
+export function benchNodeArgs(): string[] {
+  const dir = process.env.GANTRY_BENCH_PROFILE;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(dir)}`] : [];
+}
+
 export async function withBenchPlatform<T>(
   say: (line: string) => void,
   options: Parameters<typeof startTestPlatform>[0],

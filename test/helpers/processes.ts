@@ -6,8 +6,8 @@ const ROOT = path.resolve(__dirname, '../..');
 
 export type StartedProcess = ReturnType<typeof startProcess>;
 
-export function startProcess(entry: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, entry)], {
+export function startProcess(entry: string, env: Record<string, string>, nodeArgs: string[] = []) {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
