@@ -252,15 +252,17 @@ const DISPATCHER_OVERDUE = "interval '10 seconds'";
  * dispatcher's row, so a sweep deciding when to look next sees this transaction's work.
  */
 export async function ensureDispatcherBy(tx: Queryable, deploymentId: string, by: Date): Promise<boolean> {
-  await tx.query('INSERT INTO queue_dispatchers (deployment_id) VALUES ($1) ON CONFLICT DO NOTHING', [deploymentId]);
-  const { rows } = await tx.query<{ wake: boolean }>(
-    `SELECT wake_at IS NULL OR wake_at > $2 OR wake_at < clock_timestamp() - ${DISPATCHER_OVERDUE} AS wake
-       FROM queue_dispatchers WHERE deployment_id = $1 FOR UPDATE`,
+  // One round trip: the upsert locks the row whether or not its WHERE lets it change wake_at
+  // (PostgreSQL locks the conflicting row before it tests the WHERE), and returns a row only
+  // when it inserted or moved wake_at, that is when the dispatcher must be woken.
+  const { rows } = await tx.query(
+    `INSERT INTO queue_dispatchers AS d (deployment_id, wake_at) VALUES ($1, $2)
+     ON CONFLICT (deployment_id) DO UPDATE SET wake_at = EXCLUDED.wake_at
+      WHERE d.wake_at IS NULL OR d.wake_at > EXCLUDED.wake_at OR d.wake_at < clock_timestamp() - ${DISPATCHER_OVERDUE}
+     RETURNING 1`,
     [deploymentId, by],
   );
-  if (!rows[0]?.wake) return false;
-  await tx.query('UPDATE queue_dispatchers SET wake_at = $2 WHERE deployment_id = $1', [deploymentId, by]);
-  return true;
+  return rows.length > 0;
 }
 
 export interface Sweep {
