@@ -113,30 +113,16 @@ export async function claimNextJob(
   beforeCommit: (job: JobRow, token: string, tx: Queryable) => Promise<void>,
 ): Promise<Claim | null> {
   const client: pg.PoolClient = await db.connect();
-  let locked = false;
   try {
     await client.query('BEGIN');
-    // Claims of one queue are assigned one at a time (claimed_at is taken here), so the claim
-    // order is the priority order exactly. The lock is let go as soon as this claim has its
-    // row, so claims of different jobs start their timer workflows side by side.
-    await client.query('SELECT pg_advisory_lock(hashtext($1))', [`queue:${c.deploymentId}`]);
-    locked = true;
+    // One statement (migration 026): the queue's claims are taken one at a time, in priority order.
     const token = randomBytes(16).toString('hex');
-    const { rows } = await client.query<JobRow>(
-      `UPDATE queue_jobs
-          SET status = 'running', claim_token = $2, claim_worker = $3, claim_timeout_ms = $4::integer,
-              claimed_at = clock_timestamp(),
-              claim_expires_at = clock_timestamp() + make_interval(secs => $4::integer / 1000.0),
-              history = history || ${historyEntry('running', '$3')}
-        WHERE id = (SELECT id FROM queue_jobs
-                     WHERE deployment_id = $1 AND status = 'pending'
-                     ORDER BY priority DESC, seq
-                     LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING *`,
-      [c.deploymentId, token, c.worker, c.timeoutMs],
-    );
-    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`queue:${c.deploymentId}`]);
-    locked = false;
+    const { rows } = await client.query<JobRow>('SELECT * FROM queue_claim_next($1, $2, $3, $4)', [
+      c.deploymentId,
+      token,
+      c.worker,
+      c.timeoutMs,
+    ]);
     if (!rows[0]) {
       await client.query('ROLLBACK');
       return null;
@@ -146,8 +132,6 @@ export async function claimNextJob(
     return { job: rows[0], token };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
-    if (locked)
-      await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`queue:${c.deploymentId}`]).catch(() => undefined);
     throw err;
   } finally {
     client.release();
