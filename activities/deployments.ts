@@ -17,6 +17,7 @@ import {
   type ReplicaLaunch,
 } from '../shared/deployments';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { recordRevision } from '../db/deployment-revisions';
 import {
   deleteDeploymentRow,
   listReplicas,
@@ -61,6 +62,7 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
     }) {
       const before = await containerSnapshot(db, deploymentId);
       await projectDeployment(db, deploymentId, state, version, generation);
+      await recordRevision(db, { deploymentId, revision: state.revision, spec: state.spec });
       await noteContainerChange(db, deploymentId, before, state);
     },
     /** Jobs waiting or running in the deployment's queue (the QueueBacklogPerWorker signal). */

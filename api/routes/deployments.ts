@@ -7,7 +7,8 @@
  */
 import path from 'node:path';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
-import { REVISION_ENV } from '../../shared/deployments';
+import { REVISION_ENV, type DeploymentSpec } from '../../shared/deployments';
+import { getRevision, listRevisions, type RevisionRow } from '../../db/deployment-revisions';
 import { newId } from '../../platform/ids';
 import {
   deleteSecret,
@@ -31,6 +32,7 @@ import {
   changeContainerDeployment,
   deployContainer,
   destroyContainerDeployment,
+  rollbackContainerDeployment,
 } from '../use-cases/container-deployments';
 import {
   CreateDeploymentBody,
@@ -44,6 +46,11 @@ import {
   SecretListSchema,
   CreateSecretBody,
   UpdateSecretBody,
+  DeploymentRevisionEventListSchema,
+  DeploymentRevisionParams,
+  DeploymentRevisionSchema,
+  ListDeploymentRevisionsQuery,
+  RollbackDeploymentBody,
 } from '../schemas/deployments';
 import { DeletedResponse, IdParams } from '../schemas/common';
 
@@ -57,6 +64,25 @@ const toSecret = (s: SecretRow) => ({
   last_updated_by: s.last_updated_by,
   created_at: iso(s.created_at),
   updated_at: iso(s.updated_at),
+});
+
+const toRevisionEvent = (r: RevisionRow) => ({
+  object: 'revision_event' as const,
+  // Each activation is a revision of its own here (a rollback is counted as the next one).
+  event_number: r.revision,
+  action: r.action,
+  revision_id: String(r.revision),
+  revision_number: r.revision,
+  image: r.spec.image,
+  activated_at: iso(r.created_at),
+  ...(r.rolled_back_to ? { rolled_back_to: String(r.rolled_back_to) } : {}),
+});
+
+const toRevision = (revision: number, spec: DeploymentSpec, createdAt: Date) => ({
+  ...spec,
+  object: 'revision' as const,
+  revision_id: String(revision),
+  created_at: iso(createdAt),
 });
 
 async function toDeployment(db: Db, row: DeploymentRow) {
@@ -282,6 +308,58 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
       await changeContainerDeployment(deps, principal, row, body, idempotencyKey);
+      return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/:id/revisions',
+    operationId: 'listDeploymentRevisions',
+    summary: 'The revision history of a deployment, newest first (the 50 newest revisions are kept)',
+    tags: ['deployments'],
+    params: IdParams,
+    query: ListDeploymentRevisionsQuery,
+    errors: [404],
+    response: { status: 200, description: 'Revision events', schema: DeploymentRevisionEventListSchema },
+    handler: async ({ params, query, principal }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      const revisions = await listRevisions(db, row.id, query);
+      return { object: 'list' as const, data: revisions.map(toRevisionEvent) };
+    },
+  });
+  router.add({
+    method: 'get',
+    path: '/deployments/:id/revisions/:revision',
+    operationId: 'getDeploymentRevision',
+    summary: "A revision's spec; the deployment's current revision is always available",
+    tags: ['deployments'],
+    params: DeploymentRevisionParams,
+    errors: [404],
+    response: { status: 200, description: 'The revision', schema: DeploymentRevisionSchema },
+    handler: async ({ params, principal }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      const revision = Number(params.revision);
+      const kept = await getRevision(db, row.id, revision);
+      if (kept) return toRevision(kept.revision, kept.spec, kept.created_at);
+      if (revision === row.state.revision) return toRevision(revision, row.state.spec, row.updated_at);
+      throw notFound(`Revision ${revision} of deployment '${row.name}' is not kept.`, 'revision_not_found');
+    },
+  });
+  router.add({
+    method: 'post',
+    path: '/deployments/:id/rollback',
+    operationId: 'rollbackDeployment',
+    summary: "Re-apply an earlier revision's spec: replicas roll to it as to any change",
+    tags: ['deployments'],
+    params: IdParams,
+    body: RollbackDeploymentBody,
+    errors: [404, 409],
+    idempotencyKey: true,
+    response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
+    handler: async ({ params, body, principal, idempotencyKey }) => {
+      const row = await requireDeployment(principal.projectId, params.id);
+      await requireUnmanaged(row);
+      await rollbackContainerDeployment(deps, principal, row, Number(body.revision_identifier), idempotencyKey);
       return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
     },
   });

@@ -1,7 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
 import { REVISION_ENV } from '../../shared/deployments';
-import { DnsLabelName, INT4_MAX, QueryFlag, listOf } from './common';
+import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
 const EnvVar = z
@@ -115,6 +115,35 @@ export const DeploymentSchema = z
   .catchall(z.unknown())
   .meta({ id: 'Deployment' });
 export const DeploymentListSchema = listOf(DeploymentSchema);
+
+// ---- revisions (the SDK's beta.jig list_revisions, retrieve_revision, rollback) ----
+
+/** A revision is named by its number (its id is the same number, as TOGETHER_DEPLOYMENT_REVISION_ID says). */
+const RevisionNumber = z.string().regex(/^[1-9]\d{0,8}$/, 'a revision number');
+export const DeploymentRevisionParams = z.object({ id: ResourceId, revision: RevisionNumber });
+export const ListDeploymentRevisionsQuery = z.object({
+  before: z.coerce.number().int().min(1).max(INT4_MAX).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(10),
+});
+export const RollbackDeploymentBody = z.object({ revision_identifier: RevisionNumber });
+export const DeploymentRevisionEventSchema = z
+  .object({
+    object: z.literal('revision_event'),
+    event_number: z.number().int(),
+    action: z.enum(['create', 'update', 'rollback']),
+    revision_id: z.string(),
+    revision_number: z.number().int(),
+    image: z.string(),
+    activated_at: IsoDateTime,
+    rolled_back_to: z.string().optional().describe('For a rollback: the revision whose spec it re-applied'),
+  })
+  .meta({ id: 'DeploymentRevisionEvent' });
+export const DeploymentRevisionEventListSchema = listOf(DeploymentRevisionEventSchema);
+/** A revision's spec, as it was when the revision was made. */
+export const DeploymentRevisionSchema = z
+  .object({ object: z.literal('revision'), revision_id: z.string(), created_at: IsoDateTime, image: z.string() })
+  .catchall(z.unknown())
+  .meta({ id: 'DeploymentRevision' });
 
 export const DeploymentLogsQuery = z.object({
   replica_id: z.string().max(256).optional(),

@@ -19,7 +19,8 @@ import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput
 import { deleteDeploymentUpdate, deployment, updateDeploymentUpdate } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { pinMounts } from '../deployment-mounts';
-import { ApiError, badRequest, conflict } from '../errors';
+import { ApiError, badRequest, conflict, notFound } from '../errors';
+import { getRevision, recordRevision, RETAINED_REVISIONS } from '../../db/deployment-revisions';
 import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 
 /**
@@ -59,6 +60,7 @@ export async function startContainerDeployment(
     workflowId: deploymentWorkflowId(id),
     state: { revision: 1, spec, desired_replicas: spec.min_replicas, status: 'Updating', deleted: false },
   });
+  await recordRevision(db, { deploymentId: id, revision: 1, spec });
   await d.beforeStart?.(id).catch(async (err: unknown) => {
     await deleteDeploymentRow(db, id);
     throw err;
@@ -171,6 +173,29 @@ export async function changeContainerDeployment(
   } catch (err) {
     throw refused(row, err);
   }
+}
+
+/**
+ * Rolls a deployment back to an earlier revision: that revision's spec (its name aside) is applied
+ * as a change, so the workflow rolls the replicas to it as it rolls any change, and the projection
+ * records the new revision as a rollback to that one (db/deployment-revisions.ts).
+ */
+export async function rollbackContainerDeployment(
+  deps: ApiDeps,
+  principal: Principal,
+  row: DeploymentRow,
+  revision: number,
+  idempotencyKey?: string,
+): Promise<void> {
+  const target = await getRevision(deps.db, row.id, revision);
+  if (!target) {
+    throw notFound(
+      `Revision ${revision} of deployment '${row.name}' is not kept (the ${RETAINED_REVISIONS} newest are).`,
+      'revision_not_found',
+    );
+  }
+  const { name: _name, ...spec } = target.spec;
+  await changeContainerDeployment(deps, principal, row, spec, idempotencyKey);
 }
 
 /** Deletes a deployment through its workflow; one whose workflow had ended is torn down by a new run. */

@@ -2,7 +2,7 @@
  * Container deployments with the official Python CLI's `beta jig` (PyPI `together`, pinned), where
  * it runs without building an image: deploy an existing image from a jig.toml (the CLI waits for a
  * replica of the new revision), status, list, logs, the queue (submit, job status, queue status),
- * destroy; and the SDK's billing usage, paged as it pages. The test platform's container host runs
+ * the SDK's revision history and rollback, destroy; and the SDK's billing usage, paged as it pages. The test platform's container host runs
  * replicas as processes (its `command`); the isolation of images is test/deployments/podman-isolation.
  */
 import assert from 'node:assert/strict';
@@ -90,6 +90,69 @@ test('the queue from the CLI: submit a job, see it queued, read the queue', asyn
   assert.equal(job.status, 'pending');
   const queue = await togetherJson(cli, '--project', t.projectId, 'beta', 'jig', 'queue-status');
   assert.ok(queue.messages_waiting >= 1 || queue.total_jobs >= 1, JSON.stringify(queue));
+});
+
+test("the SDK's revision history: a change is revision 2, a rollback to 1 is revision 3 running 1's spec", async () => {
+  const revisionOf = (d: any) =>
+    d.environment_variables.find((e: any) => e.name === 'TOGETHER_DEPLOYMENT_REVISION_ID')?.value;
+  const greetingOf = (d: any) => d.environment_variables.find((e: any) => e.name === 'GREETING')?.value;
+  const changed = await call(p.baseUrl, 'PATCH', '/v1/deployments/py-jig', {
+    key: t.key,
+    json: { environment_variables: [{ name: 'GREETING', value: 'changed' }] },
+  });
+  assert.equal(changed.status, 200, JSON.stringify(changed.body));
+  assert.equal(revisionOf(changed.body), '2');
+
+  const seen = await pythonSdk(
+    cli,
+    `
+import json
+from together import Together
+client = Together()
+jig = client.beta.jig
+history = jig.list_revisions("py-jig")
+first = jig.retrieve_revision("1", id="py-jig")
+rolled = jig.rollback("py-jig", revision_identifier="1")
+print(json.dumps({
+    "history": [[e.event_number, e.action, e.revision_id, e.image] for e in history.data],
+    "first": {"image": first.image, "env": [[v.name, v.value] for v in first.environment_variables]},
+    "rolled": {v.name: v.value for v in rolled.environment_variables},
+}))
+`,
+  );
+  assert.deepEqual(seen.history, [
+    [2, 'update', '2', 'example/http-replica:1'],
+    [1, 'create', '1', 'example/http-replica:1'],
+  ]);
+  assert.equal(seen.first.image, 'example/http-replica:1');
+  assert.deepEqual(
+    seen.first.env.find(([name]: string[]) => name === 'GREETING'),
+    ['GREETING', 'hello from jig'],
+    "revision 1's variables, as jig deploy set them",
+  );
+  assert.equal(seen.rolled.GREETING, 'hello from jig', "the rollback answers with revision 1's spec");
+  assert.equal(seen.rolled.TOGETHER_DEPLOYMENT_REVISION_ID, '3', 'counted as the next revision');
+
+  // The replicas roll to it as to any change; the history names the revision it came from.
+  const d = await eventually(
+    () => call(p.baseUrl, 'GET', '/v1/deployments/py-jig', { key: t.key }).then((r) => r.body),
+    (x: any) =>
+      x.status === 'Ready' &&
+      x.replica_events &&
+      Object.values(x.replica_events).some((e: any) => e.revision_id === '3'),
+    60_000,
+  );
+  assert.equal(greetingOf(d), 'hello from jig');
+  const history = (await call(p.baseUrl, 'GET', '/v1/deployments/py-jig/revisions?limit=1', { key: t.key })).body;
+  assert.deepEqual(
+    history.data.map((e: any) => [e.event_number, e.action, e.rolled_back_to]),
+    [[3, 'rollback', '1']],
+  );
+  const gone = await call(p.baseUrl, 'POST', '/v1/deployments/py-jig/rollback', {
+    key: t.key,
+    json: { revision_identifier: '99' },
+  });
+  assert.equal(gone.status, 404);
 });
 
 test('jig destroy removes the deployment', async () => {
