@@ -1,7 +1,13 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { Express } from 'express';
 
-/** Listens on host:port; `close()` stops accepting and resolves once in-flight requests are done. */
+/** How long in-flight requests get to finish when a server closes (a claim long-polls up to 20 s). */
+export const CLOSE_GRACE_MS = 25_000;
+
+/**
+ * Listens on host:port; `close()` stops accepting and resolves once in-flight requests are done
+ * (see `closeGracefully`).
+ */
 export async function listen(
   app: Express,
   port: number,
@@ -10,5 +16,36 @@ export async function listen(
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(port, host, () => resolve(s)).on('error', reject);
   });
-  return { server, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  const close = closeGracefully(server);
+  return { server, close };
+}
+
+/**
+ * Prepares `server` to close gracefully and returns the function that closes it. `server.close()`
+ * alone stops accepting connections but keeps serving requests on the open keep-alive ones, so a
+ * client that asks again at once (a queue worker's next claim) held the server open for minutes.
+ * Once closing, every response still to be sent says `Connection: close`, so each connection ends
+ * after its current request; what is still open after `graceMs` is cut.
+ */
+export function closeGracefully(server: Server, graceMs = CLOSE_GRACE_MS): () => Promise<void> {
+  const unanswered = new Set<ServerResponse>();
+  let closing = false;
+  // Before the app's own listener, so the header is set before any response can be sent.
+  server.prependListener('request', (_req, res: ServerResponse) => {
+    if (closing) res.setHeader('connection', 'close');
+    unanswered.add(res);
+    res.once('close', () => unanswered.delete(res));
+  });
+  return () =>
+    new Promise<void>((resolve) => {
+      closing = true;
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+      const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+      cut.unref();
+      server.close(() => {
+        clearTimeout(cut);
+        resolve();
+      });
+      server.closeIdleConnections();
+    });
 }

@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { createApp, registeredRoutes } from '../../api/app';
+import { closeGracefully } from '../../api/listen';
 import type { RegisteredRoute } from '../../api/route';
 import { createGatewayApp } from '../../gateway/app';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../platform/config';
@@ -93,6 +94,7 @@ export async function startTestPlatform(
   }
   // Listen first: pre-signed URLs must name the port this API really serves.
   const server = createServer();
+  const closeServer = closeGracefully(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config: GantryConfig = { ...base, publicUrl: baseUrl };
@@ -198,7 +200,7 @@ export async function startTestPlatform(
           .terminate('the test file finished')
           .catch(() => undefined); // it ended meanwhile
       }
-      await new Promise<void>((r) => server.close(() => r()));
+      await closeServer();
       gateway.closeAllConnections();
       await new Promise<void>((r) => gateway.close(() => r()));
       for (const w of workers) w.shutdown();
