@@ -7,40 +7,7 @@
  * null when nothing was measured (no request in the window), except in-flight, where no request is 0.
  */
 import type { MetricRule } from '../shared/rollouts';
-import { ROUTER_LATENCY_BUCKETS_MS, type RouterSecond } from '../db/router-stats';
-
-export function routerTotals(seconds: RouterSecond[]) {
-  const t = { requests: 0, errors: 0, latencySum: 0, latencyMin: Infinity, latencyMax: 0 };
-  for (const s of seconds) {
-    t.requests += s.requests;
-    t.errors += s.errors;
-    t.latencySum += s.latencySum;
-    t.latencyMin = Math.min(t.latencyMin, s.latencyMin);
-    t.latencyMax = Math.max(t.latencyMax, s.latencyMax);
-  }
-  return t;
-}
-
-/** The value at `percentile` of the histogram, interpolated inside its bucket and kept within the observed range. */
-export function histogramPercentile(seconds: RouterSecond[], percentile: number): number | null {
-  const buckets = new Array<number>(ROUTER_LATENCY_BUCKETS_MS.length + 1).fill(0);
-  for (const s of seconds) s.buckets.forEach((n, i) => (buckets[i] += n));
-  const total = buckets.reduce((a, b) => a + b, 0);
-  if (!total) return null;
-  const { latencyMin, latencyMax } = routerTotals(seconds);
-  const rank = (percentile / 100) * total;
-  let below = 0;
-  for (let i = 0; i < buckets.length; i++) {
-    if (below + buckets[i] >= rank && buckets[i] > 0) {
-      const lower = i === 0 ? 0 : ROUTER_LATENCY_BUCKETS_MS[i - 1];
-      const upper = i < ROUTER_LATENCY_BUCKETS_MS.length ? ROUTER_LATENCY_BUCKETS_MS[i] : latencyMax;
-      const value = lower + ((upper - lower) * (rank - below)) / buckets[i];
-      return Math.min(latencyMax, Math.max(latencyMin, value));
-    }
-    below += buckets[i];
-  }
-  return latencyMax;
-}
+import { histogramPercentile, routerTotals, type RouterSecond } from '../db/router-stats';
 
 export function measureMetric(seconds: RouterSecond[], rule: MetricRule, windowSeconds: number): number | null {
   const totals = routerTotals(seconds);

@@ -17,9 +17,9 @@ import {
 import { addEndpointEvent, getEndpointDeployment, newEtag, updateEndpoint, type EndpointEvent } from '../db/endpoints';
 import { withTransaction, type Db } from '../db/pool';
 import { recordRolloutSnapshot } from '../db/rollouts';
-import { routerSeconds } from '../db/router-stats';
+import { routerSeconds, routerTotals } from '../db/router-stats';
 import { deploymentState } from '../shared/endpoint-state';
-import { measureMetric, routerTotals } from './rollout-metrics';
+import { measureMetric } from './rollout-metrics';
 
 export interface RolloutPair {
   rolloutId: string;

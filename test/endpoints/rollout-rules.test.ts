@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { histogramPercentile, measureMetric } from '../../activities/rollout-metrics';
+import { measureMetric } from '../../activities/rollout-metrics';
+import { histogramPercentile } from '../../db/router-stats';
 import { checkMetricRule, judgeMetric, planSteps, type MetricRule } from '../../shared/rollouts';
 import { ROUTER_LATENCY_BUCKETS_MS, type RouterSecond } from '../../db/router-stats';
 
