@@ -31,6 +31,7 @@ import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
 import { addEndpointRoutes, addRetiredEndpointRoutes } from './routes/endpoints';
 import { addEndpointAdapterRoutes } from './routes/endpoint-adapters';
+import { addEndpointAnalyticsRoutes } from './routes/endpoint-analytics';
 import { addEndpointExperimentRoutes } from './routes/endpoint-experiments';
 import { addRolloutRoutes } from './routes/rollouts';
 import { addEndpointFaultRoutes } from './routes/endpoint-faults';
@@ -96,6 +97,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addModelConfigRoutes(v2, v1, deps);
   addEndpointAdapterRoutes(v2, deps);
   addEndpointExperimentRoutes(v2, deps);
+  addEndpointAnalyticsRoutes(v2, deps);
   addRolloutRoutes(v2, deps);
   addEndpointRoutes(v2, deps);
   addRetiredEndpointRoutes(v1);

@@ -207,3 +207,19 @@ export async function meterOpenIntervals(db: Db, now = new Date()): Promise<numb
   }
   return rows.length;
 }
+
+/** Quantities a resource recorded per product in [fromMs, toMs) (an endpoint's tokens, say). */
+export async function resourceUsageByProduct(
+  db: Queryable,
+  resourceId: string,
+  fromMs: number,
+  toMs: number,
+): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ product: string; quantity: string }>(
+    `SELECT product, sum(quantity)::text AS quantity FROM usage_records
+      WHERE resource_id = $1 AND occurred_at >= to_timestamp($2::float8 / 1000) AND occurred_at < to_timestamp($3::float8 / 1000)
+      GROUP BY product`,
+    [resourceId, fromMs, toMs],
+  );
+  return new Map(rows.map((r) => [r.product, Number(r.quantity)]));
+}

@@ -453,3 +453,61 @@ export const EmptyExperimentList = z.object({
   data: z.array(z.object({ id: z.string(), name: z.string() })).max(0),
   next_cursor: z.null(),
 });
+
+// ---- analytics (the SDK's beta.endpoints.analytics) ----
+
+export const EndpointAnalyticsQuery = z.object({
+  deploymentId: ResourceId.optional(),
+  startTime: IsoDateTime.optional(),
+  endTime: IsoDateTime.optional(),
+  granularity: z
+    .string()
+    .regex(/^[1-9]\d{0,3}[mhd]$/, 'a duration such as 1m, 1h or 1d')
+    .default('1d'),
+  includeTimeSeries: QueryFlag.optional(),
+});
+const AnalyticsTimeRange = z.object({ startTime: IsoDateTime, endTime: IsoDateTime });
+const AnalyticsMetrics = z.object({
+  endpointId: z.string(),
+  deploymentId: z.string().optional(),
+  requestMetrics: z.object({
+    totalRequests: z.string(),
+    successfulRequests: z.string(),
+    failedRequests: z.string(),
+    requestsPerSecond: z.number(),
+  }),
+  errorMetrics: z.object({ errorRate: z.number().describe('Percentage in [0, 100]') }),
+  latencyMetrics: z.object({
+    latencyP50Ms: z.number().optional(),
+    latencyP90Ms: z.number().optional(),
+    latencyP99Ms: z.number().optional(),
+  }),
+  throughputMetrics: z.object({ requestsPerSecond: z.number() }),
+  tokenMetrics: z
+    .object({
+      totalInputTokens: z.string(),
+      totalOutputTokens: z.string(),
+      avgInputTokens: z.number().optional(),
+      avgOutputTokens: z.number().optional(),
+    })
+    .optional()
+    .describe("The endpoint's tokens (the gateway counts them per endpoint, not per deployment)"),
+});
+const AnalyticsTimeSeries = z.array(z.object({ timestamp: IsoDateTime, values: z.record(z.string(), z.number()) }));
+export const EndpointAnalyticsSchema = z
+  .object({
+    endpointId: z.string(),
+    timeRange: AnalyticsTimeRange,
+    metrics: AnalyticsMetrics,
+    timeSeries: AnalyticsTimeSeries.optional(),
+    deploymentAnalytics: z.array(
+      z.object({
+        deploymentId: z.string(),
+        endpointId: z.string(),
+        timeRange: AnalyticsTimeRange,
+        metrics: AnalyticsMetrics,
+        timeSeries: AnalyticsTimeSeries.optional(),
+      }),
+    ),
+  })
+  .meta({ id: 'EndpointAnalytics' });
