@@ -20,7 +20,7 @@ import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { createTenant } from '../test/helpers/tenants';
 import { freePort } from '../scripts/lib/ports';
-import { runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
+import { benchNodeArgs, runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
 import { nginxAvailable, startNginxProxy } from './lib/nginx';
 import { compareInRounds, percentile } from './lib/rounds';
 import { runningReplicaPorts } from '../db/deployments';
@@ -60,11 +60,11 @@ async function main() {
   await withBenchPlatform(say, { env }, async (platform) => {
     const tenant = await createTenant(platform.db);
     const gatewayPort = await freePort();
-    const gateway = startProcess('gateway/server.ts', {
-      GANTRY_GATEWAY_PORT: String(gatewayPort),
-      LOG_LEVEL: 'warn',
-      ...UNTRIPPABLE_RATE_LIMITS,
-    });
+    const gateway = startProcess(
+      'gateway/server.ts',
+      { GANTRY_GATEWAY_PORT: String(gatewayPort), LOG_LEVEL: 'warn', ...UNTRIPPABLE_RATE_LIMITS },
+      benchNodeArgs(),
+    );
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
     try {
       while (
