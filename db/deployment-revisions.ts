@@ -29,10 +29,13 @@ export async function recordRevision(
   db: Queryable,
   r: { deploymentId: string; revision: number; spec: DeploymentSpec },
 ): Promise<void> {
-  // Most projections show a revision already recorded: one statement, which inserts nothing.
+  // Most projections show a revision already recorded: one statement, which inserts nothing. A
+  // late projection of a deployment whose row is gone inserts nothing either (a foreign-key error
+  // would fail the projection activity on every retry).
   const { rowCount } = await db.query(
     `INSERT INTO deployment_revisions (deployment_id, revision, action, spec)
-     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+     SELECT id, $2, $3, $4 FROM deployments WHERE id = $1
+     ON CONFLICT DO NOTHING`,
     [r.deploymentId, r.revision, r.revision === 1 ? 'create' : 'update', r.spec],
   );
   if (!rowCount) return;
