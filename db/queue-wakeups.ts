@@ -1,16 +1,21 @@
 /**
  * Wakes claim long-polls when their queue gets a pending job, so a waiting
  * worker holds no database connection and costs no queries while it waits:
- * PostgreSQL notifies channel gantry_queue with the deployment's id (migration
- * 021), and every claim waiting on that deployment tries again.
+ * channel gantry_queue carries the deployment's id, and every claim waiting on
+ * that deployment tries again. A submit announces its job after the commit
+ * (`jobPending`: its own process's claims at once, the other processes by one
+ * notification at a time per queue, migration 029); a job back in the queue
+ * is notified by PostgreSQL (migration 021's trigger).
  *
  * A version per deployment closes the gap between a claim's empty query and
  * its wait: `wait` returns at once when a notification arrived since the
  * version the caller read before querying. While the notification channel is
  * down, waits end after a short interval, so claims fall back to polling.
  */
+import { randomUUID } from 'node:crypto';
 import type { Logger } from '../platform/logger';
 import { NotificationListener } from './notification-listener';
+import type { Queryable } from './pool';
 
 const CHANNEL = 'gantry_queue';
 /** How often a waiting claim re-checks the table while notifications may be missed. */
@@ -20,10 +25,20 @@ export class QueueWakeups {
   private readonly channel: NotificationListener;
   private readonly versions = new Map<string, number>();
   private readonly waiters = new Map<string, Set<() => void>>();
+  /** Marks this process's own notifications, which it has acted on already. */
+  private readonly sender = randomUUID();
+  /** Queues with a notification on its way; true when another is due after it. */
+  private readonly notifying = new Map<string, boolean>();
 
-  constructor(databaseUrl: string, logger: Logger) {
+  constructor(
+    databaseUrl: string,
+    private readonly logger: Logger,
+  ) {
     this.channel = new NotificationListener(databaseUrl, logger, 'queue claims')
-      .on(CHANNEL, (deploymentId) => this.wake(deploymentId))
+      .on(CHANNEL, (payload) => {
+        const [deploymentId, sender] = payload.split('\n');
+        if (sender !== this.sender) this.wake(deploymentId);
+      })
       // Back up: whatever was notified while down is unknown, so every waiter looks again.
       .onState((up) => up && [...this.waiters.keys()].forEach((id) => this.wake(id)));
   }
@@ -65,6 +80,33 @@ export class QueueWakeups {
     });
   }
 
+  /**
+   * A job was submitted to the deployment's queue and committed: this process's waiting claims try
+   * again at once, and a notification tells the other processes. While one is on its way, later
+   * jobs of the same queue ride on the next one: under load, one notification covers many jobs.
+   */
+  jobPending(db: Queryable, deploymentId: string): void {
+    this.wake(deploymentId);
+    if (this.notifying.has(deploymentId)) {
+      this.notifying.set(deploymentId, true);
+      return;
+    }
+    this.notifying.set(deploymentId, false);
+    const send = (): void =>
+      void notifyJobPending(db, deploymentId, this.sender)
+        .catch((err: Error) =>
+          // Claims waiting in other processes find the job when their wait ends.
+          this.logger.warn({ err: err.message, deploymentId }, 'could not notify other API processes of a queued job'),
+        )
+        .finally(() => {
+          if (this.notifying.get(deploymentId)) {
+            this.notifying.set(deploymentId, false);
+            send();
+          } else this.notifying.delete(deploymentId);
+        });
+    send();
+  }
+
   /** Claims waiting on the deployment's queue now (what an operator or a test can watch). */
   waiting(deploymentId: string): number {
     return this.waiters.get(deploymentId)?.size ?? 0;
@@ -76,4 +118,9 @@ export class QueueWakeups {
     if (this.versions.size > 10_000) this.versions.clear();
     for (const done of [...(this.waiters.get(deploymentId) ?? [])]) done();
   }
+}
+
+/** Tells every process's waiting claims that the deployment's queue has a job (for a process with no QueueWakeups). */
+export async function notifyJobPending(db: Queryable, deploymentId: string, sender = ''): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [CHANNEL, `${deploymentId}\n${sender}`]);
 }

@@ -1,11 +1,10 @@
 /**
  * The job queue's store. PostgreSQL gives what Temporal's task-queue priority
- * cannot: strict order. Claims of one deployment's queue are serialized by a
- * transaction-scoped advisory lock and take the highest priority, then the
+ * cannot: strict order. Claims of one deployment's queue are serialized by an
+ * advisory lock (migration 026) and take the highest priority, then the
  * earliest submission, so the claim order is exactly the priority order.
  */
 import { randomBytes } from 'node:crypto';
-import type pg from 'pg';
 import { withTransaction, type Db, type Queryable } from './pool';
 
 export type JobStatus = 'pending' | 'running' | 'done' | 'failed' | 'canceled';
@@ -36,18 +35,23 @@ export interface JobRow {
 const historyEntry = (status: string, note: string | null = null) =>
   `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', '${status}', 'at', clock_timestamp(), 'note', ${note ?? 'null'}::text)))`;
 
-/** Submits a job to the named deployment's queue in one statement; false when the project has no such deployment. */
+/**
+ * Submits a job to the named deployment's queue in one statement. Returns the deployment's id
+ * (whose waiting claims the caller wakes: queue-wakeups.ts), or null when the project has no such
+ * deployment.
+ */
 export async function submitJob(
   db: Queryable,
   j: { id: string; projectId: string; model: string; priority: number; payload: object; info: object },
-): Promise<boolean> {
-  const { rowCount } = await db.query(
+): Promise<string | null> {
+  const { rows } = await db.query<{ deployment_id: string }>(
     `INSERT INTO queue_jobs (id, project_id, deployment_id, model, status, priority, payload, info, history)
      SELECT $1, $2, d.id, $3, 'pending', $4, $5, $6, ${historyEntry('pending')}
-       FROM deployments d WHERE d.project_id = $2 AND d.name = $3`,
+       FROM deployments d WHERE d.project_id = $2 AND d.name = $3
+     RETURNING deployment_id`,
     [j.id, j.projectId, j.model, j.priority, j.payload, j.info],
   );
-  return (rowCount ?? 0) > 0;
+  return rows[0]?.deployment_id ?? null;
 }
 
 export async function getJob(db: Queryable, projectId: string, model: string, id: string): Promise<JobRow | null> {
@@ -101,75 +105,97 @@ export interface Claim {
   token: string;
 }
 
-/**
- * Claims the next job in strict order (priority desc, then submission) inside
- * one transaction; `beforeCommit` runs in that transaction while the claim is
- * still uncommitted (it makes sure the queue's dispatcher will look at the
- * claim by its deadline: if that fails, nothing was claimed).
- */
-export async function claimNextJob(
-  db: Db,
-  c: { deploymentId: string; worker: string; timeoutMs: number },
-  beforeCommit: (job: JobRow, token: string, tx: Queryable) => Promise<void>,
-): Promise<Claim | null> {
-  const client: pg.PoolClient = await db.connect();
-  try {
-    await client.query('BEGIN');
-    // One statement (migration 026): the queue's claims are taken one at a time, in priority order.
-    const token = randomBytes(16).toString('hex');
-    const { rows } = await client.query<JobRow>('SELECT * FROM queue_claim_next($1, $2, $3, $4)', [
-      c.deploymentId,
-      token,
-      c.worker,
-      c.timeoutMs,
-    ]);
-    if (!rows[0]) {
-      await client.query('ROLLBACK');
-      return null;
-    }
-    await beforeCommit(rows[0], token, client);
-    await client.query('COMMIT');
-    return { job: rows[0], token };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+export interface ClaimAttempt {
+  /** The deployment whose queue was looked at; null when the project has no deployment of that name. */
+  deploymentId: string | null;
+  /** The job taken, with its claim token; null when the queue had no pending job. */
+  claim: Claim | null;
+  /**
+   * The queue's dispatcher must be woken to watch this claim (it is not running, would look too
+   * late, or is overdue). The caller wakes it, or gives the job back with `releaseClaim`.
+   */
+  wakeDispatcher: boolean;
 }
 
-/** A worker's update: merges info, extends the claim. Null when the claim is no longer the worker's. */
-export async function touchJob(db: Queryable, id: string, token: string, info: object): Promise<JobRow | null> {
+/**
+ * Takes the next job of a project's queue in strict order (priority desc, then submission), in one
+ * statement (migration 028, queue_claim): the deployment's lookup, the claim and the dispatcher's
+ * wake time commit together.
+ */
+export async function claimJob(
+  db: Queryable,
+  c: { projectId: string; model: string; worker: string; timeoutMs: number },
+): Promise<ClaimAttempt> {
+  const token = randomBytes(16).toString('hex');
+  const { rows } = await db.query<JobRow & { claim_deployment: string; wake_dispatcher: boolean }>(
+    `SELECT c.claim_deployment, c.wake_dispatcher, (c.claim_job).*
+       FROM queue_claim($1, $2, $3, $4, $5, ${DISPATCHER_OVERDUE}) c`,
+    [c.projectId, c.model, token, c.worker, c.timeoutMs],
+  );
+  const row = rows[0];
+  if (!row) return { deploymentId: null, claim: null, wakeDispatcher: false };
+  const { claim_deployment: deploymentId, wake_dispatcher: wakeDispatcher, ...job } = row;
+  return { deploymentId, claim: job.id ? { job, token } : null, wakeDispatcher };
+}
+
+/**
+ * Gives a claim back before its worker has seen it, when the queue's dispatcher could not be woken
+ * to watch it: the job is pending again with no retry counted, and the dispatcher's wake time is
+ * cleared, so the next claim wakes (or starts) it. No claim stays that no timer watches.
+ */
+export async function releaseClaim(db: Queryable, deploymentId: string, claim: Claim): Promise<void> {
+  await db.query(
+    `WITH released AS (
+       UPDATE queue_jobs SET status = 'pending', claim_token = NULL, claim_worker = NULL, claim_expires_at = NULL,
+              history = history || ${historyEntry('pending', "'claim given back: the queue dispatcher could not be reached'")}
+        WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING id)
+     UPDATE queue_dispatchers SET wake_at = NULL WHERE deployment_id = $3`,
+    [claim.job.id, claim.token, deploymentId],
+  );
+}
+
+/** Which claim a worker reports on: the job (by the project and model it was submitted to) and its claim token. */
+export interface ClaimRef {
+  projectId: string;
+  model: string;
+  id: string;
+  token: string;
+}
+
+/**
+ * A worker's update: merges info, extends the claim. Null when the claim is no longer the worker's
+ * (or the project has no such job: the caller tells those apart only then, off the common path).
+ */
+export async function touchJob(db: Queryable, c: ClaimRef, info: object): Promise<JobRow | null> {
   const { rows } = await db.query<JobRow>(
     `UPDATE queue_jobs
         SET info = info || $3::jsonb,
             claim_expires_at = clock_timestamp() + make_interval(secs => claim_timeout_ms / 1000.0)
-      WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING *`,
-    [id, token, info],
+      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $4 AND model = $5 RETURNING *`,
+    [c.id, c.token, info, c.projectId, c.model],
   );
   return rows[0] ?? null;
 }
 
+/** A worker's outcome for its claim, in one statement; null as for touchJob. */
 export async function finishJob(
   db: Queryable,
-  id: string,
-  token: string,
+  c: ClaimRef,
   f: { status: 'done' | 'failed'; outputs?: object; error?: string; info?: object },
 ): Promise<JobRow | null> {
   const { rows } = await db.query<JobRow>(
     `UPDATE queue_jobs
         SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
             history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
-      WHERE id = $1 AND claim_token = $2 AND status = 'running' RETURNING *`,
-    [id, token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}],
+      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8 RETURNING *`,
+    [c.id, c.token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}, c.projectId, c.model],
   );
   if (rows[0]) return rows[0];
   // The same claim reporting the same outcome again (its first answer was lost on the way): the job as it is.
-  const again = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1 AND claim_token = $2 AND status = $3', [
-    id,
-    token,
-    f.status,
-  ]);
+  const again = await db.query<JobRow>(
+    'SELECT * FROM queue_jobs WHERE id = $1 AND claim_token = $2 AND status = $3 AND project_id = $4 AND model = $5',
+    [c.id, c.token, f.status, c.projectId, c.model],
+  );
   return again.rows[0] ?? null;
 }
 
@@ -230,8 +256,8 @@ export async function checkClaim(db: Db, id: string, token: string): Promise<Cla
 const DISPATCHER_OVERDUE = "interval '10 seconds'";
 
 /**
- * Inside a claim's or a cancel's transaction: makes sure the queue's dispatcher looks at the queue
- * by `by`. True when it must be woken (it is not running, would look later, or is overdue); its
+ * Inside a cancel's transaction: makes sure the queue's dispatcher looks at the queue by `by` (a
+ * claim does the same inside its statement, migration 028). True when it must be woken (it is not running, would look later, or is overdue); its
  * wake time is then set to `by`, and the caller signals it before committing. Locks the
  * dispatcher's row, so a sweep deciding when to look next sees this transaction's work.
  */

@@ -7,23 +7,29 @@
  * workflow (workflows/queue.ts queueDispatcher).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Response } from 'express';
 import type { z } from 'zod';
+import type { Principal } from '../../db/accounts';
 import { queueDispatcherWorkflowId } from '../../shared/deployments';
 import { newId } from '../../platform/ids';
 import {
   cancelJob,
-  claimNextJob,
+  claimJob,
   clearJobs,
   ensureDispatcherBy,
   finishJob,
   getJob,
   queueMetrics,
+  releaseClaim,
   submitJob,
   touchJob,
+  type Claim,
+  type ClaimRef as StoredClaimRef,
   type JobRow,
 } from '../../db/queue';
 import { findDeploymentByName } from '../../db/deployments';
 import { withTransaction, type Queryable } from '../../db/pool';
+import { notifyJobPending } from '../../db/queue-wakeups';
 import { wakeQueueDispatcher, queueDispatcher } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
@@ -44,6 +50,8 @@ import {
   QueueMetricsSchema,
   JobStatusSchema,
   ClaimSchema,
+  type ClaimNext,
+  ReportedJobSchema,
 } from '../schemas/queue';
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
@@ -70,15 +78,25 @@ export function toJobStatus(j: JobRow) {
 export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, config, queueWakeups: wakeups } = deps;
 
+  const noSuchDeployment = (model: string) =>
+    notFound(
+      `No deployment named '${model}' in this project; a queue's model is a deployment name.`,
+      'model_not_found',
+    );
   async function requireDeployment(projectId: string, model: string) {
     const d = await findDeploymentByName(db, projectId, model);
-    if (!d)
-      throw notFound(
-        `No deployment named '${model}' in this project; a queue's model is a deployment name.`,
-        'model_not_found',
-      );
+    if (!d) throw noSuchDeployment(model);
     return d;
   }
+  /**
+   * The deployment id of each (project, queue name) claims were made on, for their wakeup versions.
+   * A stale entry costs one extra look (the claim returns the current id); the map is bounded.
+   */
+  const queueIds = new Map<string, string>();
+  const rememberQueueId = (key: string, id: string) => {
+    if (queueIds.size >= 10_000) queueIds.clear();
+    queueIds.set(key, id);
+  };
   async function requireJob(projectId: string, model: string, id: string) {
     const job = await getJob(db, projectId, model, id);
     if (!job) throw notFound(`No job '${id}' for model '${model}'.`, 'job_not_found');
@@ -124,6 +142,8 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
         await requireDeployment(principal.projectId, body.model); // names what is missing
         throw serviceUnavailable('The deployment changed while the job was being queued; submit it again.');
       }
+      if (wakeups) wakeups.jobPending(db, queued);
+      else await notifyJobPending(db, queued);
       return { request_id: id, requestId: id };
     },
   });
@@ -216,54 +236,110 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 503],
     response: { status: 200, description: 'The claimed job', schema: ClaimSchema },
     emptyResponses: { 204: 'No job was pending, or none arrived within wait_seconds' },
-    handler: async ({ body, principal, req, res }) => {
-      const deployment = await requireDeployment(principal.projectId, body.model);
-      const timeoutMs = body.claim_timeout_seconds * 1000;
-      const deadline = Date.now() + body.wait_seconds * 1000;
-      // The client going away ends the wait (and the claim is not made for nobody).
-      const gone = new AbortController();
-      res.once('close', () => gone.abort());
-      for (;;) {
-        const seen = wakeups?.version(deployment.id) ?? 0;
-        const claim = await claimNextJob(
-          db,
-          { deploymentId: deployment.id, worker: body.worker_id ?? `api-key:${principal.apiKeyId}`, timeoutMs },
-          (job, _token, tx) =>
-            ensureDispatcher(
-              deps,
-              tx,
-              { id: deployment.id, projectId: principal.projectId, model: job.model },
-              job.claim_expires_at!,
-            ),
-        );
-        if (claim) {
-          return {
-            request_id: claim.job.id,
-            model: claim.job.model,
-            payload: claim.job.payload,
-            info: claim.job.info,
-            priority: Number(claim.job.priority),
-            retries: claim.job.retries,
-            claim_token: claim.token,
-            claim_timeout_seconds: body.claim_timeout_seconds,
-          };
-        }
-        const left = deadline - Date.now();
-        if (left <= 0 || gone.signal.aborted) break;
-        // Waiting holds no database connection: a notification (or the deadline) wakes it.
-        if (wakeups) await wakeups.wait(deployment.id, seen, left, gone.signal);
-        else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
-      }
+    handler: async ({ body, principal, res }) => {
+      const claim = await takeNextJob(principal, body.model, body, res);
+      if (claim) return claim;
       res.status(204).end();
       return undefined;
     },
   });
 
-  const claimed = async (projectId: string, b: z.infer<typeof ClaimRef>) => {
+  /**
+   * Claims the next job of the project's queue `model`, waiting up to `wait_seconds` for one to
+   * arrive; null when none did (or the client went away).
+   */
+  async function takeNextJob(
+    principal: Principal,
+    model: string,
+    opts: z.infer<typeof ClaimNext>,
+    res: Response,
+  ): Promise<z.infer<typeof ClaimSchema> | null> {
+    const queueKey = `${principal.projectId}\n${model}`;
+    const deadline = Date.now() + opts.wait_seconds * 1000;
+    // The client going away ends the wait (and the claim is not made for nobody).
+    const gone = new AbortController();
+    res.once('close', () => gone.abort());
+    for (;;) {
+      // The wakeup version is read before the claim looks, so a job submitted in between is not
+      // missed; it is the queue's (the deployment's), known from an earlier claim of this name.
+      const known = queueIds.get(queueKey);
+      const seen = known && wakeups ? wakeups.version(known) : 0;
+      const attempt = await claimJob(db, {
+        projectId: principal.projectId,
+        model,
+        worker: opts.worker_id ?? `api-key:${principal.apiKeyId}`,
+        timeoutMs: opts.claim_timeout_seconds * 1000,
+      });
+      if (!attempt.deploymentId) {
+        queueIds.delete(queueKey);
+        throw noSuchDeployment(model);
+      }
+      if (attempt.claim) {
+        const queue = { id: attempt.deploymentId, projectId: principal.projectId, model };
+        if (attempt.wakeDispatcher) await wakeDispatcherFor(queue, attempt.claim);
+        const { job, token } = attempt.claim;
+        return {
+          request_id: job.id,
+          model: job.model,
+          payload: job.payload,
+          info: job.info,
+          priority: Number(job.priority),
+          retries: job.retries,
+          claim_token: token,
+          claim_timeout_seconds: opts.claim_timeout_seconds,
+        };
+      }
+      if (attempt.deploymentId !== known) {
+        // The version read was not this queue's: look once more with the right one before waiting.
+        rememberQueueId(queueKey, attempt.deploymentId);
+        continue;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0 || gone.signal.aborted) return null;
+      // Waiting holds no database connection: a notification (or the deadline) wakes it.
+      if (wakeups) await wakeups.wait(known, seen, left, gone.signal);
+      else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
+    }
+  }
+
+  /** What complete and fail answer: the job, and the next claim when the worker asked for one. */
+  const reported = async (
+    principal: Principal,
+    job: JobRow,
+    next: z.infer<typeof ClaimNext> | undefined,
+    res: Response,
+  ): Promise<z.infer<typeof ReportedJobSchema>> => ({
+    ...toJobStatus(job),
+    ...(next ? { next_claim: await takeNextJob(principal, job.model, next, res) } : {}),
+  });
+
+  /**
+   * A claim its queue's dispatcher must be woken to watch: wake it (or start it), and when that
+   * fails, give the job back before the worker sees it, so no claim stays that no timer watches.
+   */
+  async function wakeDispatcherFor(queue: QueueRef, claim: Claim): Promise<void> {
+    try {
+      await wakeDispatcher(deps, queue);
+    } catch (err) {
+      await releaseClaim(db, queue.id, claim);
+      throw err;
+    }
+  }
+
+  const storedClaim = (projectId: string, b: z.infer<typeof ClaimRef>): StoredClaimRef => ({
+    projectId,
+    model: b.model,
+    id: b.request_id,
+    token: b.claim_token,
+  });
+  /** A report on a claim changed nothing: 404 when the project has no such job, else the claim is lost (409). */
+  const lost = async (projectId: string, b: z.infer<typeof ClaimRef>) => {
     await requireJob(projectId, b.model, b.request_id);
+    return conflict(
+      `Job '${b.request_id}' is no longer claimed by this worker (its claim timed out, or it finished).`,
+      'claim_lost',
+    );
   };
-  const lost = (id: string) =>
-    conflict(`Job '${id}' is no longer claimed by this worker (its claim timed out, or it finished).`, 'claim_lost');
 
   router.add({
     method: 'post',
@@ -275,10 +351,9 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The job', schema: JobStatusSchema },
     handler: async ({ body, principal }) => {
-      await claimed(principal.projectId, body);
       const info = { ...body.info, ...(body.progress !== undefined ? { progress: body.progress } : {}) };
-      const job = await touchJob(db, body.request_id, body.claim_token, info);
-      if (!job) throw lost(body.request_id);
+      const job = await touchJob(db, storedClaim(principal.projectId, body), info);
+      if (!job) throw await lost(principal.projectId, body);
       return toJobStatus(job);
     },
   });
@@ -287,20 +362,19 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'post',
     path: '/queue/complete',
     operationId: 'completeQueueJob',
-    summary: 'Worker protocol: the job is done, with its outputs',
+    summary: 'Worker protocol: the job is done, with its outputs; with claim_next, also the next claim',
     tags: ['queue worker protocol'],
     body: CompleteBody,
     errors: [404, 409],
-    response: { status: 200, description: 'The job', schema: JobStatusSchema },
-    handler: async ({ body, principal }) => {
-      await claimed(principal.projectId, body);
-      const job = await finishJob(db, body.request_id, body.claim_token, {
+    response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
+    handler: async ({ body, principal, res }) => {
+      const job = await finishJob(db, storedClaim(principal.projectId, body), {
         status: 'done',
         outputs: body.outputs,
         info: body.info,
       });
-      if (!job) throw lost(body.request_id);
-      return toJobStatus(job);
+      if (!job) throw await lost(principal.projectId, body);
+      return reported(principal, job, body.claim_next, res);
     },
   });
 
@@ -308,20 +382,19 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'post',
     path: '/queue/fail',
     operationId: 'failQueueJob',
-    summary: 'Worker protocol: the job failed; it is not retried',
+    summary: 'Worker protocol: the job failed; it is not retried; with claim_next, also the next claim',
     tags: ['queue worker protocol'],
     body: FailBody,
     errors: [404, 409],
-    response: { status: 200, description: 'The job', schema: JobStatusSchema },
-    handler: async ({ body, principal }) => {
-      await claimed(principal.projectId, body);
-      const job = await finishJob(db, body.request_id, body.claim_token, {
+    response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
+    handler: async ({ body, principal, res }) => {
+      const job = await finishJob(db, storedClaim(principal.projectId, body), {
         status: 'failed',
         error: body.error,
         info: body.info,
       });
-      if (!job) throw lost(body.request_id);
-      return toJobStatus(job);
+      if (!job) throw await lost(principal.projectId, body);
+      return reported(principal, job, body.claim_next, res);
     },
   });
 }
@@ -334,12 +407,16 @@ interface QueueRef {
 }
 
 /**
- * Inside `tx` (a claim's or a cancel's), before it commits: makes sure the queue's dispatcher looks
- * at the queue by `by`, waking it (or starting it) when it would look later or is not running. A
- * failure here rolls the transaction back: no claim is made that no timer watches.
+ * Inside `tx` (a cancel's), before it commits: makes sure the queue's dispatcher looks at the queue
+ * by `by`, waking it (or starting it) when it would look later or is not running. A failure here
+ * rolls the transaction back.
  */
 async function ensureDispatcher(deps: ApiDeps, tx: Queryable, queue: QueueRef, by: Date): Promise<void> {
-  if (!(await ensureDispatcherBy(tx, queue.id, by))) return;
+  if (await ensureDispatcherBy(tx, queue.id, by)) await wakeDispatcher(deps, queue);
+}
+
+/** Wakes the queue's dispatcher, starting it when it is not running. */
+async function wakeDispatcher(deps: ApiDeps, queue: QueueRef): Promise<void> {
   await signalWithStartResourceWorkflow(
     deps.temporal,
     {

@@ -23,8 +23,21 @@ export const ClaimBody = z.object({
 });
 export const ClaimRef = JobRef.extend({ claim_token: z.string().min(1).max(128) });
 export const UpdateJobBody = ClaimRef.extend({ info: JsonObject.optional(), progress: z.number().optional() });
-export const CompleteBody = ClaimRef.extend({ outputs: JsonObject.default({}), info: JsonObject.optional() });
-export const FailBody = ClaimRef.extend({ error: z.string().min(1).max(10_000), info: JsonObject.optional() });
+/**
+ * On complete or fail: take the queue's next job in the same call (the worker's next claim), so a
+ * busy worker makes one request per job instead of two. Same fields and defaults as a claim.
+ */
+export const ClaimNext = ClaimBody.omit({ model: true });
+export const CompleteBody = ClaimRef.extend({
+  outputs: JsonObject.default({}),
+  info: JsonObject.optional(),
+  claim_next: ClaimNext.optional(),
+});
+export const FailBody = ClaimRef.extend({
+  error: z.string().min(1).max(10_000),
+  info: JsonObject.optional(),
+  claim_next: ClaimNext.optional(),
+});
 
 export const STATUS = z.enum(['pending', 'running', 'done', 'failed', 'canceled']);
 export const JobCanceledSchema = z.object({ status: STATUS });
@@ -62,3 +75,5 @@ export const ClaimSchema = z.object({
   claim_token: z.string(),
   claim_timeout_seconds: z.number().int(),
 });
+/** What complete and fail answer: the job, and with claim_next the next claim (null: none came within the wait). */
+export const ReportedJobSchema = JobStatusSchema.extend({ next_claim: ClaimSchema.nullable().optional() });

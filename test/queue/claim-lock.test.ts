@@ -1,13 +1,13 @@
 /**
- * The claim statement (migration 026, queue_claim_next) takes the queue's lock and lets it go in
- * one round trip. A claim that fails halfway must let it go too: a session lock left held would
- * make every later claim of that queue wait forever.
+ * The claim statement (migrations 026 and 028) takes the queue's lock and lets it go in one round
+ * trip. A claim that fails halfway must let it go too: a session lock left held would make every
+ * later claim of that queue wait forever. A claim whose dispatcher cannot be woken is given back.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { insertDeployment } from '../../db/deployments';
 import { migrate } from '../../db/migrate';
-import { claimNextJob, submitJob } from '../../db/queue';
+import { claimJob, getJob, releaseClaim, submitJob } from '../../db/queue';
 import { newId } from '../../platform/ids';
 import { withScratchDatabase } from '../helpers/scratch-database';
 import { createTenant } from '../helpers/tenants';
@@ -31,8 +31,8 @@ test('a claim that fails lets go of the queue; the next claim takes the job, in 
       );
     }
     const claim = () =>
-      claimNextJob(db, { deploymentId, worker: 'w', timeoutMs: 30_000 }, async () => undefined).then(
-        (c) => c?.job.id ?? null,
+      claimJob(db, { projectId: tenant.projectId, model: 'm', worker: 'w', timeoutMs: 30_000 }).then(
+        (c) => c.claim?.job.id ?? null,
       );
 
     // The claim's UPDATE fails (a trigger stands in for anything the server may refuse).
@@ -47,5 +47,47 @@ test('a claim that fails lets go of the queue; the next claim takes the job, in 
 
     await db.query('DROP TRIGGER refuse_claims ON queue_jobs');
     assert.deepEqual([await claim(), await claim(), await claim(), await claim()], ['job-1', 'job-2', 'job-0', null]);
+  });
+});
+
+test('a claim given back before its worker saw it is pending again, first in line, with no retry counted', async () => {
+  await withScratchDatabase(async (db) => {
+    await migrate(db);
+    const tenant = await createTenant(db);
+    const deploymentId = newId('dep');
+    await insertDeployment(db, { id: deploymentId, projectId: tenant.projectId, name: 'm' });
+    const claimOf = { projectId: tenant.projectId, model: 'm', worker: 'w', timeoutMs: 30_000 };
+    assert.deepEqual(await claimJob(db, { ...claimOf, model: 'absent' }), {
+      deploymentId: null,
+      claim: null,
+      wakeDispatcher: false,
+    });
+    assert.deepEqual(await claimJob(db, claimOf), { deploymentId, claim: null, wakeDispatcher: false });
+    for (const id of ['first', 'second']) {
+      assert.ok(
+        await submitJob(db, { id, projectId: tenant.projectId, model: 'm', priority: 1, payload: {}, info: {} }),
+      );
+    }
+
+    // The queue's first claim: no dispatcher watches it yet, so it must be woken.
+    const first = await claimJob(db, claimOf);
+    assert.equal(first.deploymentId, deploymentId);
+    assert.equal(first.claim?.job.id, 'first');
+    assert.equal(first.wakeDispatcher, true);
+    // The dispatcher now looks by the first claim's deadline; a later deadline needs no wake.
+    const second = await claimJob(db, claimOf);
+    assert.equal(second.claim?.job.id, 'second');
+    assert.equal(second.wakeDispatcher, false);
+
+    // Waking failed: the first job goes back, and the next claim wakes the dispatcher again.
+    await releaseClaim(db, deploymentId, first.claim!);
+    const job = await getJob(db, tenant.projectId, 'm', 'first');
+    assert.equal(job?.status, 'pending');
+    assert.equal(job?.retries, 0);
+    assert.equal(job?.claim_token, null);
+    assert.match(job?.history.at(-1)?.note ?? '', /dispatcher could not be reached/);
+    const again = await claimJob(db, claimOf);
+    assert.equal(again.claim?.job.id, 'first');
+    assert.equal(again.wakeDispatcher, true);
   });
 });

@@ -1,13 +1,16 @@
 /**
  * Claim long-polls wait on a notification, not on the table: many workers
  * waiting on an empty queue hold no database connection and make no queries,
- * and a job submitted while they wait goes to one of them at once.
+ * and a job submitted while they wait goes to one of them at once, whichever
+ * API process they wait in.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { startProcess } from '../helpers/processes';
+import { freePort } from '../../scripts/lib/ports';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;
@@ -49,4 +52,34 @@ test('30 waiting claims hold no connection of the 10-connection pool; a new job 
   assert.equal(got.length, 1, 'exactly one waiting worker got the job');
   assert.equal(got[0].body.request_id, submitted.body.request_id);
   assert.equal(answers.filter((a) => a.status === 204).length, 29, 'the others found nothing when their wait ended');
+});
+
+test('a claim waiting in another API process gets a job submitted through this one at once', async () => {
+  const model = `model-${newId('d').slice(2, 10)}`;
+  await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
+  const port = await freePort();
+  const other = startProcess('api/server.ts', { GANTRY_API_PORT: String(port) });
+  try {
+    await other.waitFor(/API listening/);
+    const otherUrl = `http://127.0.0.1:${port}`;
+    // The longest wait a claim may ask for: it answers before that only when something woke it.
+    const claim = call(otherUrl, 'POST', '/v1/queue/claim', {
+      key: t.key,
+      json: { model, claim_timeout_seconds: 30, wait_seconds: 20 },
+    });
+    // Time for the claim to look once and start waiting (a claim that had not would find the job
+    // on its first look, and this test would not tell).
+    await new Promise((r) => setTimeout(r, 1000));
+    const submittedAt = Date.now();
+    const submitted = await post('submit', { model, payload: { op: 'echo' }, priority: 0 });
+    assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+    const claimed = await claim;
+    const tookMs = Date.now() - submittedAt;
+    assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
+    assert.equal(claimed.body.request_id, submitted.body.request_id);
+    assert.ok(tookMs < 10_000, `the waiting claim answered ${tookMs} ms after the submit (its wait was 20 s)`);
+  } finally {
+    other.child.kill('SIGTERM');
+    await other.exited;
+  }
 });

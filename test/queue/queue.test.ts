@@ -151,6 +151,86 @@ describe('queue API', () => {
     );
   });
 
+  test("a worker's report takes its next job (claim_next): in priority order, through fail too, null when none comes", async () => {
+    const model = await deployment();
+    const low = await submit(model, { n: 'low' }, { priority: 1 });
+    const high = await submit(model, { n: 'high' }, { priority: 9 });
+    const first = await post('claim', { model, worker_id: 'w', claim_timeout_seconds: 30 });
+    assert.equal(first.body.request_id, high);
+
+    const done = await post('complete', {
+      model,
+      request_id: high,
+      claim_token: first.body.claim_token,
+      outputs: { ok: 1 },
+      claim_next: { worker_id: 'w', claim_timeout_seconds: 30 },
+    });
+    assert.equal(done.status, 200, JSON.stringify(done.body));
+    assert.equal(done.body.status, 'done');
+    assert.deepEqual(done.body.outputs, { ok: 1 });
+    assert.equal(done.body.next_claim.request_id, low);
+    assert.deepEqual(done.body.next_claim.payload, { n: 'low' });
+    assert.equal((await status(model, low)).body.status, 'running');
+
+    const failed = await post('fail', {
+      model,
+      request_id: low,
+      claim_token: done.body.next_claim.claim_token,
+      error: 'no good',
+      claim_next: { wait_seconds: 0 },
+    });
+    assert.equal(failed.status, 200, JSON.stringify(failed.body));
+    assert.equal(failed.body.status, 'failed');
+    assert.equal(failed.body.next_claim, null, 'the queue is empty: no next claim');
+    // Without claim_next the answer is the job alone, as before.
+    const plain = await submit(model, { n: 'plain' });
+    const claimed = await post('claim', { model, claim_timeout_seconds: 30 });
+    const alone = await post('complete', { model, request_id: plain, claim_token: claimed.body.claim_token });
+    assert.equal(alone.body.status, 'done');
+    assert.ok(!('next_claim' in alone.body));
+
+    const bad = await post('complete', {
+      model,
+      request_id: plain,
+      claim_token: claimed.body.claim_token,
+      claim_next: { wait_seconds: 99 },
+    });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.param, 'claim_next.wait_seconds');
+  });
+
+  test('workers that run() take each next job with their report, still in strict priority order', async () => {
+    const model = await deployment();
+    const priorities = [3, 0, 9, 3, -1, 9, 0, 5, 5, 3, 0, 9];
+    const submitted: Array<{ id: string; priority: number; i: number }> = [];
+    for (const [i, priority] of priorities.entries()) {
+      submitted.push({ id: await submit(model, { i }, { priority }), priority, i });
+    }
+    let handled = 0;
+    const workers = Array.from(
+      { length: 3 },
+      (_, w) => new QueueWorker({ baseUrl: p.baseUrl, apiKey: t.key, model, workerId: `r${w}`, waitSeconds: 0.2 }),
+    );
+    await Promise.all(
+      workers.map((w) =>
+        w.run(async () => {
+          if (++handled === submitted.length) workers.forEach((x) => x.stop());
+          return { ok: true };
+        }),
+      ),
+    );
+    const { rows } = await p.db.query<{ id: string; status: string; history: Array<{ status: string }> }>(
+      'SELECT id, status, history FROM queue_jobs WHERE model = $1 ORDER BY claimed_at',
+      [model],
+    );
+    const expected = [...submitted].sort((a, b) => b.priority - a.priority || a.i - b.i).map((s) => s.id);
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      expected,
+    );
+    assert.ok(rows.every((r) => r.status === 'done' && r.history.filter((h) => h.status === 'running').length === 1));
+  });
+
   test('a silent worker loses the claim: the job is retried, info accumulates, the 4th silence fails it', async () => {
     const model = await deployment();
     const id = await submit(model, { op: 'x' }, { info: { submitted_by: 'test' } });
