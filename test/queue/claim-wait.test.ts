@@ -2,7 +2,7 @@
  * Claim long-polls wait on a notification, not on the table: many workers
  * waiting on an empty queue hold no database connection and make no queries,
  * and a job submitted while they wait goes to one of them at once, whichever
- * API process they wait in.
+ * API process they wait in. A claim whose timer cannot be set gives its job back.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -10,6 +10,11 @@ import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess } from '../helpers/processes';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from '@temporalio/client';
+import { createApp } from '../../api/app';
+import { createLogger } from '../../platform/logger';
 import { freePort } from '../../scripts/lib/ports';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -82,4 +87,38 @@ test('a claim waiting in another API process gets a job submitted through this o
     other.child.kill('SIGTERM');
     await other.exited;
   }
+});
+
+test('a claim whose queue dispatcher cannot be woken fails, and its job goes back to the queue unharmed', async () => {
+  const model = `model-${newId('d').slice(2, 10)}`;
+  await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
+  const submitted = await post('submit', { model, payload: { op: 'echo' }, priority: 0 });
+  // An API whose Temporal namespace does not exist: the real server refuses the dispatcher's start.
+  const temporal = new Client({ connection: p.temporal.connection, namespace: `absent-${newId('n')}` });
+  const app = createApp({
+    config: p.config,
+    db: p.db,
+    temporal,
+    logger: createLogger('api', 'silent'),
+    blobs: p.blobs,
+  });
+  const server = createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const brokenUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const refused = await call(brokenUrl, 'POST', '/v1/queue/claim', { key: t.key, json: { model } });
+    assert.ok(refused.status >= 500, `${refused.status} ${JSON.stringify(refused.body)}`);
+  } finally {
+    server.close();
+  }
+  const job = await call(p.baseUrl, 'GET', `/v1/queue/status?model=${model}&request_id=${submitted.body.request_id}`, {
+    key: t.key,
+  });
+  assert.equal(job.body.status, 'pending');
+  assert.equal(job.body.retries, 0, 'a claim no worker saw is not a retry');
+  assert.match(job.body.history.at(-1).note, /dispatcher could not be reached/);
+  // The working API's next claim takes it, and its dispatcher watches it.
+  const claimed = await post('claim', { model, claim_timeout_seconds: 30 });
+  assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
+  assert.equal(claimed.body.request_id, submitted.body.request_id);
 });
