@@ -28,6 +28,7 @@ import {
   updateReplicaStatus,
   upsertReplica,
   type ReplicaRecord,
+  recordReplicaCrash,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
@@ -42,6 +43,12 @@ import { getRevision, listRevisionFiles } from '../db/models';
 /** A replica's status, recorded; a running replica is metered by the hour. */
 async function recordReplicaStatus(db: Db, r: ReplicaRecord): Promise<void> {
   await upsertReplica(db, r);
+  await meterReplica(db, r);
+}
+
+/** A replica that crashed, recorded (as a crash loop when it is one: recordReplicaCrash); its meter stops. */
+async function recordCrashedReplica(db: Db, r: Parameters<typeof recordReplicaCrash>[1]): Promise<void> {
+  await recordReplicaCrash(db, r);
   await meterReplica(db, r);
 }
 
@@ -217,7 +224,7 @@ export function createReplicaActivities(deps: {
         return { replicaId: l.replicaId, hostQueue: deps.hostQueue, port };
       } catch (err) {
         if (!(err instanceof ReplicaFailed)) throw err;
-        await recordReplicaStatus(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
+        await recordCrashedReplica(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
         throw ApplicationFailure.nonRetryable(err.message, 'ReplicaFailed');
       }
     },
@@ -304,7 +311,7 @@ export function createReplicaActivities(deps: {
           );
         }
         const message = `exited with code ${exit.code}${exit.signal ? `, signal ${exit.signal}` : ''}`;
-        await recordReplicaStatus(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
+        await recordCrashedReplica(db, { ...base, status: 'Exited', reason: 'ProcessExited', message });
         throw ApplicationFailure.nonRetryable(`Replica ${s.replicaId} ${message}.`, 'ReplicaExited');
       } catch (err) {
         if (!ctx.cancellationSignal.aborted) throw err;

@@ -128,6 +128,40 @@ export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<vo
   );
 }
 
+/** How recent another crash of the same revision must be for a crash to be part of a loop. */
+const CRASH_LOOP_WINDOW = "interval '10 minutes'";
+/** The reasons of a replica that crashed (as opposed to one stopped, lost with its host, or refused its config). */
+const CRASH_REASONS = ['StartFailed', 'ProcessExited', 'CrashLoopBackOff'];
+
+/**
+ * Records a replica that crashed: its process exited, or it never became healthy. When another
+ * replica of the same deployment and revision crashed within the last 10 minutes, the revision is
+ * crash looping, and the reason recorded is `CrashLoopBackOff` (Kubernetes' word, which the
+ * official CLI's `jig deploy` watches for to stop waiting and show the replica's logs); the message
+ * keeps what happened to this one.
+ */
+export async function recordReplicaCrash(
+  db: Queryable,
+  r: ReplicaRecord & { reason: 'StartFailed' | 'ProcessExited'; message: string },
+): Promise<void> {
+  const { rows } = await db.query<{ crashes: string }>(
+    `SELECT count(*) AS crashes FROM deployment_replicas
+      WHERE deployment_id = $1 AND revision = $2 AND replica_id <> $3 AND reason = ANY($4)
+        AND updated_at > now() - ${CRASH_LOOP_WINDOW}`,
+    [r.deploymentId, r.revision, r.replicaId, CRASH_REASONS],
+  );
+  const before = Number(rows[0].crashes);
+  const looping = before > 0;
+  await upsertReplica(db, {
+    ...r,
+    reason: looping ? 'CrashLoopBackOff' : r.reason,
+    message: looping
+      ? `${r.message}; ${before + 1} replicas of revision ${r.revision} crashed in the last 10 minutes, ` +
+        'so each replacement waits longer'
+      : r.message,
+  });
+}
+
 /** Changes the status of a replica the row of which exists (a deleted deployment's replicas have none). */
 export async function updateReplicaStatus(
   db: Queryable,

@@ -2,7 +2,8 @@
  * Container deployments with the official Python CLI's `beta jig` (PyPI `together`, pinned), where
  * it runs without building an image: deploy an existing image from a jig.toml (the CLI waits for a
  * replica of the new revision), status, list, logs, the queue (submit, job status, queue status),
- * the SDK's revision history and rollback, destroy; and the SDK's billing usage, paged as it pages. The test platform's container host runs
+ * the SDK's revision history and rollback, destroy; a crash-looping container stops the deploy with
+ * its logs; and the SDK's billing usage, paged as it pages. The test platform's container host runs
  * replicas as processes (its `command`); the isolation of images is test/deployments/podman-isolation.
  */
 import assert from 'node:assert/strict';
@@ -13,7 +14,7 @@ import { after, before, test } from 'node:test';
 import { recordUsage } from '../../db/usage';
 import { HTTP_REPLICA } from '../helpers/deployments';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
-import { pythonSdk, together, togetherJson, type PythonClient } from '../helpers/python-sdk';
+import { pythonSdk, together, togetherJson, togetherRun, type PythonClient } from '../helpers/python-sdk';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;
@@ -162,6 +163,40 @@ test('jig destroy removes the deployment', async () => {
     (s) => s === 404,
     30_000,
   );
+});
+
+test("jig deploy of a container that keeps crashing stops waiting: 'crash looping', with the replica's logs", async () => {
+  const crashDir = mkdtempSync(path.join(tmpdir(), 'gantry-jig-crash-'));
+  const crash = 'console.error("fatal: MODEL_PATH is not set"); process.exit(3)';
+  writeFileSync(
+    path.join(crashDir, 'jig.toml'),
+    [
+      'name = "py-jig-crash"',
+      '[deploy]',
+      'image = "example/http-replica:1"',
+      `command = ${JSON.stringify([process.execPath, '-e', crash])}`,
+      'gpu_type = "h100-80gb"',
+      'cpu = 1',
+      'memory = 1',
+      'min_replicas = 1',
+      'max_replicas = 1',
+      'health_check_path = "/health"',
+      'termination_grace_period_seconds = 1',
+    ].join('\n') + '\n',
+  );
+  const crashCli = { ...cli, cwd: crashDir };
+  // Before the crash loop was reported, the CLI polled until its own 600 s limit.
+  const r = await togetherRun(crashCli, '--project', t.projectId, 'beta', 'jig', 'deploy');
+  assert.notEqual(r.code, 0, r.stdout);
+  assert.match(r.stdout, /Container is crash looping/);
+  assert.match(r.stdout, /fatal: MODEL_PATH is not set/, "the crashed replica's logs");
+  const d = (await call(p.baseUrl, 'GET', '/v1/deployments/py-jig-crash', { key: t.key })).body;
+  const looping = Object.values(d.replica_events as Record<string, any>).filter(
+    (e) => e.replica_status_reason === 'CrashLoopBackOff',
+  );
+  assert.ok(looping.length >= 1, JSON.stringify(d.replica_events));
+  assert.match(looping[0].replica_status_message, /replicas of revision 1 crashed in the last 10 minutes/);
+  await together(crashCli, '--project', t.projectId, 'beta', 'jig', 'destroy');
 });
 
 test('billing usage through the SDK: by day and by hour, paged with after', async () => {
