@@ -29,6 +29,7 @@ import {
   upsertReplica,
   type ReplicaRecord,
   recordReplicaCrash,
+  pruneEndedReplicas,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
@@ -174,6 +175,7 @@ export function createReplicaActivities(deps: {
     async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
       const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
       await recordReplicaStatus(db, { ...base, status: 'Starting', host: deps.hostQueue });
+      await pruneEndedReplicas(db, l.deploymentId);
       const env: Record<string, string> = {
         GANTRY_DEPLOYMENT: l.spec.name,
         GANTRY_REPLICA_ID: l.replicaId,

@@ -128,6 +128,26 @@ export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<vo
   );
 }
 
+/** The statuses of a replica that is over (stopped, crashed, lost with its host, refused its config). */
+const ENDED_REPLICA_STATUSES = ['Exited', 'Failed', 'Terminated', 'Lost'];
+
+/**
+ * Forgets all but the `keep` most recent ended replicas of a deployment: every replacement is a new
+ * replica, so a deployment that crashes for days would otherwise list thousands in its
+ * replica_events. Replicas that are starting or running are always kept.
+ */
+export async function pruneEndedReplicas(db: Queryable, deploymentId: string, keep = 20): Promise<void> {
+  await db.query(
+    `DELETE FROM deployment_replicas
+      WHERE deployment_id = $1 AND status = ANY($2)
+        AND replica_id NOT IN (
+          SELECT replica_id FROM deployment_replicas
+           WHERE deployment_id = $1 AND status = ANY($2)
+           ORDER BY updated_at DESC, replica_id DESC LIMIT $3)`,
+    [deploymentId, ENDED_REPLICA_STATUSES, keep],
+  );
+}
+
 /** How recent another crash of the same revision must be for a crash to be part of a loop. */
 const CRASH_LOOP_WINDOW = "interval '10 minutes'";
 /** The reasons of a replica that crashed (as opposed to one stopped, lost with its host, or refused its config). */
