@@ -24,7 +24,7 @@ import { writeWorkflowBundle } from '../workers/runtime';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { startProcess } from '../test/helpers/processes';
 import { procStatus, resetPeakRss, writeConversationalJsonl } from './lib/datasets';
-import { runBench } from './lib/platform';
+import { benchNodeArgs, runBench } from './lib/platform';
 import { compareInRounds } from './lib/rounds';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
@@ -61,12 +61,16 @@ async function main() {
 
     const bundle = path.join(work, 'bundle.js');
     await writeWorkflowBundle(bundle, say);
-    worker = startProcess('workers/control.ts', {
-      DATABASE_URL: services.databaseUrl,
-      TEMPORAL_ADDRESS: services.temporalAddress,
-      GANTRY_DATA_DIR: dataDir,
-      GANTRY_WORKFLOW_BUNDLE: bundle,
-    });
+    worker = startProcess(
+      'workers/control.ts',
+      {
+        DATABASE_URL: services.databaseUrl,
+        TEMPORAL_ADDRESS: services.temporalAddress,
+        GANTRY_DATA_DIR: dataDir,
+        GANTRY_WORKFLOW_BUNDLE: bundle,
+      },
+      benchNodeArgs(),
+    );
     await worker.waitFor(/control worker polling/);
     const pid = worker.child.pid!;
     const connection = await Connection.connect({ address: services.temporalAddress });

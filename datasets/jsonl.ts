@@ -3,12 +3,13 @@
  * more than one chunk and one line in memory. Works on bytes so it can report
  * exact byte offsets (for resuming) and find invalid UTF-8 per line.
  */
-import { isUtf8 } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import { checkRecord, initialRecordsState, type DatasetPurpose } from './records';
 import type { DriverOptions, ValidationOutcome, ValidationProgress } from './progress';
 
 const NEWLINE = 0x0a;
+/** Checks and decodes in one pass: invalid UTF-8 throws. (The BOM is removed by checkLine itself.) */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const PROGRESS_EVERY_BYTES = 4 * 1024 * 1024;
 /** One record larger than this is refused, so a file without newlines cannot fill memory. */
@@ -27,10 +28,15 @@ function checkLine(raw: Buffer, purpose: DatasetPurpose, progress: ValidationPro
   if (isBlank(line)) {
     return 'the line is blank; every line must hold one JSON object (remove empty lines)';
   }
-  if (!isUtf8(line)) return 'the line is not valid UTF-8; save the file as UTF-8';
+  let text: string;
+  try {
+    text = UTF8.decode(line);
+  } catch {
+    return 'the line is not valid UTF-8; save the file as UTF-8';
+  }
   let value: unknown;
   try {
-    value = JSON.parse(line.toString('utf8'));
+    value = JSON.parse(text);
   } catch (err) {
     const detail = (err as Error).message;
     return last

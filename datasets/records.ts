@@ -234,17 +234,34 @@ function describeKeys(format: DatasetFormat): string {
   return `${REQUIRED_KEYS[format].map((k) => JSON.stringify(k)).join(' + ')} (${format})`;
 }
 
+/** Each format's keys, required and optional, computed once. */
+const ALLOWED_KEYS: Record<DatasetFormat, ReadonlySet<string>> = {
+  GENERAL: new Set([...REQUIRED_KEYS.GENERAL, ...OPTIONAL_KEYS.GENERAL]),
+  CONVERSATION: new Set([...REQUIRED_KEYS.CONVERSATION, ...OPTIONAL_KEYS.CONVERSATION]),
+  INSTRUCTION: new Set([...REQUIRED_KEYS.INSTRUCTION, ...OPTIONAL_KEYS.INSTRUCTION]),
+  PREFERENCE_OPENAI: new Set([...REQUIRED_KEYS.PREFERENCE_OPENAI, ...OPTIONAL_KEYS.PREFERENCE_OPENAI]),
+};
+
+function hasAll(record: Json, keys: readonly string[]): boolean {
+  for (const k of keys) if (!has(record, k)) return false;
+  return true;
+}
+
 function detectFormat(record: Json): DatasetFormat {
-  const keys = Object.keys(record);
-  const full = FORMATS.filter((f) => REQUIRED_KEYS[f].every((k) => has(record, k)));
-  if (full.length > 1) {
-    fail(`record has the keys of ${full.map(describeKeys).join(' and ')}; a record must use exactly one format.`);
+  // Runs for every record of a file: plain loops, nothing allocated unless the record is refused.
+  let format: DatasetFormat | null = null;
+  for (const f of FORMATS) {
+    if (!hasAll(record, REQUIRED_KEYS[f])) continue;
+    if (format !== null) {
+      const full = FORMATS.filter((g) => hasAll(record, REQUIRED_KEYS[g]));
+      fail(`record has the keys of ${full.map(describeKeys).join(' and ')}; a record must use exactly one format.`);
+    }
+    format = f;
   }
-  if (full.length === 0) fail(noFormatReason(record, keys));
-  const format = full[0];
-  const allowed = [...REQUIRED_KEYS[format], ...OPTIONAL_KEYS[format]];
-  for (const key of keys) {
-    if (!allowed.includes(key)) {
+  if (format === null) fail(noFormatReason(record, Object.keys(record)));
+  const allowed = ALLOWED_KEYS[format];
+  for (const key in record) {
+    if (has(record, key) && !allowed.has(key)) {
       fail(
         `unexpected key ${quote(key)}; a ${format} record allows ${listOf(REQUIRED_KEYS[format])} and optionally ${listOf(OPTIONAL_KEYS[format])}.`,
       );
@@ -344,7 +361,7 @@ type ConversationUse = 'training' | 'prompt';
 function checkConversation(value: unknown, path: string, ctx: Context, use: ConversationUse): void {
   if (!Array.isArray(value) || value.length === 0) fail(expected(path, 'a non-empty array of messages', value));
   const walk: Walk = { path, prevRole: null, block: null, sawAssistant: false };
-  for (const [i, raw] of value.entries()) checkMessage(raw, i, walk, ctx);
+  for (let i = 0; i < value.length; i++) checkMessage(value[i], i, walk, ctx);
   checkEnd(value as unknown[], walk, use);
 }
 
@@ -374,14 +391,15 @@ function checkRole(msg: Json, p: string): Role {
 }
 
 /** Keys that only make sense on one role; elsewhere they mean the record was assembled wrongly. */
+const ROLE_ONLY_KEYS: ReadonlyArray<readonly [string, Role]> = [
+  ['tool_calls', 'assistant'],
+  ['tool_call_id', 'tool'],
+  ['reasoning', 'assistant'],
+  ['reasoning_content', 'assistant'],
+];
+
 function checkRoleOnlyKeys(msg: Json, p: string, role: Role): void {
-  const owners: [string, Role][] = [
-    ['tool_calls', 'assistant'],
-    ['tool_call_id', 'tool'],
-    ['reasoning', 'assistant'],
-    ['reasoning_content', 'assistant'],
-  ];
-  for (const [key, owner] of owners) {
+  for (const [key, owner] of ROLE_ONLY_KEYS) {
     if (has(msg, key) && role !== owner) {
       fail(`${p}.${key}: only ${owner} messages may have ${key}, found it on ${aRole(role)} message.`);
     }
@@ -484,6 +502,8 @@ interface ContentRules {
 
 function checkContent(msg: Json, p: string, role: Role, rules: ContentRules, ctx: Context): void {
   const content = get(msg, 'content');
+  // The common case first, with nothing built for it: a non-empty string from anyone but a tool.
+  if (typeof content === 'string' && content !== '' && role !== 'tool') return;
   const path = `${p}.content`;
   if (role === 'tool') {
     // A tool may legitimately return nothing, so only the type is checked.
@@ -497,7 +517,6 @@ function checkContent(msg: Json, p: string, role: Role, rules: ContentRules, ctx
     if (mayBeEmpty) return;
     fail(expected(path, role === 'assistant' ? `${what} (it may be empty only with tool_calls)` : what, content));
   }
-  if (typeof content === 'string') return;
   if (!rules.allowParts || !Array.isArray(content) || content.length === 0) fail(expected(path, what, content));
   for (const [j, part] of content.entries()) checkPart(part, `${path}[${j}]`, ctx);
 }
@@ -532,12 +551,14 @@ function checkMessageWeight(msg: Json, p: string, ctx: Context): void {
 }
 
 function checkReasoning(msg: Json, p: string, ctx: Context): void {
-  const keys = ['reasoning', 'reasoning_content'].filter((k) => has(msg, k));
-  if (keys.length === 0) return;
-  if (keys.length === 2) {
+  const reasoning = has(msg, 'reasoning');
+  const legacy = has(msg, 'reasoning_content');
+  if (!reasoning && !legacy) return;
+  if (reasoning && legacy) {
     fail(`${p}: has both reasoning and reasoning_content; keep one (reasoning_content is the legacy name).`);
   }
-  if (typeof msg[keys[0]] !== 'string') fail(expected(`${p}.${keys[0]}`, 'a string', msg[keys[0]]));
+  const key = reasoning ? 'reasoning' : 'reasoning_content';
+  if (typeof msg[key] !== 'string') fail(expected(`${p}.${key}`, 'a string', msg[key]));
   ctx.flags.add('has_reasoning');
 }
 
