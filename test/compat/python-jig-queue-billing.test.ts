@@ -28,14 +28,26 @@ before(async () => {
   t = await createTenant(p.db, { projectRole: 'Admin', organizationRole: 'Admin' });
   admin = await createTenant(p.db, { platformAdmin: true });
   cli = { baseUrl: p.baseUrl, key: t.key, cwd: dir };
-  // The defaults of `jig init` where they matter here: no autoscaling ({}), volume version unset.
+  writeJigToml(
+    dir,
+    'py-jig',
+    [process.execPath, HTTP_REPLICA],
+    ['[deploy.environment_variables]', 'GREETING = "hello from jig"'],
+  );
+});
+
+/**
+ * A jig.toml for an existing image run by `command`, one replica. The defaults of `jig init` where
+ * they matter here: no autoscaling ({}), volume version unset.
+ */
+function writeJigToml(into: string, name: string, command: string[], more: string[] = []) {
   writeFileSync(
-    path.join(dir, 'jig.toml'),
+    path.join(into, 'jig.toml'),
     [
-      'name = "py-jig"',
+      `name = "${name}"`,
       '[deploy]',
       'image = "example/http-replica:1"',
-      `command = ${JSON.stringify([process.execPath, HTTP_REPLICA])}`,
+      `command = ${JSON.stringify(command)}`,
       'gpu_type = "h100-80gb"',
       'cpu = 1',
       'memory = 1',
@@ -43,11 +55,10 @@ before(async () => {
       'max_replicas = 1',
       'health_check_path = "/health"',
       'termination_grace_period_seconds = 1',
-      '[deploy.environment_variables]',
-      'GREETING = "hello from jig"',
+      ...more,
     ].join('\n') + '\n',
   );
-});
+}
 after(() => p.stop());
 
 const jig = (...args: string[]) => together(cli, '--project', t.projectId, 'beta', 'jig', ...args);
@@ -168,22 +179,7 @@ test('jig destroy removes the deployment', async () => {
 test("jig deploy of a container that keeps crashing stops waiting: 'crash looping', with the replica's logs", async () => {
   const crashDir = mkdtempSync(path.join(tmpdir(), 'gantry-jig-crash-'));
   const crash = 'console.error("fatal: MODEL_PATH is not set"); process.exit(3)';
-  writeFileSync(
-    path.join(crashDir, 'jig.toml'),
-    [
-      'name = "py-jig-crash"',
-      '[deploy]',
-      'image = "example/http-replica:1"',
-      `command = ${JSON.stringify([process.execPath, '-e', crash])}`,
-      'gpu_type = "h100-80gb"',
-      'cpu = 1',
-      'memory = 1',
-      'min_replicas = 1',
-      'max_replicas = 1',
-      'health_check_path = "/health"',
-      'termination_grace_period_seconds = 1',
-    ].join('\n') + '\n',
-  );
+  writeJigToml(crashDir, 'py-jig-crash', [process.execPath, '-e', crash]);
   const crashCli = { ...cli, cwd: crashDir };
   // Before the crash loop was reported, the CLI polled until its own 600 s limit.
   const r = await togetherRun(crashCli, '--project', t.projectId, 'beta', 'jig', 'deploy');

@@ -8,13 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
-import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess } from '../helpers/processes';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Client } from '@temporalio/client';
-import { createApp } from '../../api/app';
-import { createLogger } from '../../platform/logger';
 import { freePort } from '../../scripts/lib/ports';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -93,23 +88,13 @@ test('a claim whose queue dispatcher cannot be woken fails, and its job goes bac
   const model = `model-${newId('d').slice(2, 10)}`;
   await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
   const submitted = await post('submit', { model, payload: { op: 'echo' }, priority: 0 });
-  // An API whose Temporal namespace does not exist: the real server refuses the dispatcher's start.
-  const temporal = new Client({ connection: p.temporal.connection, namespace: `absent-${newId('n')}` });
-  const app = createApp({
-    config: p.config,
-    db: p.db,
-    temporal,
-    logger: createLogger('api', 'silent'),
-    blobs: p.blobs,
-  });
-  const server = createServer(app);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // The platform's API with Temporal unreachable: the dispatcher can be neither woken nor started.
+  const broken = await startApiWithoutTemporal(p);
   try {
-    const brokenUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const refused = await call(brokenUrl, 'POST', '/v1/queue/claim', { key: t.key, json: { model } });
+    const refused = await call(broken.baseUrl, 'POST', '/v1/queue/claim', { key: t.key, json: { model } });
     assert.ok(refused.status >= 500, `${refused.status} ${JSON.stringify(refused.body)}`);
   } finally {
-    server.close();
+    broken.close();
   }
   const job = await call(p.baseUrl, 'GET', `/v1/queue/status?model=${model}&request_id=${submitted.body.request_id}`, {
     key: t.key,
