@@ -53,6 +53,9 @@ const rootSecret = z
     'is a published example value; set a random one (openssl rand -hex 32)',
   );
 
+/** How long a GPU activity waits for a worker on its queue by default (GANTRY_GPU_QUEUE_WAIT_SECONDS). */
+export const DEFAULT_GPU_QUEUE_WAIT_SECONDS = 30;
+
 const EnvSchema = z.object({
   GANTRY_DATA_DIR: z.string().default('.data'),
   /** Where the first start writes the admin API key (default: <data dir>/admin-api-key). */
@@ -176,7 +179,7 @@ const EnvSchema = z.object({
   /** How the GPU worker learns what its host has: nvidia-smi, a simulator, or auto-detect. */
   GANTRY_ACCELERATOR: z.enum(['auto', 'nvidia', 'simulated']).default('auto'),
   /** How long a GPU activity may wait for a worker on its queue before the workflow reports it. */
-  GANTRY_GPU_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(30),
+  GANTRY_GPU_QUEUE_WAIT_SECONDS: z.coerce.number().positive().default(DEFAULT_GPU_QUEUE_WAIT_SECONDS),
   /** How long workers give in-flight activities to finish on shutdown before cancelling them. */
   GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
   /** Local fleet simulator: time a simulated node spends in each boot phase (and a volume or driver step). */

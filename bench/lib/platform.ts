@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEphemeralServices } from '../../scripts/lib/ephemeral-services';
+import { DEFAULT_GPU_QUEUE_WAIT_SECONDS } from '../../platform/config';
 import { startTestPlatform, type TestPlatform } from '../../test/helpers/platform';
 
 /**
@@ -45,7 +46,9 @@ export async function withBenchPlatform<T>(
     LOG_LEVEL: 'silent',
   });
   try {
-    const platform = await startTestPlatform(options);
+    // The installation's own GPU queue wait, not the tests' 3 s: under a bench's load a busy GPU
+    // queue would be taken for one with no worker (50 clusters' acceptance tests queue for longer).
+    const platform = await startTestPlatform({ queueWaitSeconds: DEFAULT_GPU_QUEUE_WAIT_SECONDS, ...options });
     try {
       return await run(platform, services.databaseUrl);
     } finally {
