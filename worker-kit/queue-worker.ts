@@ -195,11 +195,12 @@ export class QueueWorker {
 
   /**
    * Claims and processes jobs one at a time until stop() is called, each report taking the next
-   * job; waits out an unreachable API.
+   * job; waits out an unreachable API. A job already taken when stop() comes is processed first
+   * (once stopped, reports take no next one), so none is left to lapse.
    */
   async run(handler: JobHandler): Promise<void> {
     let next: ClaimedJob | null = null;
-    for (let delay = 200; !this.stopped;) {
+    for (let delay = 200; !this.stopped || next;) {
       let job: ClaimedJob | null = next;
       if (!job) {
         try {

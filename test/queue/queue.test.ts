@@ -231,6 +231,31 @@ describe('queue API', () => {
     assert.ok(rows.every((r) => r.status === 'done' && r.history.filter((h) => h.status === 'running').length === 1));
   });
 
+  test('a worker stopped while its report waits for the next job still processes the job that report brings', async () => {
+    const name = `model-${newId('d').slice(2, 10)}`;
+    const deploymentId = newId('dep');
+    await insertDeployment(p.db, { id: deploymentId, projectId: t.projectId, name });
+    const first = await submit(name, { n: 1 });
+    const handled: string[] = [];
+    const worker = new QueueWorker({ baseUrl: p.baseUrl, apiKey: t.key, model: name, workerId: 's', waitSeconds: 10 });
+    const running = worker.run(async (job) => {
+      handled.push(job.request_id);
+      return {};
+    });
+    // The first job's report is waiting for a next one (a claim waits on the queue)...
+    await eventually(
+      async () => handled.length === 1 && p.queueWakeups.waiting(deploymentId) === 1,
+      (ready) => ready,
+      10_000,
+    );
+    // ...when the worker is told to stop, and a job arrives that the report then takes.
+    worker.stop();
+    const second = await submit(name, { n: 2 });
+    await running;
+    assert.deepEqual(handled, [first, second]);
+    assert.equal((await status(name, second)).body.status, 'done', 'not left claimed to lapse');
+  });
+
   test('a silent worker loses the claim: the job is retried, info accumulates, the 4th silence fails it', async () => {
     const model = await deployment();
     const id = await submit(model, { op: 'x' }, { info: { submitted_by: 'test' } });
