@@ -257,9 +257,10 @@ const DISPATCHER_OVERDUE = "interval '10 seconds'";
 
 /**
  * Inside a cancel's transaction: makes sure the queue's dispatcher looks at the queue by `by` (a
- * claim does the same inside its statement, migration 028). True when it must be woken (it is not running, would look later, or is overdue); its
- * wake time is then set to `by`, and the caller signals it before committing. Locks the
- * dispatcher's row, so a sweep deciding when to look next sees this transaction's work.
+ * claim does the same inside its statement, migration 028). True when it must be woken (it is not
+ * running, would look later, or is overdue); its wake time is then set to `by`, and the caller
+ * signals it before committing. Locks the dispatcher's row, so a sweep deciding when to look next
+ * sees this transaction's work.
  */
 export async function ensureDispatcherBy(tx: Queryable, deploymentId: string, by: Date): Promise<boolean> {
   // One round trip: the upsert locks the row whether or not its WHERE lets it change wake_at
