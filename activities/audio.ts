@@ -16,8 +16,16 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Context } from '@temporalio/activity';
+import { Sema } from 'async-sema';
 import { ApplicationFailure } from '@temporalio/common';
-import { AUDIO_FAILURES, AUDIO_LIMITS, type AudioTask, type ChunkResult, type SpeakerTurn } from '../shared/audio';
+import {
+  AUDIO_FAILURES,
+  AUDIO_LIMITS,
+  SPEECH_MODELS,
+  type AudioTask,
+  type ChunkResult,
+  type SpeakerTurn,
+} from '../shared/audio';
 import type { RemoteFetchPolicy } from '../platform/config';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
@@ -39,6 +47,10 @@ export interface SpeechDeps {
   speechPython: string;
   workDir: string;
   remoteFetch: RemoteFetchPolicy;
+  /** Tools (decode, recognize, diarize) this host runs at once: GANTRY_SPEECH_SLOTS. */
+  slots: number;
+  /** The operator's Whisper models on this host (GANTRY_SPEECH_MODEL_DIR; providers/speech/model-directory.ts). */
+  modelDir?: string;
 }
 
 const decodedKey = (projectId: string, requestId: string) => `audio/${projectId}/${requestId}/decoded.wav`;
@@ -60,9 +72,28 @@ function failureOf(run: ToolRun): string {
 }
 
 export function createSpeechActivities(deps: SpeechDeps) {
-  /** Runs `python -m gantry_speech.<tool>`, heartbeating; its stdout is one JSON document (providers/speech/protocol.ts). */
-  function runTool(tool: string, args: string[]): Promise<ToolRun> {
+  // The tools are CPU-bound: this host runs GANTRY_SPEECH_SLOTS of them at a time, whichever queue
+  // (the shared one, or an operator model's own) their activity came from.
+  const toolSlots = new Sema(deps.slots);
+
+  /** Runs `python -m gantry_speech.<tool>`, heartbeating (also while it waits for a slot); its stdout is one JSON document (providers/speech/protocol.ts). */
+  async function runTool(tool: string, args: string[]): Promise<ToolRun> {
     const ctx = Context.current();
+    const beat = setInterval(() => ctx.heartbeat({ tool }), 2000);
+    try {
+      await toolSlots.acquire();
+      try {
+        ctx.cancellationSignal.throwIfAborted();
+        return await spawnTool(ctx, tool, args);
+      } finally {
+        toolSlots.release();
+      }
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  function spawnTool(ctx: Context, tool: string, args: string[]): Promise<ToolRun> {
     return new Promise((resolve, reject) => {
       const child = spawn(deps.speechPython, ['-m', `gantry_speech.${tool}`, ...args], {
         env: subprocessEnv({
@@ -76,19 +107,24 @@ export function createSpeechActivities(deps: SpeechDeps) {
       let stderr = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
       child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-4000)));
-      const beat = setInterval(() => ctx.heartbeat({ tool }), 2000);
       const cancel = () => child.kill('SIGKILL');
       ctx.cancellationSignal.addEventListener('abort', cancel);
       child.on('error', (err) => {
-        clearInterval(beat);
+        ctx.cancellationSignal.removeEventListener('abort', cancel);
         reject(err);
       });
       child.on('close', (code) => {
-        clearInterval(beat);
         ctx.cancellationSignal.removeEventListener('abort', cancel);
         resolve({ tool, code: code ?? -1, stdout, stderr });
       });
     });
+  }
+
+  /** A model shipped on PyPI by name; one an operator provided by its directory (only its hosts get its chunks). */
+  function recognizerArgs(backend: string): string[] {
+    if (SPEECH_MODELS.some((m) => m.backend === backend)) return ['--model', backend];
+    if (!deps.modelDir) throw new Error(`This speech host has no model directory, so no ${backend}.`);
+    return ['--model-dir', path.join(deps.modelDir, backend)];
   }
 
   const requestDir = (requestId: string) => path.join(deps.workDir, 'requests', requestId);
@@ -193,7 +229,7 @@ export function createSpeechActivities(deps: SpeechDeps) {
       const chunk = path.join(requestDir(a.requestId), `chunk-${Math.round(a.start * 1000)}.wav`);
       await writeWavSlice(source, await readWavLayout(source), a.start, a.end, chunk);
       try {
-        const args = ['--input', chunk, '--model', a.backend, '--task', a.task, '--offset', String(a.start)];
+        const args = ['--input', chunk, ...recognizerArgs(a.backend), '--task', a.task, '--offset', String(a.start)];
         if (a.language) args.push('--language', a.language);
         if (a.prompt) args.push('--prompt', a.prompt);
         if (a.temperature !== undefined) args.push('--temperature', String(a.temperature));

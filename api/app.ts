@@ -12,6 +12,7 @@ import { requestLogging } from './middleware/request-context';
 import { rateLimits, trustProxy } from './middleware/rate-limit';
 import { collapseVersionPrefix } from './middleware/version-prefix';
 import { createHttpMetrics } from './metrics';
+import { ServedSpeechModels } from './speech-models';
 import { createRegistry, generateDocument } from './openapi/document';
 import { ApiRouter, type RegisteredRoute } from './route';
 import { addAccountRoutes, addTypedWhoamiRoute } from './routes/account';
@@ -89,8 +90,9 @@ export function createApp(deps: ApiDeps): express.Express {
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
-  addAudioRoutes(v1, deps);
-  addModelCatalogRoutes(v1, deps);
+  const speechModels = deps.speechModels ?? new ServedSpeechModels(deps.temporal);
+  addAudioRoutes(v1, deps, speechModels);
+  addModelCatalogRoutes(v1, deps, speechModels);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2, deps);

@@ -6,6 +6,7 @@ import type { PrincipalCache } from '../db/principal-cache';
 import type { QueueWakeups } from '../db/queue-wakeups';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { HttpMetrics } from './metrics';
+import type { ServedSpeechModels } from './speech-models';
 
 /** What routes may use. Injected by api/server.ts, and by tests with the same real parts. */
 export interface ApiDeps {
@@ -20,4 +21,6 @@ export interface ApiDeps {
   queueWakeups?: QueueWakeups;
   /** Where request metrics go (the process serves them on GANTRY_METRICS_PORT); one is made when absent. */
   metrics?: HttpMetrics;
+  /** Which speech models the speech hosts serve now; one is made when absent. */
+  speechModels?: ServedSpeechModels;
 }

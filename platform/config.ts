@@ -166,10 +166,17 @@ const EnvSchema = z.object({
    * The default, 2, keeps two cores busy without thrashing.
    */
   GANTRY_SPEECH_SLOTS: z.coerce.number().int().min(1).max(64).default(2),
+  /**
+   * A speech host's own Whisper models, beyond those shipped on PyPI: one CTranslate2 conversion per
+   * directory named after the model (`whisper-large-v3/`, …; providers/speech/model-directory.ts).
+   */
+  GANTRY_SPEECH_MODEL_DIR: z.string().min(1).optional(),
   /** Audio: seconds of audio per recognition activity (long audio is cut at pauses into chunks of about this). */
   GANTRY_AUDIO_CHUNK_SECONDS: z.coerce.number().min(10).max(3600).default(120),
   /** Audio: a speech host silent this long (it died) has its chunk retried on another. */
   GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().min(2).max(600).default(20),
+  /** Audio: how long a request's work waits for a speech host (one that has its model) before the request fails with a 503. */
+  GANTRY_AUDIO_HOST_WAIT_SECONDS: z.coerce.number().min(1).max(3600).default(120),
   /** Billing: how often the usage-metering schedule turns open GPU-hour and replica-hour intervals into records. */
   GANTRY_USAGE_METER_SECONDS: z.coerce.number().int().min(10).max(86_400).default(300),
   /** Python with the PyTorch trainer's packages (trainers/torch); set on GPU hosts that train real models. */
@@ -316,9 +323,11 @@ export interface GantryConfig {
   trainerPython: string;
   speechPython: string;
   speechSlots: number;
+  speechModelDir?: string;
   audioChunkSeconds: number;
   usageMeterSeconds: number;
   audioHeartbeatTimeoutSeconds: number;
+  audioHostWaitSeconds: number;
   torchTrainerPython?: string;
   trainingHeartbeatTimeoutSeconds: number;
   trainerStallSeconds: number;
@@ -401,9 +410,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
     speechSlots: e.GANTRY_SPEECH_SLOTS,
+    speechModelDir: e.GANTRY_SPEECH_MODEL_DIR && path.resolve(e.GANTRY_SPEECH_MODEL_DIR),
     audioChunkSeconds: e.GANTRY_AUDIO_CHUNK_SECONDS,
     usageMeterSeconds: e.GANTRY_USAGE_METER_SECONDS,
     audioHeartbeatTimeoutSeconds: e.GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS,
+    audioHostWaitSeconds: e.GANTRY_AUDIO_HOST_WAIT_SECONDS,
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     trainerStallSeconds: e.GANTRY_TRAINER_STALL_SECONDS,

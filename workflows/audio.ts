@@ -22,11 +22,11 @@ import type { UsageActivities } from '../activities/usage';
 import {
   assembleResult,
   AUDIO_FAILURES,
-  SPEECH_MODELS,
+  findSpeechModel,
   type AudioRequestInput,
   type AudioResult,
 } from '../shared/audio';
-import { CONTROL_TASK_QUEUE, SPEECH_TASK_QUEUE } from '../shared/task-queues';
+import { CONTROL_TASK_QUEUE, recognitionTaskQueue, SPEECH_TASK_QUEUE } from '../shared/task-queues';
 
 const usage = proxyActivities<UsageActivities>({
   taskQueue: CONTROL_TASK_QUEUE,
@@ -40,17 +40,22 @@ const searchableEnd = (status: 'COMPLETED' | 'FAILED') => {
 };
 
 export async function audioRequest(input: AudioRequestInput): Promise<AudioResult> {
-  const speech = proxyActivities<SpeechActivities>({
-    taskQueue: SPEECH_TASK_QUEUE,
-    startToCloseTimeout: '30 minutes',
-    // A speech host that dies stops heartbeating: its chunk goes to another host after this.
-    heartbeatTimeout: `${input.heartbeatSeconds ?? 20} seconds`,
-    // No speech host at all is an error the caller should get, not a wait forever.
-    scheduleToStartTimeout: '2 minutes',
-    retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
-  });
-  const model = SPEECH_MODELS.find((m) => m.id === input.model);
+  const speechOn = (taskQueue: string) =>
+    proxyActivities<SpeechActivities>({
+      taskQueue,
+      startToCloseTimeout: '30 minutes',
+      // A speech host that dies stops heartbeating: its chunk goes to another host after this.
+      heartbeatTimeout: `${input.heartbeatSeconds ?? 20} seconds`,
+      // No speech host (with the model) is an error the caller should get, not a wait forever.
+      scheduleToStartTimeout: `${input.hostWaitSeconds ?? 120} seconds`,
+      retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
+    });
+  const speech = speechOn(SPEECH_TASK_QUEUE);
+  const model = findSpeechModel(input.model);
   if (!model) throw ApplicationFailure.nonRetryable(`Unknown speech model ${input.model}.`, AUDIO_FAILURES.invalid);
+  // A model an operator provided is recognized only on the hosts that have it (its own queue);
+  // decoding, diarization and cleanup run on any speech host.
+  const recognizer = speechOn(recognitionTaskQueue(model));
   const stored: string[] = 'blobKey' in input.source ? [input.source.blobKey] : [];
   try {
     setCurrentDetails('Decoding the audio.');
@@ -65,7 +70,7 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
     const [chunks, turns] = await Promise.all([
       Promise.all(
         prepared.chunks.map(([start, end]) =>
-          speech.transcribeChunk({
+          recognizer.transcribeChunk({
             requestId: input.requestId,
             decodedKey: prepared.decodedKey,
             start,

@@ -6,10 +6,11 @@
  * a public URL the speech worker fetches (at most 1 GB). Each request is the
  * workflow `audio/<request-id>` on the `speech` task queue; the response is
  * its result, awaited within the request. The request id is in the
- * `X-Gantry-Audio-Request` header.
+ * `X-Gantry-Audio-Request` header, the model that answered (a request may
+ * leave it out) in `X-Gantry-Speech-Model`.
  */
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { type z } from 'zod';
@@ -17,7 +18,7 @@ import {
   AUDIO_FAILURES,
   AUDIO_LIMITS,
   audioWorkflowId,
-  SPEECH_MODELS,
+  findSpeechModel,
   type AudioRequestInput,
   type AudioResult,
   type AudioTask,
@@ -26,8 +27,9 @@ import { newId } from '../../platform/ids';
 import { audioRequest } from '../../workflows/audio';
 import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
 import type { ApiDeps } from '../deps';
-import { ApiError, badRequest, notFound } from '../errors';
+import { ApiError, badRequest, notFound, serviceUnavailable } from '../errors';
 import type { ApiRouter } from '../route';
+import type { ServedSpeechModels } from '../speech-models';
 import { TranscriptSchema } from '../schemas/audio';
 import { startResourceWorkflowOrUndo } from '../workflows';
 import { TranscriptionFields, TranscriptionBody } from '../schemas/audio';
@@ -45,7 +47,7 @@ const tooLarge = () =>
 
 type TranscriptionBody = z.infer<typeof TranscriptionBody>;
 
-export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
+export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: ServedSpeechModels) {
   const { temporal, blobs, config } = deps;
   const upload = multer({
     storage: new BlobStorageEngine(blobs, AUDIO_LIMITS.uploadBytes, (req) => {
@@ -73,12 +75,17 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
     apiKeyId: string,
   ) {
     const stored = req.file as unknown as StoredUpload | undefined;
-    const model = SPEECH_MODELS.find((m) => m.id === body.model);
-    if (!model)
+    const modelId = body.model ?? (await speechModels.defaultModel());
+    const model = await speechModels.find(modelId);
+    if (!model) {
+      const served = (await speechModels.list()).map((m) => m.id).join(', ');
       throw notFound(
-        `No speech model '${body.model}' on this installation; it serves ${SPEECH_MODELS.map((m) => m.id).join(', ')}.`,
+        findSpeechModel(modelId)
+          ? `No speech host of this installation has ${modelId} now (its operator provides its weights); it serves ${served}.`
+          : `No speech model '${modelId}' on this installation; it serves ${served}.`,
         'model_not_found',
       );
+    }
     let source: AudioRequestInput['source'];
     if (stored) source = { blobKey: stored.blobKey };
     else if (body.file && /^https?:\/\//i.test(body.file)) source = { url: body.file };
@@ -112,8 +119,10 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
       maxSpeakers: body.max_speakers,
       chunkSeconds: config.audioChunkSeconds,
       heartbeatSeconds: config.audioHeartbeatTimeoutSeconds,
+      hostWaitSeconds: config.audioHostWaitSeconds,
     };
     res.setHeader('X-Gantry-Audio-Request', requestId);
+    res.setHeader('X-Gantry-Speech-Model', model.id);
     await startResourceWorkflowOrUndo(
       temporal,
       {
@@ -135,7 +144,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps) {
     try {
       result = await temporal.workflow.getHandle(audioWorkflowId(requestId)).result();
     } catch (err) {
-      throw audioFailure(err);
+      throw audioFailure(err, input);
     }
     return shape(result, body);
   }
@@ -183,8 +192,18 @@ function shape(r: AudioResult, body: TranscriptionBody) {
 }
 
 /** The workflow's failure as the spec's error. */
-function audioFailure(err: unknown): unknown {
+function audioFailure(err: unknown, input: AudioRequestInput): unknown {
   const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
+  // No speech host took the work: the hosts that serve the model went away (or all are busy).
+  if (
+    cause instanceof ActivityFailure &&
+    cause.cause instanceof TimeoutFailure &&
+    cause.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
+  )
+    return serviceUnavailable(
+      `No speech host serving ${input.model} took this request within ${input.hostWaitSeconds} s; retry later.`,
+      30,
+    );
   const failure =
     cause instanceof ApplicationFailure ? cause : cause?.cause instanceof ApplicationFailure ? cause.cause : undefined;
   if (!failure) return err;

@@ -9,7 +9,7 @@
  * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
 import type { z } from 'zod';
-import { SPEECH_MODELS } from '../../shared/audio';
+import type { SpeechModel } from '../../shared/audio';
 import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
 import { getRegistryModel } from '../../db/models';
@@ -18,6 +18,7 @@ import type { ApiDeps } from '../deps';
 import { MODEL_SERVER_GPUS } from '../endpoint-serving';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import type { ServedSpeechModels } from '../speech-models';
 import { ListModelObjectsQuery, ModelObject, ModelObjectListSchema, ModelObjectParams } from '../schemas/models';
 
 /** When the built-in catalog last changed (its models' `created`). */
@@ -27,9 +28,12 @@ type ModelObject = z.infer<typeof ModelObject>;
 
 const organizationOf = (id: string) => (id.includes('/') ? id.slice(0, id.indexOf('/')) : 'gantry');
 
-/** The speech models: called through /v1/audio/transcriptions and /translations, priced per minute of audio. */
-function speechModels(): ModelObject[] {
-  return SPEECH_MODELS.map((m): ModelObject => ({
+/**
+ * The speech models the speech hosts serve now: called through /v1/audio/transcriptions and
+ * /translations, priced per minute of audio.
+ */
+function speechModelObjects(models: SpeechModel[]): ModelObject[] {
+  return models.map((m): ModelObject => ({
     id: m.id,
     object: 'model',
     created: CATALOG_CREATED,
@@ -43,7 +47,7 @@ function speechModels(): ModelObject[] {
   }));
 }
 
-export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
+export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speechModels: ServedSpeechModels) {
   /** The longest context the model behind a deployment takes (a catalog base, or a registered model). */
   async function contextLength(projectId: string, modelId: string): Promise<number | undefined> {
     const base = findCatalogModel(modelId);
@@ -84,7 +88,7 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps) {
   // Only what can be called: a fine-tunable base or a registered model is called once deployed behind
   // an endpoint (they are listed at /v2/supported-models and /v2/projects/{p}/models).
   const everything = async (p: { projectId: string; projectSlug: string }) => [
-    ...speechModels(),
+    ...speechModelObjects(await speechModels.list()),
     ...(await dedicated(p.projectId, p.projectSlug)),
   ];
 

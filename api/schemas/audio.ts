@@ -1,6 +1,5 @@
 /** Speech transcription and translation (spec: Audio): what a request sends, and the transcript it answers with. */
 import { z } from 'zod';
-import { DEFAULT_SPEECH_MODEL } from '../../shared/audio';
 
 const Word = z.object({ word: z.string(), start: z.number(), end: z.number() });
 
@@ -37,7 +36,8 @@ const asList = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ?
 const flag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 
 export const TranscriptionFields = z.object({
-  model: z.string().min(1).max(200).default(DEFAULT_SPEECH_MODEL),
+  /** Absent: openai/whisper-large-v3 where a speech host serves it, else openai/whisper-base (api/speech-models.ts). */
+  model: z.string().min(1).max(200).optional(),
   file: z.string().max(4096).optional(),
   language: z.string().max(8).optional(),
   prompt: z.string().max(4000).optional(),

