@@ -21,7 +21,7 @@ import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/models';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
-import { safetensorsHeader } from './models';
+import { checkRevisionWeights } from './models';
 import { subprocessEnv } from '../providers/process/subprocess-env';
 
 type Stored = { path: string; bytes: number; sha256: string };
@@ -226,20 +226,11 @@ export function createModelUploadActivities(deps: {
       }
       await event(uploadId, 'LEVEL_INFO', 'download.finished', `${stored.length} file(s), ${total} bytes.`);
 
-      // Validation: the weights must be safetensors with a readable header.
-      const weights = stored.filter((f) => f.path.endsWith('.safetensors'));
-      let parameters = 0;
-      const errors: string[] = [];
-      if (!weights.length) errors.push('no .safetensors file among the uploaded files');
-      for (const w of weights) {
-        try {
-          for (const t of Object.values(await safetensorsHeader(blobs, `${prefix}/${w.path}`))) {
-            parameters += t.shape.reduce((a, b) => a * b, 1);
-          }
-        } catch (err) {
-          errors.push(`${w.path}: ${(err as Error).message}`);
-        }
-      }
+      const { parameters, errors } = await checkRevisionWeights(
+        blobs,
+        prefix,
+        stored.map((f) => f.path),
+      );
       await withTransaction(db, async (tx) => {
         await tx.query('DELETE FROM registry_model_revisions WHERE id = $1', [revisionId]); // an earlier attempt's
         await insertRevision(tx, {

@@ -39,6 +39,31 @@ export async function safetensorsHeader(blobs: BlobStore, key: string): Promise<
   return table;
 }
 
+/**
+ * Whether a revision's files are a usable model: its weights are safetensors with a readable
+ * header (the tensors give the parameter count). Errors are sentences naming the file.
+ */
+export async function checkRevisionWeights(
+  blobs: BlobStore,
+  prefix: string,
+  paths: string[],
+): Promise<{ parameters: number; errors: string[] }> {
+  const weights = paths.filter((p) => p.endsWith('.safetensors'));
+  let parameters = 0;
+  const errors: string[] = [];
+  if (!weights.length) errors.push('no .safetensors file among the uploaded files');
+  for (const w of weights) {
+    try {
+      for (const t of Object.values(await safetensorsHeader(blobs, `${prefix}/${w}`))) {
+        parameters += t.shape.reduce((a, b) => a * b, 1);
+      }
+    } catch (err) {
+      errors.push(`${w}: ${(err as Error).message}`);
+    }
+  }
+  return { parameters, errors };
+}
+
 export function createModelRegistryActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
   /** Copies one object's files into the registry and writes its model and revision rows. */
   async function register(o: {

@@ -39,6 +39,7 @@ import { addEndpointFaultRoutes } from './routes/endpoint-faults';
 import { addModelConfigRoutes } from './routes/model-configs';
 import { addAudioRoutes } from './routes/audio';
 import { addModelCatalogRoutes } from './routes/model-catalog';
+import { addModelFileTransferRoutes } from './routes/model-file-transfers';
 import { addMultipartRoutes } from './routes/file-multipart';
 import { addFileRoutes } from './routes/files';
 import { addFineTuneDownloadRoutes } from './routes/fine-tune-downloads';
@@ -94,6 +95,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addAudioRoutes(v1, deps, speechModels);
   addModelCatalogRoutes(v1, deps, speechModels);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id
+  addModelFileTransferRoutes(v2, v1, deps); // before the models: /models/upload/... and /models/download neither
   addRegistryModelRoutes(v2, deps);
   addSupportedModelRoutes(v2, deps);
   addModelConfigRoutes(v2, v1, deps);

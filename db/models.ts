@@ -73,7 +73,8 @@ export async function insertRevision(
     id: string;
     modelId: string;
     blobPrefix: string;
-    files: Array<{ path: string; bytes: number; sha256: string }>;
+    /** `etag`: the multipart ETag a local upload of the file had (db/model-file-uploads.ts). */
+    files: Array<{ path: string; bytes: number; sha256: string; etag?: string }>;
     validationStatus: string;
   },
 ): Promise<void> {
@@ -82,12 +83,10 @@ export async function insertRevision(
     [r.id, r.modelId, r.blobPrefix, r.validationStatus],
   );
   for (const f of r.files) {
-    await db.query('INSERT INTO registry_model_files (revision_id, path, size_bytes, sha256) VALUES ($1, $2, $3, $4)', [
-      r.id,
-      f.path,
-      f.bytes,
-      f.sha256,
-    ]);
+    await db.query(
+      'INSERT INTO registry_model_files (revision_id, path, size_bytes, sha256, etag) VALUES ($1, $2, $3, $4, $5)',
+      [r.id, f.path, f.bytes, f.sha256, f.etag ?? null],
+    );
   }
 }
 
@@ -116,9 +115,9 @@ export async function findRegistryModelsByName(
 export async function listRevisionFiles(
   db: Queryable,
   revisionId: string,
-): Promise<Array<{ path: string; size_bytes: string; sha256: string }>> {
+): Promise<Array<{ path: string; size_bytes: string; sha256: string; etag: string | null }>> {
   const { rows } = await db.query(
-    'SELECT path, size_bytes, sha256 FROM registry_model_files WHERE revision_id = $1 ORDER BY path',
+    'SELECT path, size_bytes, sha256, etag FROM registry_model_files WHERE revision_id = $1 ORDER BY path',
     [revisionId],
   );
   return rows;

@@ -27,6 +27,7 @@ import { createFineTuneActivities, createTrainingActivities } from '../activitie
 import { TrainingSlots } from '../providers/accelerator/training-slots';
 import { createModelRegistryActivities } from '../activities/models';
 import { createModelUploadActivities } from '../activities/model-uploads';
+import { createModelFileUploadActivities } from '../activities/model-file-uploads';
 import { createAdapterControlActivities, createAdapterHostActivities } from '../activities/adapters';
 import { createRolloutActivities } from '../activities/rollouts';
 import { createUsageActivities } from '../activities/usage';
@@ -118,6 +119,7 @@ export function createControlWorker(
       ...createFileActivities({ db: deps.db, blobs: deps.blobs }),
       ...createFineTuneActivities({ db: deps.db, blobs: deps.blobs }),
       ...createModelRegistryActivities({ db: deps.db, blobs: deps.blobs }),
+      ...createModelFileUploadActivities({ db: deps.db, blobs: deps.blobs }),
       ...createModelUploadActivities({
         db: deps.db,
         blobs: deps.blobs,

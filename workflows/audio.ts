@@ -2,7 +2,9 @@
  * audioRequest (`audio/<request-id>`): one transcription or translation. The
  * audio is fetched and decoded once (prepareAudio), cut at pauses into chunks
  * that are recognized as separate activities in parallel (their timings come
- * back global), optionally diarized, and assembled into the response, which
+ * back global; a model an operator provided is recognized on its own queue,
+ * served only by the speech hosts that have it), optionally diarized, and
+ * assembled into the response, which
  * is the workflow's result: the API waits for it within the HTTP request. A
  * worker lost mid-chunk is retried on another by Temporal (heartbeat timeout);
  * the client sees only latency. What the request stored is removed at the end.

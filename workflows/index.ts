@@ -12,3 +12,4 @@ export * from './adapters';
 export * from './rollouts';
 export * from './audio';
 export * from './usage';
+export * from './model-file-uploads';

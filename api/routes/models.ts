@@ -24,6 +24,7 @@ import {
   type RegistryModelRow,
 } from '../../db/models';
 import { findCatalogModel } from '../../fine-tunes/models';
+import { requireOwnModel } from '../use-cases/registry-models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -103,13 +104,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
   }
 
   /** A model the key's project owns (id or name): shared models of other projects are read-only here. */
-  async function ownModel(principal: Principal, idOrName: string): Promise<RegistryModelRow> {
-    const byId = await getRegistryModel(db, principal.projectId, idOrName);
-    if (byId) return byId;
-    const byName = await findRegistryModelsByName(db, principal.projectId, idOrName);
-    if (byName.length === 1) return byName[0];
-    throw notFound(`Model '${idOrName}' not found in this project.`);
-  }
+  const ownModel = (principal: Principal, idOrName: string) => requireOwnModel(db, principal.projectId, idOrName);
 
   router.add({
     method: 'post',

@@ -206,3 +206,99 @@ export const ModelObjectListSchema = z.array(ModelObject);
 
 /** A catalog id: `org/name`, or a bare name. */
 export const ModelObjectParams = z.object({ org: z.string().max(200).optional(), name: z.string().max(200) });
+
+/**
+ * Local weight files into a registered model, and a revision's files out of it, in the official
+ * Python CLI's protocol (`tg models upload`, `tg models download`; api/routes/model-file-transfers.ts).
+ */
+const RevisionFilePath = z.string().min(1).max(1024);
+/** An S3-style ETag: the MD5 of the bytes, or for a file of several parts the MD5 of the parts' MD5s and `-<parts>`. */
+const Md5Etag = z
+  .string()
+  .regex(
+    /^"?[0-9a-fA-F]{32}(-[0-9]+)?"?$/,
+    'an MD5 ETag: 32 hex digits, and -<parts> for a file sent in several parts',
+  );
+const SignedPart = z.object({
+  partNumber: z.number().int(),
+  url: z.string(),
+  headers: z.record(z.string(), z.string()),
+});
+
+export const CreateModelFileUploadBody = z.object({
+  objectId: z.string().min(1).max(300),
+  files: z
+    .array(z.object({ path: RevisionFilePath, hash: Md5Etag, numParts: z.number().int().min(1).max(10_000) }))
+    .min(1)
+    .max(10_000),
+});
+
+export const ModelFileUploadPlanSchema = z
+  .object({
+    objectId: z.string(),
+    uploadId: z.string(),
+    revisionId: z.string(),
+    expiresAt: z.string(),
+    files: z.array(
+      z.object({ path: z.string(), uploadId: z.string(), skipUpload: z.boolean(), parts: z.array(SignedPart) }),
+    ),
+  })
+  .meta({ id: 'ModelFileUploadPlan' });
+
+export const CompleteModelFileUploadBody = z.object({
+  objectId: z.string().min(1).max(300),
+  files: z
+    .array(
+      z.object({
+        path: RevisionFilePath,
+        hash: Md5Etag,
+        skipUpload: z.boolean().optional(),
+        uploadDetails: z
+          .object({
+            uploadId: z.string().min(1).max(64),
+            parts: z.array(z.object({ partNumber: z.number().int().min(1).max(10_000), hash: Md5Etag })).max(10_000),
+          })
+          .optional(),
+      }),
+    )
+    .min(1)
+    .max(10_000),
+});
+
+export const ModelFileUploadCompletedSchema = z
+  .object({ objectId: z.string(), revisionId: z.string(), files: z.number().int(), bytes: z.number().int() })
+  .meta({ id: 'ModelFileUploadCompleted' });
+
+export const ModelDownloadBody = z.object({
+  objectId: z.string().min(1).max(300),
+  /** Only these files of the revision; all of them when empty. */
+  paths: z.array(RevisionFilePath).max(10_000).optional(),
+  /** The newest revision when absent. */
+  revisionId: z.string().min(1).max(64).optional(),
+});
+
+export const ModelDownloadPlanSchema = z
+  .object({
+    objectId: z.string(),
+    revisionId: z.string(),
+    expiresAt: z.string(),
+    files: z.array(
+      z.object({
+        path: z.string(),
+        hash: z.string(),
+        sizeBytes: z.number().int(),
+        parts: z.array(SignedPart.extend({ sizeBytes: z.number().int() })),
+      }),
+    ),
+  })
+  .meta({ id: 'ModelDownloadPlan' });
+
+export const ModelUploadPartParams = z.object({
+  id: z.string().min(1).max(64),
+  file: z.coerce.number().int().min(0).max(10_000),
+  part: z.coerce.number().int().min(1).max(10_000),
+});
+export const RevisionFileParams = z.object({
+  id: z.string().min(1).max(64),
+  file: z.coerce.number().int().min(0).max(100_000),
+});

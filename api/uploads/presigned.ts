@@ -101,3 +101,43 @@ export function verifyDownloadUrl(keys: Keyring, resourcePath: string, query: un
   if (now / 1000 > q.expires)
     throw forbidden('The download URL has expired; ask for a new one.', 'download_url_expired');
 }
+
+/**
+ * Pre-signed part URLs of a model file upload (the CLI PUTs each part to one, without its API
+ * key): an HMAC over the part's path, the most bytes it may hold and the expiry.
+ */
+const partPayload = (resourcePath: string, maxBytes: number, expires: number) =>
+  ['v1-model-part', resourcePath, maxBytes, expires].join('\n');
+
+export function partUploadUrl(
+  publicUrl: string,
+  keys: Keyring,
+  resourcePath: string,
+  maxBytes: number,
+  expires: number,
+): string {
+  const q = new URLSearchParams({
+    max_bytes: String(maxBytes),
+    expires: String(expires),
+    signature: keys.sign(partPayload(resourcePath, maxBytes, expires)),
+  });
+  return `${publicUrl}${resourcePath}?${q}`;
+}
+
+export const PartUploadUrlQuery = z.object({
+  max_bytes: z.coerce.number().int().positive(),
+  expires: z.coerce.number().int().positive(),
+  signature: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
+/** Checks the signature and expiry; answers the most bytes the part may hold. */
+export function verifyPartUploadUrl(keys: Keyring, resourcePath: string, query: unknown, now = Date.now()): number {
+  const q = parseOrThrow(PartUploadUrlQuery, query, 'query', true);
+  if (!keys.verify(partPayload(resourcePath, q.max_bytes, q.expires), q.signature)) {
+    throw forbidden('The upload URL is not valid (its signature does not match).', 'invalid_signature');
+  }
+  if (now / 1000 > q.expires) {
+    throw forbidden('The upload URL has expired. Start the upload again.', 'upload_url_expired');
+  }
+  return q.max_bytes;
+}

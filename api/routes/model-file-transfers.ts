@@ -1,0 +1,511 @@
+/**
+ * Local weight files into the model registry and out of it, in the official
+ * Python CLI's protocol (`tg models upload <model> <dir>`, `tg models download
+ * <model> <dir>`):
+ *
+ *   POST /v2/projects/{p}/models/upload/create    the files (path, MD5 ETag, parts) -> one signed PUT URL per part
+ *   PUT  <part url>                               stores the part; its ETag is its MD5 (what the CLI checks)
+ *   POST /v2/projects/{p}/models/upload/complete  every part's ETag -> the parts joined into a new revision
+ *   POST /v2/projects/{p}/models/download         a revision's files -> one signed ranged GET per 20 MiB
+ *
+ * A revision is immutable, so an upload makes a new one of exactly the files it names (none is
+ * skipped: `skipUpload` is always false). Its weights must be safetensors with a readable header,
+ * as for remote uploads; a refused upload leaves nothing stored. Each upload is the workflow
+ * `model-file-upload/<id>`, which discards the parts of one not completed in time.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { Readable, Transform } from 'node:stream';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Request, Response } from 'express';
+import { getRevision, insertRevision, listRevisionFiles, listRevisions } from '../../db/models';
+import {
+  getModelFileUpload,
+  insertModelFileUpload,
+  listUploadFiles,
+  listUploadParts,
+  moveModelFileUpload,
+  recordUploadPart,
+  type ModelFileUploadRow,
+} from '../../db/model-file-uploads';
+import { withTransaction } from '../../db/pool';
+import { checkRevisionWeights } from '../../activities/models';
+import { removeUploadedParts } from '../../activities/model-file-uploads';
+import { newId } from '../../platform/ids';
+import { assertSafeKey, BlobTooLargeError } from '../../providers/storage/blob-store';
+import {
+  DOWNLOAD_PART_BYTES,
+  MODEL_UPLOAD_LIMITS,
+  modelFileUploadWorkflowId,
+  revisionBlobPrefix,
+} from '../../shared/model-file-uploads';
+import { modelFilesFinishedSignal, modelFileUpload } from '../../workflows/model-file-uploads';
+import { sendBlob } from '../blob-response';
+import type { ApiDeps } from '../deps';
+import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import type { ApiRouter } from '../route';
+import { BinaryResponse, ProjectParams } from '../schemas/common';
+import {
+  CompleteModelFileUploadBody,
+  CreateModelFileUploadBody,
+  ModelDownloadBody,
+  ModelDownloadPlanSchema,
+  ModelFileUploadCompletedSchema,
+  ModelFileUploadPlanSchema,
+  ModelUploadPartParams,
+  RevisionFileParams,
+} from '../schemas/models';
+import {
+  downloadUrl,
+  DownloadUrlQuery,
+  partUploadUrl,
+  PartUploadUrlQuery,
+  verifyDownloadUrl,
+  verifyPartUploadUrl,
+} from '../uploads/presigned';
+import { parseOrThrow } from '../validation';
+import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
+import { requireOwnModel } from '../use-cases/registry-models';
+
+/** How long a download plan's URLs work. */
+const DOWNLOAD_TTL_SECONDS = 3600;
+
+const unquote = (etag: string) => etag.replace(/"/g, '').toLowerCase();
+
+/** The S3-style ETag of a file sent in parts: one part's MD5, else the MD5 of the parts' MD5s, `-<parts>`. */
+export function multipartEtag(partMd5s: string[]): string {
+  if (partMd5s.length === 1) return partMd5s[0];
+  const joined = Buffer.concat(partMd5s.map((m) => Buffer.from(m, 'hex')));
+  return `${createHash('md5').update(joined).digest('hex')}-${partMd5s.length}`;
+}
+
+const partPath = (uploadId: string, file: number, part: number) =>
+  `/v1/model-uploads/${encodeURIComponent(uploadId)}/files/${file}/parts/${part}`;
+const revisionFilePath = (revisionId: string, file: number) =>
+  `/v1/model-revisions/${encodeURIComponent(revisionId)}/files/${file}`;
+
+export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: ApiDeps) {
+  const { db, temporal, config, blobs } = deps;
+  const keyring = () => {
+    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    return config.keyring;
+  };
+
+  v2.add({
+    method: 'post',
+    path: '/projects/:projectId/models/upload/create',
+    projectScope: 'key',
+    operationId: 'createModelFileUpload',
+    summary: 'Start an upload of local files into a registered model: one signed PUT URL per part',
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    body: CreateModelFileUploadBody,
+    errors: [404],
+    response: { status: 200, description: 'Where to PUT each part', schema: ModelFileUploadPlanSchema },
+    handler: async ({ body, principal }) => {
+      const model = await requireOwnModel(db, principal.projectId, body.objectId);
+      const seen = new Set<string>();
+      body.files.forEach((f, i) => {
+        try {
+          assertSafeKey(f.path);
+        } catch {
+          throw badRequest(
+            `'${f.path}' is not a plain relative path (segments of letters, digits, '.', '_' and '-', none starting with '.').`,
+            `files.${i}.path`,
+          );
+        }
+        if (seen.has(f.path)) throw badRequest(`'${f.path}' is listed twice.`, `files.${i}.path`);
+        seen.add(f.path);
+        const suffix = /-(\d+)"?$/.exec(f.hash)?.[1];
+        if (f.numParts > 1 ? Number(suffix) !== f.numParts : suffix !== undefined)
+          throw badRequest(
+            `The ETag of a file in ${f.numParts} part(s) ${f.numParts > 1 ? `ends in -${f.numParts}` : 'has no -<parts> suffix'}.`,
+            `files.${i}.hash`,
+          );
+      });
+      const id = newId('mfu');
+      const revisionId = 'rv_' + createHash('sha256').update(id).digest('hex').slice(0, 24);
+      const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
+      const files = [...body.files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+      await insertModelFileUpload(db, {
+        id,
+        projectId: principal.projectId,
+        modelId: model.id,
+        revisionId,
+        expiresAt,
+        files: files.map((f) => ({ path: f.path, etag: unquote(f.hash), partCount: f.numParts })),
+      });
+      await startResourceWorkflowOrUndo(
+        temporal,
+        {
+          workflow: modelFileUpload,
+          workflowId: modelFileUploadWorkflowId(id),
+          args: [
+            {
+              uploadId: id,
+              modelId: model.id,
+              expiresAt: expiresAt.toISOString(),
+              graceSeconds: config.uploadUrlTtlSeconds,
+            },
+          ],
+          projectId: principal.projectId,
+          resourceType: 'model-file-upload',
+          resourceId: id,
+          status: 'OPEN',
+          summary: `Upload of ${files.length} local file(s) into ${model.id}`,
+          details: `Becomes revision \`${revisionId}\` when completed.`,
+        },
+        () => db.query('DELETE FROM model_file_uploads WHERE id = $1', [id]),
+      );
+      const expires = Math.floor(expiresAt.getTime() / 1000);
+      return {
+        objectId: body.objectId,
+        uploadId: id,
+        revisionId,
+        expiresAt: expiresAt.toISOString(),
+        files: files.map((f, index) => ({
+          path: f.path,
+          uploadId: id,
+          skipUpload: false,
+          parts: Array.from({ length: f.numParts }, (_, p) => ({
+            partNumber: p + 1,
+            url: partUploadUrl(
+              config.publicUrl,
+              keyring(),
+              partPath(id, index, p + 1),
+              MODEL_UPLOAD_LIMITS.partBytes,
+              expires,
+            ),
+            headers: {},
+          })),
+        })),
+      };
+    },
+  });
+
+  v1.addSigned(
+    {
+      method: 'put',
+      path: '/model-uploads/:id/files/:file/parts/:part',
+      operationId: 'putModelFilePart',
+      summary: 'PUT one part of a model file upload to its signed URL; its ETag is its MD5',
+      tags: ['models'],
+      params: ModelUploadPartParams,
+      query: PartUploadUrlQuery,
+      errors: [403, 404, 409, 413],
+      response: { status: 200, description: 'The stored part (ETag header: its MD5)', schema: BinaryResponse },
+    },
+    partHandler(deps),
+  );
+
+  v2.add({
+    method: 'post',
+    path: '/projects/:projectId/models/upload/complete',
+    projectScope: 'key',
+    operationId: 'completeModelFileUpload',
+    summary: "Check every part's ETag, join the parts into the model's new revision and validate its weights",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    body: CompleteModelFileUploadBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'The new revision', schema: ModelFileUploadCompletedSchema },
+    handler: async ({ body, principal }) => {
+      const model = await requireOwnModel(db, principal.projectId, body.objectId);
+      const ids = new Set(body.files.map((f) => f.uploadDetails?.uploadId).filter((x) => x !== undefined));
+      if (ids.size !== 1)
+        throw badRequest('Name the upload: every file carries the uploadId that create answered.', 'files');
+      const [uploadId] = ids;
+      const upload = await getModelFileUpload(db, uploadId, principal.projectId);
+      if (!upload || upload.model_id !== model.id)
+        throw notFound(`Upload '${uploadId}' of model '${body.objectId}' not found.`);
+      if (upload.state !== 'open')
+        throw conflict(
+          `Upload '${upload.id}' is ${upload.state}; only an open upload can be completed.`,
+          'upload_not_open',
+        );
+      const planned = await listUploadFiles(db, upload.id);
+      const parts = await listUploadParts(db, upload.id);
+      if (body.files.length !== planned.length)
+        throw badRequest(`This upload has ${planned.length} file(s); ${body.files.length} were listed.`, 'files');
+      body.files.forEach((f, i) => {
+        const plan = planned.find((p) => p.path === f.path);
+        if (!plan) throw badRequest(`'${f.path}' is not a file of this upload.`, `files.${i}.path`);
+        if (f.skipUpload || !f.uploadDetails)
+          throw badRequest(`'${f.path}' was not skipped: list its parts.`, `files.${i}.uploadDetails`);
+        const listed = f.uploadDetails.parts;
+        if (listed.length !== plan.part_count)
+          throw badRequest(`'${f.path}' has ${plan.part_count} part(s); ${listed.length} were listed.`, `files.${i}`);
+        const stored = parts.filter((p) => p.path === f.path);
+        listed.forEach((p, j) => {
+          if (p.partNumber !== j + 1)
+            throw badRequest(`List the parts in order: expected part ${j + 1}.`, `files.${i}.uploadDetails.parts.${j}`);
+          const have = stored.find((s) => s.part_number === p.partNumber);
+          if (!have)
+            throw badRequest(
+              `Part ${p.partNumber} of '${f.path}' was never uploaded.`,
+              `files.${i}.uploadDetails.parts.${j}`,
+              'part_missing',
+            );
+          if (have.md5 !== unquote(p.hash))
+            throw badRequest(
+              `Part ${p.partNumber} of '${f.path}': its ETag does not match the part Gantry stored; upload it again.`,
+              `files.${i}.uploadDetails.parts.${j}.hash`,
+              'etag_mismatch',
+            );
+        });
+        const etag = multipartEtag(stored.map((s) => s.md5));
+        if (etag !== plan.etag || etag !== unquote(f.hash))
+          throw badRequest(
+            `The parts of '${f.path}' make the ETag ${etag}; the file's is ${plan.etag}: a part changed, upload it again.`,
+            `files.${i}.hash`,
+            'etag_mismatch',
+          );
+      });
+      if (!(await moveModelFileUpload(db, upload.id, 'open', 'completing')))
+        throw conflict(
+          `Upload '${upload.id}' is ${upload.state}; only an open upload can be completed.`,
+          'upload_not_open',
+        );
+      return complete(upload, planned, parts);
+    },
+  });
+
+  /** Joins each file's parts into the revision, validates it, and records it; or refuses it, leaving nothing. */
+  async function complete(
+    upload: ModelFileUploadRow,
+    planned: Awaited<ReturnType<typeof listUploadFiles>>,
+    parts: Awaited<ReturnType<typeof listUploadParts>>,
+  ) {
+    const prefix = revisionBlobPrefix(upload.model_id, upload.revision_id);
+    const stored: Array<{ path: string; bytes: number; sha256: string; etag: string }> = [];
+    try {
+      for (const f of planned) {
+        const own = parts.filter((p) => p.path === f.path);
+        const joined = Readable.from(
+          (async function* () {
+            for (const p of own) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });
+          })(),
+        );
+        const total = own.reduce((n, p) => n + Number(p.bytes), 0);
+        const blob = await blobs.put(`${prefix}/${f.path}`, joined, { maxBytes: total });
+        stored.push({ path: f.path, ...blob, etag: f.etag });
+      }
+    } catch (err) {
+      // The next `complete` may succeed: the parts are still there.
+      await moveModelFileUpload(db, upload.id, 'completing', 'open');
+      throw err;
+    }
+    const { parameters, errors } = await checkRevisionWeights(
+      blobs,
+      prefix,
+      stored.map((f) => f.path),
+    );
+    if (errors.length) {
+      await moveModelFileUpload(db, upload.id, 'completing', 'failed');
+      await removeUploadedParts(db, blobs, upload);
+      await finished(upload.id, 'FAILED');
+      throw badRequest(
+        `The files are not a usable model, so no revision was made: ${errors.join('; ')}.`,
+        'files',
+        'upload_invalid',
+      );
+    }
+    await withTransaction(db, async (tx) => {
+      await insertRevision(tx, {
+        id: upload.revision_id,
+        modelId: upload.model_id,
+        blobPrefix: prefix,
+        files: stored,
+        validationStatus: 'REVISION_VALIDATION_STATUS_SUCCESS',
+      });
+      await tx.query('UPDATE registry_models SET parameters_total = $2, updated_at = now() WHERE id = $1', [
+        upload.model_id,
+        parameters,
+      ]);
+      await moveModelFileUpload(tx, upload.id, 'completing', 'completed');
+    });
+    await removeUploadedParts(db, blobs, upload);
+    await finished(upload.id, 'COMPLETED');
+    return {
+      objectId: upload.model_id,
+      revisionId: upload.revision_id,
+      files: stored.length,
+      bytes: stored.reduce((n, f) => n + f.bytes, 0),
+    };
+  }
+
+  /**
+   * Tells the upload's run it ended (it would otherwise wait until its timer and find it ended). A
+   * run whose timer fired meanwhile has read the end from the row and closed: nothing to tell.
+   */
+  const finished = (uploadId: string, status: 'COMPLETED' | 'FAILED') =>
+    signalWorkflow(temporal, modelFileUploadWorkflowId(uploadId), modelFilesFinishedSignal, [{ status }], null).catch(
+      (err: unknown) => {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      },
+    );
+
+  v2.add({
+    method: 'post',
+    path: '/projects/:projectId/models/download',
+    projectScope: 'key',
+    operationId: 'planModelDownload',
+    summary: "A revision's files (the newest unless revisionId names one): a signed ranged GET per 20 MiB part",
+    tags: ['models'],
+    strict: true,
+    params: ProjectParams,
+    body: ModelDownloadBody,
+    errors: [404],
+    response: { status: 200, description: 'Where to GET each part', schema: ModelDownloadPlanSchema },
+    handler: async ({ body, principal }) => {
+      const model = await requireOwnModel(db, principal.projectId, body.objectId);
+      const revision = body.revisionId
+        ? await getRevision(db, model.id, body.revisionId)
+        : (await listRevisions(db, model.id))[0];
+      if (!revision)
+        throw notFound(
+          body.revisionId
+            ? `Model '${body.objectId}' has no revision '${body.revisionId}'.`
+            : `Model '${body.objectId}' has no revision yet.`,
+          body.revisionId ? 'revision_not_found' : 'model_has_no_revision',
+        );
+      const files = await listRevisionFiles(db, revision.id);
+      const wanted = body.paths?.length ? body.paths : files.map((f) => f.path);
+      const missing = wanted.findIndex((p) => !files.some((f) => f.path === p));
+      if (missing >= 0) throw notFound(`Revision '${revision.id}' has no file '${wanted[missing]}'.`, 'file_not_found');
+      const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_TTL_SECONDS;
+      return {
+        objectId: body.objectId,
+        revisionId: revision.id,
+        expiresAt: new Date(expires * 1000).toISOString(),
+        files: files
+          .map((f, index) => ({ f, index }))
+          .filter(({ f }) => wanted.includes(f.path))
+          .map(({ f, index }) => {
+            const size = Number(f.size_bytes);
+            const url = downloadUrl(config.publicUrl, keyring(), revisionFilePath(revision.id, index), expires);
+            return {
+              path: f.path,
+              // What the CLI compares a local copy with: the upload's ETag where the file came from one.
+              hash: f.etag ?? `sha256:${f.sha256}`,
+              sizeBytes: size,
+              parts: Array.from({ length: Math.ceil(size / DOWNLOAD_PART_BYTES) }, (_, p) => {
+                const start = p * DOWNLOAD_PART_BYTES;
+                const end = Math.min(size, start + DOWNLOAD_PART_BYTES) - 1;
+                return {
+                  partNumber: p + 1,
+                  sizeBytes: end - start + 1,
+                  url,
+                  headers: { Range: `bytes=${start}-${end}` },
+                };
+              }),
+            };
+          }),
+      };
+    },
+  });
+
+  v1.addSigned(
+    {
+      method: 'get',
+      path: '/model-revisions/:id/files/:file',
+      operationId: 'getModelRevisionFile',
+      summary: "A registry revision's file at its signed URL (from the download plan); answers Range",
+      tags: ['models'],
+      params: RevisionFileParams,
+      query: DownloadUrlQuery,
+      errors: [403, 404, 416],
+      response: {
+        status: 200,
+        description: 'The file',
+        schema: BinaryResponse,
+        mediaType: 'application/octet-stream',
+      },
+    },
+    async (req: Request, res: Response) => {
+      const { id, file } = parseOrThrow(RevisionFileParams, req.params, 'path', false);
+      verifyDownloadUrl(keyring(), revisionFilePath(id, file), req.query);
+      const { rows } = await db.query<{ model_id: string; blob_prefix: string }>(
+        'SELECT model_id, blob_prefix FROM registry_model_revisions WHERE id = $1',
+        [id],
+      );
+      const f = rows[0] && (await listRevisionFiles(db, id))[file];
+      if (!f) throw notFound(`The file no longer exists (its model or revision was deleted).`);
+      await sendBlob(req, res, blobs, {
+        key: `${rows[0].blob_prefix}/${f.path}`,
+        size: Number(f.size_bytes),
+        filename: f.path.split('/').pop()!,
+        contentType: 'application/octet-stream',
+      });
+    },
+  );
+}
+
+/** PUT of one part to its signed URL (no API key: the signature is the credential). */
+function partHandler(deps: ApiDeps) {
+  const { db, config, blobs } = deps;
+  return async (req: Request, res: Response) => {
+    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    const { id, file, part } = parseOrThrow(ModelUploadPartParams, req.params, 'path', false);
+    const maxBytes = verifyPartUploadUrl(config.keyring, partPath(id, file, part), req.query);
+    const declared = Number(req.headers['content-length']);
+    if (!req.headers['content-length'] || !Number.isSafeInteger(declared))
+      throw badRequest('Send the part with a Content-Length header.', 'Content-Length', 'length_required');
+    if (declared > maxBytes) throw payloadTooLarge(`A part may be at most ${maxBytes} bytes.`, 'Content-Length');
+    const upload = await getModelFileUpload(db, id);
+    if (!upload) throw notFound(`Upload '${id}' no longer exists.`);
+    const planned = (await listUploadFiles(db, id))[file];
+    if (!planned || part > planned.part_count) throw notFound(`Upload '${id}' has no such part.`);
+    const notOpen = () =>
+      new ApiError(
+        409,
+        `Upload '${id}' is ${upload.state}; it takes no more parts.`,
+        'conflict_error',
+        null,
+        'upload_not_open',
+      );
+    if (upload.state !== 'open') throw notOpen();
+    const held = (await listUploadParts(db, id)).reduce((n, p) => n + Number(p.bytes), 0);
+    if (held + declared > config.remoteFetch.maxBytes)
+      throw payloadTooLarge(`A model upload may hold at most ${config.remoteFetch.maxBytes} bytes.`, 'Content-Length');
+    // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
+    const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
+    const md5 = createHash('md5');
+    const hashing = new Transform({
+      transform(chunk: Buffer, _e, done) {
+        md5.update(chunk);
+        done(null, chunk);
+      },
+    });
+    req.on('error', (err) => hashing.destroy(err));
+    let stored;
+    try {
+      stored = await blobs.put(key, req.pipe(hashing), { maxBytes: declared });
+    } catch (err) {
+      if (err instanceof BlobTooLargeError)
+        throw badRequest('The part holds more bytes than its Content-Length.', null);
+      throw err;
+    }
+    if (stored.bytes !== declared) {
+      await blobs.delete(key);
+      throw badRequest(`The part ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
+    }
+    const etag = md5.digest('hex');
+    const recorded = await recordUploadPart(db, {
+      uploadId: id,
+      path: planned.path,
+      partNumber: part,
+      bytes: stored.bytes,
+      md5: etag,
+      blobKey: key,
+    });
+    if (!recorded) {
+      // The upload was completed, refused or discarded while this part arrived.
+      await blobs.delete(key);
+      throw notOpen();
+    }
+    if (recorded.replaced) await blobs.delete(recorded.replaced);
+    res.set('ETag', `"${etag}"`).status(200).end();
+  };
+}

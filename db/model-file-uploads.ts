@@ -1,0 +1,135 @@
+/**
+ * Local weight files uploaded into the model registry in parts (migration 030;
+ * api/routes/model-file-transfers.ts). An upload moves open -> completing ->
+ * completed | failed, or open -> expired when its workflow's timer runs out.
+ */
+import type { Queryable } from './pool';
+
+export type ModelFileUploadState = 'open' | 'completing' | 'completed' | 'failed' | 'expired';
+
+export interface ModelFileUploadRow {
+  id: string;
+  project_id: string;
+  model_id: string;
+  revision_id: string;
+  state: ModelFileUploadState;
+  expires_at: Date;
+}
+
+export interface UploadFileRow {
+  path: string;
+  etag: string;
+  part_count: number;
+}
+
+export interface UploadPartRow {
+  path: string;
+  part_number: number;
+  bytes: string;
+  md5: string;
+  blob_key: string;
+}
+
+export async function insertModelFileUpload(
+  db: Queryable,
+  u: {
+    id: string;
+    projectId: string;
+    modelId: string;
+    revisionId: string;
+    expiresAt: Date;
+    files: Array<{ path: string; etag: string; partCount: number }>;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO model_file_uploads (id, project_id, model_id, revision_id, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+    [u.id, u.projectId, u.modelId, u.revisionId, u.expiresAt],
+  );
+  await db.query(
+    `INSERT INTO model_file_upload_files (upload_id, path, etag, part_count)
+     SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[])`,
+    [u.id, u.files.map((f) => f.path), u.files.map((f) => f.etag), u.files.map((f) => f.partCount)],
+  );
+}
+
+export async function getModelFileUpload(
+  db: Queryable,
+  id: string,
+  projectId?: string,
+): Promise<ModelFileUploadRow | null> {
+  const { rows } = await db.query<ModelFileUploadRow>(
+    `SELECT id, project_id, model_id, revision_id, state, expires_at FROM model_file_uploads
+      WHERE id = $1 AND ($2::text IS NULL OR project_id = $2)`,
+    [id, projectId ?? null],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listUploadFiles(db: Queryable, uploadId: string): Promise<UploadFileRow[]> {
+  const { rows } = await db.query<UploadFileRow>(
+    'SELECT path, etag, part_count FROM model_file_upload_files WHERE upload_id = $1 ORDER BY path COLLATE "C"',
+    [uploadId],
+  );
+  return rows;
+}
+
+export async function listUploadParts(db: Queryable, uploadId: string): Promise<UploadPartRow[]> {
+  const { rows } = await db.query<UploadPartRow>(
+    `SELECT path, part_number, bytes, md5, blob_key FROM model_file_upload_parts
+      WHERE upload_id = $1 ORDER BY path, part_number`,
+    [uploadId],
+  );
+  return rows;
+}
+
+/**
+ * Records a part (a retry replaces the earlier attempt) while the upload is open; answers the
+ * blob key it replaced, or undefined. Null: the upload takes no parts now (not open, or gone).
+ */
+export async function recordUploadPart(
+  db: Queryable,
+  p: { uploadId: string; path: string; partNumber: number; bytes: number; md5: string; blobKey: string },
+): Promise<{ replaced?: string } | null> {
+  const { rows } = await db.query<{ replaced: string | null }>(
+    `WITH open AS (SELECT 1 FROM model_file_uploads WHERE id = $1 AND state = 'open' FOR SHARE),
+          previous AS (SELECT blob_key FROM model_file_upload_parts WHERE upload_id = $1 AND path = $2 AND part_number = $3)
+     INSERT INTO model_file_upload_parts (upload_id, path, part_number, bytes, md5, blob_key)
+     SELECT $1, $2, $3, $4, $5, $6 FROM open
+     ON CONFLICT (upload_id, path, part_number) DO UPDATE SET bytes = EXCLUDED.bytes, md5 = EXCLUDED.md5, blob_key = EXCLUDED.blob_key
+     RETURNING (SELECT blob_key FROM previous) AS replaced`,
+    [p.uploadId, p.path, p.partNumber, p.bytes, p.md5, p.blobKey],
+  );
+  if (!rows.length) return null;
+  return rows[0].replaced ? { replaced: rows[0].replaced } : {};
+}
+
+/** Moves the upload from one state to another; false when it was not in `from`. */
+export async function moveModelFileUpload(
+  db: Queryable,
+  id: string,
+  from: ModelFileUploadState,
+  to: ModelFileUploadState,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE model_file_uploads SET state = $3, state_since = now() WHERE id = $1 AND state = $2`,
+    [id, from, to],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * Ends an upload whose time ran out: an open one, or one stuck completing for an hour (the API
+ * that was completing it died). Answers the state it is in afterwards.
+ */
+export async function expireModelFileUpload(db: Queryable, id: string): Promise<ModelFileUploadState | null> {
+  await db.query(
+    `UPDATE model_file_uploads SET state = 'expired', state_since = now()
+      WHERE id = $1 AND (state = 'open' OR (state = 'completing' AND state_since < now() - interval '1 hour'))`,
+    [id],
+  );
+  return (await getModelFileUpload(db, id))?.state ?? null;
+}
+
+export async function deleteUploadParts(db: Queryable, uploadId: string): Promise<void> {
+  await db.query('DELETE FROM model_file_upload_parts WHERE upload_id = $1', [uploadId]);
+}
