@@ -12,7 +12,11 @@
  * how the gateway and the health checks reach it through the published port, and
  * connections to Gantry's API through the bridge's forwarder (api-forwarder.ts).
  * The rules live in two chains, GANTRY-REPLICAS-IN and GANTRY-REPLICAS-FWD, jumped
- * to first from INPUT and FORWARD.
+ * to first from INPUT and FORWARD of the `mangle` table, which every packet passes
+ * before the `filter` table. There Podman's CNI plugin puts its own jump at the top
+ * of FORWARD when it sets up its first container, and that chain accepts whatever a
+ * container subnet sends: a jump of ours in `filter` was passed over whenever CNI's
+ * came later (on a fresh host, one project's replicas reached another's).
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -25,12 +29,24 @@ const run = promisify(execFile);
 /** Rules for what replicas send to this host (jumped to from INPUT) and through it (from FORWARD). */
 const CHAINS = { INPUT: 'GANTRY-REPLICAS-IN', FORWARD: 'GANTRY-REPLICAS-FWD' } as const;
 
-async function iptables(args: string[]): Promise<boolean> {
+async function iptables(args: string[], table = TABLE): Promise<boolean> {
   try {
-    await run('iptables', ['-w', ...args], { env: { PATH: SYSTEM_PATH } });
+    await run('iptables', ['-w', '-t', table, ...args], { env: { PATH: SYSTEM_PATH } });
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Where the rules are (see above); earlier versions kept them in `filter`. */
+const TABLE = 'mangle';
+
+/** Takes out the chains an earlier version made in `filter` (passed over there, see above). */
+async function removeFilterTableChains(): Promise<void> {
+  for (const [hook, chain] of Object.entries(CHAINS)) {
+    while (await iptables(['-D', hook, '-j', chain], 'filter'));
+    await iptables(['-F', chain], 'filter');
+    await iptables(['-X', chain], 'filter');
   }
 }
 
@@ -113,6 +129,7 @@ export class ReplicaNetworks {
 
   private async ensure(name: string, projectId: string): Promise<{ bridge: string; forwarder?: ApiForwarder }> {
     this.chain ??= (async () => {
+      await removeFilterTableChains();
       for (const [hook, chain] of Object.entries(CHAINS)) {
         await iptables(['-N', chain]); // fails harmlessly when it exists
         await ensureRule(hook, 'first', ['-j', chain]);
