@@ -100,7 +100,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     strict: true,
     params: ProjectParams,
     body: CreateModelFileUploadBody,
-    errors: [404],
+    errors: [404, 413],
     response: { status: 200, description: 'Where to PUT each part', schema: ModelFileUploadPlanSchema },
     handler: async ({ body, principal }) => {
       const model = await requireOwnModel(db, principal.projectId, body.objectId);
@@ -208,7 +208,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     strict: true,
     params: ProjectParams,
     body: CompleteModelFileUploadBody,
-    errors: [404, 409],
+    errors: [404, 409, 413],
     response: { status: 200, description: 'The new revision', schema: ModelFileUploadCompletedSchema },
     handler: async ({ body, principal }) => {
       const model = await requireOwnModel(db, principal.projectId, body.objectId);
@@ -356,7 +356,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     strict: true,
     params: ProjectParams,
     body: ModelDownloadBody,
-    errors: [404],
+    errors: [404, 413],
     response: { status: 200, description: 'Where to GET each part', schema: ModelDownloadPlanSchema },
     handler: async ({ body, principal }) => {
       const model = await requireOwnModel(db, principal.projectId, body.objectId);
