@@ -91,7 +91,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
-  const speechModels = deps.speechModels ?? new ServedSpeechModels(deps.temporal);
+  const speechModels = deps.speechModels ?? new ServedSpeechModels(deps.db);
   addAudioRoutes(v1, deps, speechModels);
   addModelCatalogRoutes(v1, deps, speechModels);
   addModelUploadRoutes(v2, deps); // before the models: /models/uploads is not a model id

@@ -75,23 +75,11 @@ export interface QueuePollers {
  */
 export const LIVE_POLLER_WINDOW_MS = 2 * 60_000;
 
-export async function describeTaskQueuePollers(
-  client: Client,
-  name: string,
-  opts: {
-    now?: number;
-    /** Which kinds of pollers to ask about (one call each); both by default. */
-    types?: Array<'workflow' | 'activity'>;
-    liveWithinMs?: number;
-  } = {},
-): Promise<QueuePollers> {
-  const { now = Date.now(), types = ['workflow', 'activity'], liveWithinMs = LIVE_POLLER_WINDOW_MS } = opts;
-  const kinds = (
-    [
-      ['workflow', temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW],
-      ['activity', temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY],
-    ] as const
-  ).filter(([kind]) => types.includes(kind));
+export async function describeTaskQueuePollers(client: Client, name: string, now = Date.now()): Promise<QueuePollers> {
+  const kinds = [
+    ['workflow', temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW],
+    ['activity', temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY],
+  ] as const;
   const result: QueuePollers = { name, workflow_pollers: 0, activity_pollers: 0, pollers: [] };
   for (const [kind, taskQueueType] of kinds) {
     const res = await client.workflowService.describeTaskQueue({
@@ -102,7 +90,7 @@ export async function describeTaskQueuePollers(
     for (const p of res.pollers ?? []) {
       const seconds = p.lastAccessTime?.seconds;
       const at = seconds != null ? Number(seconds) * 1000 + Math.floor((p.lastAccessTime?.nanos ?? 0) / 1e6) : null;
-      if (at !== null && now - at > liveWithinMs) continue;
+      if (at !== null && now - at > LIVE_POLLER_WINDOW_MS) continue;
       result.pollers.push({
         identity: p.identity ?? '',
         kind,

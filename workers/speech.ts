@@ -9,7 +9,10 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../platform/config';
+import { hostname } from 'node:os';
+import { loadConfig, requireDatabaseUrl } from '../platform/config';
+import { createPool } from '../db/pool';
+import { SpeechHostAnnouncer } from '../providers/speech/host-announcer';
 import { exitOnStartupError, ownerOnlyFiles } from '../platform/lifecycle';
 import { createLogger } from '../platform/logger';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
@@ -44,6 +47,18 @@ async function main() {
     modelDir: config.speechModelDir,
     operatorModels,
   });
+  // The models of the operator's directory are announced while this host runs (db/speech-hosts.ts),
+  // so the API lists them; a host with none needs no database.
+  const announcer = operatorModels.length
+    ? await SpeechHostAnnouncer.start(
+        createPool(requireDatabaseUrl(config), 2),
+        `${hostname()}:${process.pid}`,
+        operatorModels.map((m) => m.id),
+        logger,
+      )
+    : undefined;
+  // Withdrawn as soon as the host is told to stop, not after its last chunks finish: no new work comes.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void announcer?.stop());
   logger.info(
     {
       taskQueues: [SPEECH_TASK_QUEUE, ...operatorModels.map(recognitionTaskQueue)],
@@ -53,6 +68,7 @@ async function main() {
     'speech worker polling',
   );
   await Promise.all(workers.map((w) => w.run()));
+  await announcer?.stop();
   await connection.close();
   logger.info('speech worker stopped');
 }

