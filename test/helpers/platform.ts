@@ -290,4 +290,3 @@ export async function startApiWithoutTemporal(p: TestPlatform): Promise<{ baseUr
   await new Promise((r) => server.once('listening', r));
   return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
 }
-
