@@ -55,11 +55,12 @@ export function checkRecord(value: unknown, purpose: DatasetPurpose, state: Reco
       state.nlines += 1;
       return null;
     }
-    const found = checkFineTuneRecord(record, state.format);
+    const ctx = newContext();
+    const format = checkFineTuneRecord(record, state.format, ctx);
     // Only a fully valid record may touch the state, so a rejected line leaves it as it was.
     state.nlines += 1;
-    state.format ??= found.format;
-    for (const flag of found.flags) state[flag] = true;
+    state.format ??= format;
+    if (ctx.flags !== 0) addFlags(state, ctx.flags);
     return null;
   } catch (err) {
     if (err instanceof Invalid) return err.message;
@@ -107,6 +108,22 @@ function fail(reason: string): never {
 
 type Json = Record<string, unknown>;
 
+/**
+ * Where an item of a list is (`messages[3]`), spelled out only when a reason needs it (a template
+ * literal turns it into text): one per list, moved from item to item, so the valid path builds no
+ * string per message.
+ */
+class ItemPath {
+  index = 0;
+  constructor(readonly list: string) {}
+  toString(): string {
+    return `${this.list}[${this.index}]`;
+  }
+}
+
+/** A field path in a reason. */
+type Path = string | ItemPath;
+
 const MAX_QUOTE = 60;
 
 /** Quotes a user string for a reason, cut short so a huge value never floods the error. */
@@ -133,7 +150,7 @@ function show(v: unknown): string {
   return kind(v);
 }
 
-function expected(path: string, what: string, value: unknown, found: (v: unknown) => string = kind): string {
+function expected(path: Path, what: string, value: unknown, found: (v: unknown) => string = kind): string {
   if (value === undefined) return `${path} is missing; expected ${what}.`;
   return `${path}: expected ${what}, found ${found(value)}.`;
 }
@@ -157,6 +174,11 @@ function aRole(role: string): string {
 // ---------------------------------------------------------------------------
 // Shape helpers. Keys are read as own properties only: JSON.parse can produce
 // "constructor" or "__proto__" keys, and `in` would also see Object.prototype.
+// The hot path (messages, records) reads an object's keys once, in one `for ... in`
+// pass over its own keys (JSON.parse makes no others enumerable), into bits of a
+// table without a prototype (keyBits): every later "has it X?" is a bit test. A
+// key named in such a table is a plain data key no Object.prototype has, so its
+// value is read directly: it is the object's own, or undefined.
 
 function has(obj: Json, key: string): boolean {
   return Object.prototype.hasOwnProperty.call(obj, key);
@@ -170,7 +192,7 @@ function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function asObject(v: unknown, path: string, what: string): Json {
+function asObject(v: unknown, path: Path, what: string): Json {
   if (isObject(v)) return v;
   if (path === '') fail(`expected ${what}, found ${kind(v)}.`);
   fail(expected(path, what, v));
@@ -179,6 +201,42 @@ function asObject(v: unknown, path: string, what: string): Json {
 function asNonEmptyString(v: unknown, path: string): string {
   if (typeof v !== 'string' || v === '') fail(expected(path, 'a non-empty string', v));
   return v;
+}
+
+/**
+ * Keys as bits: `bit.<key>` where the code names a key, `lookup` for a key read from data (a Map:
+ * a record's "constructor" key is no entry of it, as it would be of an object).
+ */
+interface BitTable<K extends string> {
+  bit: Readonly<Record<K, number>>;
+  lookup: ReadonlyMap<string, number>;
+}
+
+function bitTable<K extends string>(keys: readonly K[]): BitTable<K> {
+  const lookup = new Map(keys.map((k, i) => [k as string, 1 << i]));
+  return { bit: Object.fromEntries(lookup) as Record<K, number>, lookup };
+}
+
+/** The names of the keys whose bits are set, in the table's order. */
+function namesOf(table: BitTable<string>, bits: number): string[] {
+  return [...table.lookup].filter(([, bit]) => bits & bit).map(([k]) => k);
+}
+
+/**
+ * The object's keys as bits of `table`, in one pass; a key outside `allowed` (bits of the table) is
+ * refused, the first one in the object's order, naming what `owner` allows.
+ */
+function keyBits(obj: Json, path: Path, table: BitTable<string>, allowed: number, owner: string): number {
+  let bits = 0;
+  for (const key in obj) {
+    const bit = table.lookup.get(key);
+    if (bit === undefined || (bit & allowed) === 0) {
+      const where = path === '' ? '' : `${path}: `;
+      fail(`${where}unexpected key ${quote(key)}; ${owner} allows only ${namesOf(table, allowed).join(', ')}.`);
+    }
+    bits |= bit;
+  }
+  return bits;
 }
 
 function rejectUnknownKeys(obj: Json, path: string, allowed: readonly string[], owner: string): void {
@@ -195,10 +253,25 @@ function rejectUnknownKeys(obj: Json, path: string, allowed: readonly string[], 
 
 type Flag = Exclude<keyof RecordsState, 'nlines' | 'format'>;
 
-/** What one record contributes to the state once it is known to be valid. */
-interface Findings {
-  format: DatasetFormat;
-  flags: Set<Flag>;
+/** What one record contributes to the state once it is known to be valid, as bits of a number. */
+const FLAGS: readonly Flag[] = [
+  'has_sample_weights',
+  'has_message_weights',
+  'is_multimodal',
+  'has_tools',
+  'has_parallel_tool_calls',
+  'has_reasoning',
+];
+const FLAG_BIT = bitTable(FLAGS).bit;
+
+/** Sets the state's flags that `flags` has (named stores: this runs for most records). */
+function addFlags(state: RecordsState, flags: number): void {
+  if (flags & FLAG_BIT.has_sample_weights) state.has_sample_weights = true;
+  if (flags & FLAG_BIT.has_message_weights) state.has_message_weights = true;
+  if (flags & FLAG_BIT.is_multimodal) state.is_multimodal = true;
+  if (flags & FLAG_BIT.has_tools) state.has_tools = true;
+  if (flags & FLAG_BIT.has_parallel_tool_calls) state.has_parallel_tool_calls = true;
+  if (flags & FLAG_BIT.has_reasoning) state.has_reasoning = true;
 }
 
 const REQUIRED_KEYS: Record<DatasetFormat, readonly string[]> = {
@@ -217,17 +290,29 @@ const OPTIONAL_KEYS: Record<DatasetFormat, readonly string[]> = {
 
 const FORMATS = Object.keys(REQUIRED_KEYS) as DatasetFormat[];
 
-function checkFineTuneRecord(record: Json, firstFormat: DatasetFormat | null): Findings {
-  const format = detectFormat(record);
+/** Every key a record of any format may have, as bits (keyBits). */
+const RECORD_KEYS = bitTable([...new Set(FORMATS.flatMap((f) => [...REQUIRED_KEYS[f], ...OPTIONAL_KEYS[f]]))]);
+const RECORD_KEY = RECORD_KEYS.bit;
+const maskOf = (keys: readonly string[]) => keys.reduce((m, k) => m | RECORD_KEY[k], 0);
+const REQUIRED_MASK = Object.fromEntries(FORMATS.map((f) => [f, maskOf(REQUIRED_KEYS[f])])) as Record<
+  DatasetFormat,
+  number
+>;
+const ALLOWED_MASK = Object.fromEntries(
+  FORMATS.map((f) => [f, maskOf([...REQUIRED_KEYS[f], ...OPTIONAL_KEYS[f]])]),
+) as Record<DatasetFormat, number>;
+
+function checkFineTuneRecord(record: Json, firstFormat: DatasetFormat | null, ctx: Context): DatasetFormat {
+  const keys = recordKeys(record);
+  const format = detectFormat(record, keys);
   if (firstFormat !== null && format !== firstFormat) {
     fail(
       `record is ${format} but the first record is ${firstFormat}; every record of a file must use the first record's format.`,
     );
   }
-  const ctx = newContext();
-  checkSampleWeight(record, ctx);
-  CHECK_FORMAT[format](record, ctx);
-  return { format, flags: ctx.flags };
+  checkSampleWeight(record, keys, ctx);
+  CHECK_FORMAT[format](record, keys, ctx);
+  return format;
 }
 
 function describeKeys(format: DatasetFormat): string {
@@ -242,29 +327,36 @@ const ALLOWED_KEYS: Record<DatasetFormat, ReadonlySet<string>> = {
   PREFERENCE_OPENAI: new Set([...REQUIRED_KEYS.PREFERENCE_OPENAI, ...OPTIONAL_KEYS.PREFERENCE_OPENAI]),
 };
 
-function hasAll(record: Json, keys: readonly string[]): boolean {
-  for (const k of keys) if (!has(record, k)) return false;
-  return true;
+/** A record key no format has. */
+const UNKNOWN_KEY = 1 << 30;
+
+/** The record's keys as bits of RECORD_KEYS, with UNKNOWN_KEY for any other (one pass over them). */
+function recordKeys(record: Json): number {
+  let keys = 0;
+  for (const key in record) keys |= RECORD_KEYS.lookup.get(key) ?? UNKNOWN_KEY;
+  return keys;
 }
 
-function detectFormat(record: Json): DatasetFormat {
-  // Runs for every record of a file: plain loops, nothing allocated unless the record is refused.
+function detectFormat(record: Json, keys: number): DatasetFormat {
+  // Runs for every record of a file: bit tests, nothing allocated unless the record is refused.
   let format: DatasetFormat | null = null;
   for (const f of FORMATS) {
-    if (!hasAll(record, REQUIRED_KEYS[f])) continue;
+    if ((keys & REQUIRED_MASK[f]) !== REQUIRED_MASK[f]) continue;
     if (format !== null) {
-      const full = FORMATS.filter((g) => hasAll(record, REQUIRED_KEYS[g]));
+      const full = FORMATS.filter((g) => (keys & REQUIRED_MASK[g]) === REQUIRED_MASK[g]);
       fail(`record has the keys of ${full.map(describeKeys).join(' and ')}; a record must use exactly one format.`);
     }
     format = f;
   }
   if (format === null) fail(noFormatReason(record, Object.keys(record)));
-  const allowed = ALLOWED_KEYS[format];
-  for (const key in record) {
-    if (has(record, key) && !allowed.has(key)) {
-      fail(
-        `unexpected key ${quote(key)}; a ${format} record allows ${listOf(REQUIRED_KEYS[format])} and optionally ${listOf(OPTIONAL_KEYS[format])}.`,
-      );
+  if ((keys & ~ALLOWED_MASK[format]) !== 0) {
+    const allowed = ALLOWED_KEYS[format];
+    for (const key in record) {
+      if (!allowed.has(key)) {
+        fail(
+          `unexpected key ${quote(key)}; a ${format} record allows ${listOf(REQUIRED_KEYS[format])} and optionally ${listOf(OPTIONAL_KEYS[format])}.`,
+        );
+      }
     }
   }
   return format;
@@ -283,16 +375,16 @@ function noFormatReason(record: Json, keys: string[]): string {
   return `found ${found}, which match no dataset format; expected one of ${FORMATS.map(describeKeys).join(', ')}.`;
 }
 
-function checkSampleWeight(record: Json, ctx: Context): void {
-  if (!has(record, 'weight')) return;
+function checkSampleWeight(record: Json, keys: number, ctx: Context): void {
+  if (!(keys & RECORD_KEY.weight)) return;
   const w = record.weight;
   // JSON has no NaN or Infinity, but a string "NaN" or a missing value must not slip through either.
   if (typeof w !== 'number' || !Number.isFinite(w)) fail(expected('weight', 'a finite number >= 0', w));
   if (w < 0) fail(expected('weight', 'a number >= 0', w, show));
-  ctx.flags.add('has_sample_weights');
+  ctx.flags |= FLAG_BIT.has_sample_weights;
 }
 
-const CHECK_FORMAT: Record<DatasetFormat, (record: Json, ctx: Context) => void> = {
+const CHECK_FORMAT: Record<DatasetFormat, (record: Json, keys: number, ctx: Context) => void> = {
   GENERAL: (record) => {
     asNonEmptyString(record.text, 'text');
   },
@@ -301,11 +393,11 @@ const CHECK_FORMAT: Record<DatasetFormat, (record: Json, ctx: Context) => void> 
     if (typeof record.prompt !== 'string') fail(expected('prompt', 'a string', record.prompt));
     asNonEmptyString(record.completion, 'completion');
   },
-  CONVERSATION: (record, ctx) => {
-    if (has(record, 'tools')) ctx.toolNames = checkTools(record.tools, 'tools', ctx);
+  CONVERSATION: (record, keys, ctx) => {
+    if (keys & RECORD_KEY.tools) ctx.toolNames = checkTools(record.tools, 'tools', ctx);
     checkConversation(record.messages, 'messages', ctx, 'training');
   },
-  PREFERENCE_OPENAI: (record, ctx) => checkPreference(record, ctx),
+  PREFERENCE_OPENAI: (record, _keys, ctx) => checkPreference(record, ctx),
 };
 
 // ---------------------------------------------------------------------------
@@ -324,18 +416,23 @@ const MESSAGE_KEYS = [
   'reasoning',
   'reasoning_content',
 ] as const;
+/** A message's keys as bits (keyBits); preference outputs allow fewer of them. */
+const MESSAGE_KEY_BITS = bitTable(MESSAGE_KEYS);
+const MSG = MESSAGE_KEY_BITS.bit;
+const MESSAGE_ALLOWED = MESSAGE_KEYS.reduce((m, k) => m | MSG[k], 0);
 
 /** Per-record context shared by the conversation, tool and output checks. */
 interface Context {
-  flags: Set<Flag>;
+  /** Bits of FLAG_BIT. */
+  flags: number;
   /** Function names declared in `tools`; null when the record declares none (then any name goes). */
   toolNames: Set<string> | null;
-  /** Every tool call id seen in the record, with where it was first used. */
-  callIds: Map<string, string>;
+  /** Every tool call id seen in the record, with where it was first used (null until the first). */
+  callIds: Map<string, string> | null;
 }
 
 function newContext(): Context {
-  return { flags: new Set(), toolNames: null, callIds: new Map() };
+  return { flags: 0, toolNames: null, callIds: null };
 }
 
 /** The tool calls of the latest assistant message that tool messages are still answering. */
@@ -361,46 +458,52 @@ type ConversationUse = 'training' | 'prompt';
 function checkConversation(value: unknown, path: string, ctx: Context, use: ConversationUse): void {
   if (!Array.isArray(value) || value.length === 0) fail(expected(path, 'a non-empty array of messages', value));
   const walk: Walk = { path, prevRole: null, block: null, sawAssistant: false };
-  for (let i = 0; i < value.length; i++) checkMessage(value[i], i, walk, ctx);
+  const at = new ItemPath(path);
+  for (let i = 0; i < value.length; i++) {
+    at.index = i;
+    checkMessage(value[i], i, at, walk, ctx);
+  }
   checkEnd(value as unknown[], walk, use);
 }
 
-function checkMessage(raw: unknown, i: number, walk: Walk, ctx: Context): void {
-  const p = `${walk.path}[${i}]`;
+function checkMessage(raw: unknown, i: number, p: ItemPath, walk: Walk, ctx: Context): void {
   const msg = asObject(raw, p, 'a message object');
-  rejectUnknownKeys(msg, p, MESSAGE_KEYS, 'a message');
+  const keys = keyBits(msg, p, MESSAGE_KEY_BITS, MESSAGE_ALLOWED, 'a message');
   const role = checkRole(msg, p);
-  checkRoleOnlyKeys(msg, p, role);
+  checkRoleOnlyKeys(keys, p, role);
   checkTurn(msg, role, i, p, walk);
-  checkContent(msg, p, role, { allowParts: true }, ctx);
-  checkMessageWeight(msg, p, ctx);
-  if (has(msg, 'name') && typeof msg.name !== 'string') fail(expected(`${p}.name`, 'a string', msg.name));
-  if (has(msg, 'tool_calls')) {
+  checkContent(msg, keys, p, role, { allowParts: true }, ctx);
+  checkMessageWeight(msg, keys, p, ctx);
+  if (keys & MSG.name && typeof msg.name !== 'string') fail(expected(`${p}.name`, 'a string', msg.name));
+  if (keys & MSG.tool_calls) {
     const calls = checkToolCalls(msg.tool_calls, `${p}.tool_calls`, ctx);
-    walk.block = { from: p, pending: calls, answered: new Map() };
+    walk.block = { from: String(p), pending: calls, answered: new Map() };
   }
-  checkReasoning(msg, p, ctx);
+  checkReasoning(msg, keys, p, ctx);
   walk.prevRole = role;
   walk.sawAssistant ||= role === 'assistant';
 }
 
-function checkRole(msg: Json, p: string): Role {
-  const role = get(msg, 'role');
+function checkRole(msg: Json, p: Path): Role {
+  const role = msg.role;
   if (!ROLES.includes(role as Role)) fail(expected(`${p}.role`, `one of ${ROLES.join(', ')}`, role, show));
   return role as Role;
 }
 
 /** Keys that only make sense on one role; elsewhere they mean the record was assembled wrongly. */
-const ROLE_ONLY_KEYS: ReadonlyArray<readonly [string, Role]> = [
+const ROLE_ONLY_KEYS: ReadonlyArray<readonly [(typeof MESSAGE_KEYS)[number], Role]> = [
   ['tool_calls', 'assistant'],
   ['tool_call_id', 'tool'],
   ['reasoning', 'assistant'],
   ['reasoning_content', 'assistant'],
 ];
 
-function checkRoleOnlyKeys(msg: Json, p: string, role: Role): void {
+const ROLE_ONLY_MASK = ROLE_ONLY_KEYS.reduce((m, [k]) => m | MSG[k], 0);
+
+function checkRoleOnlyKeys(keys: number, p: Path, role: Role): void {
+  if ((keys & ROLE_ONLY_MASK) === 0) return;
   for (const [key, owner] of ROLE_ONLY_KEYS) {
-    if (has(msg, key) && role !== owner) {
+    if (keys & MSG[key] && role !== owner) {
       fail(`${p}.${key}: only ${owner} messages may have ${key}, found it on ${aRole(role)} message.`);
     }
   }
@@ -410,7 +513,7 @@ function checkRoleOnlyKeys(msg: Json, p: string, role: Role): void {
  * Turn order: optional system first, then user; user -> assistant; assistant -> user, or -> tool
  * when it made tool calls; tool -> tool while calls are unanswered, then -> assistant.
  */
-function checkTurn(msg: Json, role: Role, i: number, p: string, walk: Walk): void {
+function checkTurn(msg: Json, role: Role, i: number, p: Path, walk: Walk): void {
   if (role === 'system') {
     if (i !== 0) fail(`${p}.role: a system message is only allowed as the first message.`);
     return;
@@ -439,7 +542,7 @@ function checkTurn(msg: Json, role: Role, i: number, p: string, walk: Walk): voi
   }
 }
 
-function answerCall(msg: Json, p: string, walk: Walk): void {
+function answerCall(msg: Json, p: Path, walk: Walk): void {
   const block = walk.block;
   if (block === null) {
     const found =
@@ -450,10 +553,10 @@ function answerCall(msg: Json, p: string, walk: Walk): void {
           : `found it after ${aRole(walk.prevRole)} message`;
     fail(`${p}.role: a tool message must follow an assistant message with tool_calls, ${found}.`);
   }
-  const id = get(msg, 'tool_call_id');
+  const id = msg.tool_call_id;
   if (typeof id !== 'string' || id === '') fail(expected(`${p}.tool_call_id`, 'a non-empty string', id));
   if (block.pending.delete(id)) {
-    block.answered.set(id, p);
+    block.answered.set(id, String(p));
     return;
   }
   const earlier = block.answered.get(id);
@@ -500,8 +603,8 @@ interface ContentRules {
   allowParts: boolean;
 }
 
-function checkContent(msg: Json, p: string, role: Role, rules: ContentRules, ctx: Context): void {
-  const content = get(msg, 'content');
+function checkContent(msg: Json, keys: number, p: Path, role: Role, rules: ContentRules, ctx: Context): void {
+  const content = msg.content;
   // The common case first, with nothing built for it: a non-empty string from anyone but a tool.
   if (typeof content === 'string' && content !== '' && role !== 'tool') return;
   const path = `${p}.content`;
@@ -511,7 +614,7 @@ function checkContent(msg: Json, p: string, role: Role, rules: ContentRules, ctx
     return;
   }
   // An assistant turn that only calls tools has nothing to say; every other turn must say something.
-  const mayBeEmpty = role === 'assistant' && has(msg, 'tool_calls');
+  const mayBeEmpty = role === 'assistant' && (keys & MSG.tool_calls) !== 0;
   const what = rules.allowParts ? 'a non-empty string or an array of content parts' : 'a non-empty string';
   if (content === undefined || content === null || content === '') {
     if (mayBeEmpty) return;
@@ -531,7 +634,7 @@ function checkPart(raw: unknown, path: string, ctx: Context): void {
   if (type !== 'image_url') fail(expected(`${path}.type`, '"text" or "image_url"', type, show));
   const image = asObject(get(part, 'image_url'), `${path}.image_url`, 'an object with a url');
   checkImageUrl(get(image, 'url'), `${path}.image_url.url`);
-  ctx.flags.add('is_multimodal');
+  ctx.flags |= FLAG_BIT.is_multimodal;
 }
 
 // Inline images must say they are images and carry a payload; remote ones must be fetchable over http(s).
@@ -543,23 +646,23 @@ function checkImageUrl(url: unknown, path: string): void {
   if (!IMAGE_URL.test(url)) fail(expected(path, what, url, show));
 }
 
-function checkMessageWeight(msg: Json, p: string, ctx: Context): void {
-  if (!has(msg, 'weight')) return;
+function checkMessageWeight(msg: Json, keys: number, p: Path, ctx: Context): void {
+  if (!(keys & MSG.weight)) return;
   // Message weights are a loss mask, so fractions are meaningless: only 0 (masked) or 1 (trained).
   if (msg.weight !== 0 && msg.weight !== 1) fail(expected(`${p}.weight`, 'the integer 0 or 1', msg.weight, show));
-  ctx.flags.add('has_message_weights');
+  ctx.flags |= FLAG_BIT.has_message_weights;
 }
 
-function checkReasoning(msg: Json, p: string, ctx: Context): void {
-  const reasoning = has(msg, 'reasoning');
-  const legacy = has(msg, 'reasoning_content');
+function checkReasoning(msg: Json, keys: number, p: Path, ctx: Context): void {
+  const reasoning = (keys & MSG.reasoning) !== 0;
+  const legacy = (keys & MSG.reasoning_content) !== 0;
   if (!reasoning && !legacy) return;
   if (reasoning && legacy) {
     fail(`${p}: has both reasoning and reasoning_content; keep one (reasoning_content is the legacy name).`);
   }
   const key = reasoning ? 'reasoning' : 'reasoning_content';
   if (typeof msg[key] !== 'string') fail(expected(`${p}.${key}`, 'a string', msg[key]));
-  ctx.flags.add('has_reasoning');
+  ctx.flags |= FLAG_BIT.has_reasoning;
 }
 
 // ---------------------------------------------------------------------------
@@ -577,7 +680,7 @@ function checkTools(value: unknown, path: string, ctx: Context): Set<string> {
     names.set(name, p);
   }
   // An empty list is common boilerplate in exported datasets and declares nothing.
-  if (names.size > 0) ctx.flags.add('has_tools');
+  if (names.size > 0) ctx.flags |= FLAG_BIT.has_tools;
   return new Set(names.keys());
 }
 
@@ -602,6 +705,7 @@ function checkToolCalls(value: unknown, path: string, ctx: Context): Map<string,
   for (const [i, raw] of value.entries()) {
     const p = `${path}[${i}]`;
     const id = checkToolCall(raw, p, ctx);
+    ctx.callIds ??= new Map();
     const earlier = ctx.callIds.get(id);
     if (earlier !== undefined) {
       fail(`${p}.id: ${quote(id)} is already used by ${earlier}; call ids must be unique within a record.`);
@@ -609,8 +713,8 @@ function checkToolCalls(value: unknown, path: string, ctx: Context): Map<string,
     ctx.callIds.set(id, p);
     calls.set(id, p);
   }
-  ctx.flags.add('has_tools');
-  if (value.length > 1) ctx.flags.add('has_parallel_tool_calls');
+  ctx.flags |= FLAG_BIT.has_tools;
+  if (value.length > 1) ctx.flags |= FLAG_BIT.has_parallel_tool_calls;
   return calls;
 }
 
@@ -643,6 +747,7 @@ function checkArguments(args: unknown, path: string): void {
 
 const INPUT_KEYS = ['messages', 'tools'] as const;
 const OUTPUT_KEYS = ['role', 'content', 'tool_calls', 'reasoning', 'reasoning_content'] as const;
+const OUTPUT_ALLOWED = OUTPUT_KEYS.reduce((m, k) => m | MSG[k], 0);
 
 function checkPreference(record: Json, ctx: Context): void {
   const input = asObject(record.input, 'input', 'an object with messages');
@@ -656,7 +761,7 @@ function checkPreference(record: Json, ctx: Context): void {
   // The two outputs are alternatives, so each may reuse the other's call ids, not the input's.
   const inputIds = ctx.callIds;
   for (const key of ['preferred_output', 'non_preferred_output']) {
-    ctx.callIds = new Map(inputIds);
+    ctx.callIds = inputIds && new Map(inputIds);
     checkOutput(record[key], key, ctx);
   }
   if (canonical(record.preferred_output) === canonical(record.non_preferred_output)) {
@@ -671,12 +776,12 @@ function checkOutput(value: unknown, path: string, ctx: Context): void {
   }
   const p = `${path}[0]`;
   const msg = asObject(value[0], p, 'a message object');
-  rejectUnknownKeys(msg, p, OUTPUT_KEYS, 'an output message');
-  if (get(msg, 'role') !== 'assistant') fail(expected(`${p}.role`, '"assistant"', get(msg, 'role'), show));
-  checkContent(msg, p, 'assistant', { allowParts: false }, ctx);
+  const keys = keyBits(msg, p, MESSAGE_KEY_BITS, OUTPUT_ALLOWED, 'an output message');
+  if (msg.role !== 'assistant') fail(expected(`${p}.role`, '"assistant"', msg.role, show));
+  checkContent(msg, keys, p, 'assistant', { allowParts: false }, ctx);
   // No tool results follow an output: the pair is compared on the call itself.
-  if (has(msg, 'tool_calls')) checkToolCalls(msg.tool_calls, `${p}.tool_calls`, ctx);
-  checkReasoning(msg, p, ctx);
+  if (keys & MSG.tool_calls) checkToolCalls(msg.tool_calls, `${p}.tool_calls`, ctx);
+  checkReasoning(msg, keys, p, ctx);
 }
 
 /** JSON text with sorted keys, so two outputs that differ only in key order count as identical. */
