@@ -61,18 +61,35 @@ export async function validateJsonl(
 
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
-    const buf: Buffer = carry ? Buffer.concat([carry, chunk]) : chunk;
     let start = 0;
-    for (;;) {
-      const nl = buf.indexOf(NEWLINE, start);
-      if (nl < 0) break;
-      const reason = checkLine(buf.subarray(start, nl), purpose, progress, false);
-      if (reason) return fail(reason);
-      progress.line++;
-      progress.offset += nl + 1 - start;
-      start = nl + 1;
+    if (carry) {
+      // Only the line that spans chunks is joined: copying every chunk onto the carried bytes
+      // would allocate a chunk's worth per chunk, and the garbage raised the peak memory.
+      const nl = chunk.indexOf(NEWLINE);
+      if (nl < 0) {
+        carry = Buffer.concat([carry, chunk]);
+      } else {
+        const line = Buffer.concat([carry, chunk.subarray(0, nl)]);
+        const reason = checkLine(line, purpose, progress, false);
+        if (reason) return fail(reason);
+        progress.line++;
+        progress.offset += line.length + 1;
+        carry = null;
+        start = nl + 1;
+      }
     }
-    carry = start < buf.length ? Buffer.from(buf.subarray(start)) : null;
+    if (!carry) {
+      for (;;) {
+        const nl = chunk.indexOf(NEWLINE, start);
+        if (nl < 0) break;
+        const reason = checkLine(chunk.subarray(start, nl), purpose, progress, false);
+        if (reason) return fail(reason);
+        progress.line++;
+        progress.offset += nl + 1 - start;
+        start = nl + 1;
+      }
+      carry = start < chunk.length ? Buffer.from(chunk.subarray(start)) : null;
+    }
     if (carry && carry.length > MAX_LINE_BYTES) {
       return fail(
         `the line is longer than ${MAX_LINE_BYTES / 1024 / 1024} MiB; split the record or check that lines end with a newline`,
