@@ -4,28 +4,14 @@
  * its parts stored, and whatever a `complete` that died half-way wrote of the
  * revision it was making.
  */
-import { getRevision } from '../db/models';
 import {
   deleteUploadParts,
   expireModelFileUpload,
   getModelFileUpload,
-  listUploadFiles,
-  listUploadParts,
-  type ModelFileUploadRow,
+  uploadLeftoverBlobKeys,
 } from '../db/model-file-uploads';
-import type { Db, Queryable } from '../db/pool';
+import type { Db } from '../db/pool';
 import type { BlobStore } from '../providers/storage/blob-store';
-import { revisionBlobPrefix } from '../shared/model-file-uploads';
-
-/** Removes the upload's part blobs and rows, and the revision blobs no revision row holds. */
-export async function removeUploadedParts(db: Queryable, blobs: BlobStore, upload: ModelFileUploadRow): Promise<void> {
-  for (const part of await listUploadParts(db, upload.id)) await blobs.delete(part.blob_key);
-  if (!(await getRevision(db, upload.model_id, upload.revision_id))) {
-    const prefix = revisionBlobPrefix(upload.model_id, upload.revision_id);
-    for (const f of await listUploadFiles(db, upload.id)) await blobs.delete(`${prefix}/${f.path}`);
-  }
-  await deleteUploadParts(db, upload.id);
-}
 
 export function createModelFileUploadActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
   return {
@@ -41,7 +27,10 @@ export function createModelFileUploadActivities({ db, blobs }: { db: Db; blobs: 
       // Retried with back-off until the `complete` ends it, or an hour passes (the API died in it).
       if (state === 'completing') throw new Error(`upload ${uploadId} is being completed; waiting for it to end`);
       const upload = await getModelFileUpload(db, uploadId);
-      if (upload) await removeUploadedParts(db, blobs, upload);
+      if (upload) {
+        for (const key of await uploadLeftoverBlobKeys(db, upload)) await blobs.delete(key);
+        await deleteUploadParts(db, upload.id);
+      }
       return 'DISCARDED';
     },
   };

@@ -21,7 +21,7 @@ import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/models';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
-import { checkRevisionWeights } from './models';
+import { checkRevisionWeights } from '../providers/trainer/safetensors';
 import { subprocessEnv } from '../providers/process/subprocess-env';
 
 type Stored = { path: string; bytes: number; sha256: string };

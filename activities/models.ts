@@ -9,7 +9,6 @@
  * rewrites the same objects instead of registering them twice.
  */
 import { createHash } from 'node:crypto';
-import { buffer } from 'node:stream/consumers';
 import { ApplicationFailure } from '@temporalio/activity';
 import { addFineTuneEvent, getFineTuneById, listCheckpoints } from '../db/fine-tunes';
 import type { Db } from '../db/pool';
@@ -17,7 +16,7 @@ import { withTransaction } from '../db/pool';
 import { insertRegistryModel, insertRevision, qualifiedModelName, type WeightsType } from '../db/models';
 import { findFineTuneModel } from '../fine-tunes/models';
 import type { BlobStore } from '../providers/storage/blob-store';
-import type { TensorInfo } from '../providers/trainer/safetensors';
+import { safetensorsHeader } from '../providers/trainer/safetensors';
 
 /** Files that are weights (optimizer and trainer state stay with the job). */
 const WEIGHT_FILES: Record<'model' | 'adapter', string[]> = {
@@ -27,41 +26,6 @@ const WEIGHT_FILES: Record<'model' | 'adapter', string[]> = {
 
 function derivedId(prefix: 'ml_' | 'rv_', ...parts: Array<string | number>): string {
   return prefix + createHash('sha256').update(parts.join('\u0000')).digest('hex').slice(0, 24);
-}
-
-/** The tensor table of a stored safetensors file, read with two ranged reads. */
-export async function safetensorsHeader(blobs: BlobStore, key: string): Promise<Record<string, TensorInfo>> {
-  const len = (await buffer(blobs.read(key, { start: 0, end: 7 }))).readBigUInt64LE(0);
-  if (len <= 0n || len > 100n * 1024n * 1024n) throw new Error(`${key}: not a safetensors file`);
-  const header = await buffer(blobs.read(key, { start: 8, end: 8 + Number(len) - 1 }));
-  const table = JSON.parse(header.toString('utf8'));
-  delete table.__metadata__;
-  return table;
-}
-
-/**
- * Whether a revision's files are a usable model: its weights are safetensors with a readable
- * header (the tensors give the parameter count). Errors are sentences naming the file.
- */
-export async function checkRevisionWeights(
-  blobs: BlobStore,
-  prefix: string,
-  paths: string[],
-): Promise<{ parameters: number; errors: string[] }> {
-  const weights = paths.filter((p) => p.endsWith('.safetensors'));
-  let parameters = 0;
-  const errors: string[] = [];
-  if (!weights.length) errors.push('no .safetensors file among the uploaded files');
-  for (const w of weights) {
-    try {
-      for (const t of Object.values(await safetensorsHeader(blobs, `${prefix}/${w}`))) {
-        parameters += t.shape.reduce((a, b) => a * b, 1);
-      }
-    } catch (err) {
-      errors.push(`${w}: ${(err as Error).message}`);
-    }
-  }
-  return { parameters, errors };
 }
 
 export function createModelRegistryActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {

@@ -3,6 +3,7 @@
  * api/routes/model-file-transfers.ts). An upload moves open -> completing ->
  * completed | failed, or open -> expired when its workflow's timer runs out.
  */
+import { revisionBlobPrefix } from '../shared/model-file-uploads';
 import type { Queryable } from './pool';
 
 export type ModelFileUploadState = 'open' | 'completing' | 'completed' | 'failed' | 'expired';
@@ -128,6 +129,21 @@ export async function expireModelFileUpload(db: Queryable, id: string): Promise<
     [id],
   );
   return (await getModelFileUpload(db, id))?.state ?? null;
+}
+
+/**
+ * The blobs an upload leaves when it ends: its parts, and the files of its revision when no revision
+ * row holds them (a `complete` that was refused, or died half-way through joining them).
+ */
+export async function uploadLeftoverBlobKeys(db: Queryable, upload: ModelFileUploadRow): Promise<string[]> {
+  const { rows } = await db.query<{ key: string }>(
+    `SELECT blob_key AS key FROM model_file_upload_parts WHERE upload_id = $1
+     UNION ALL
+     SELECT $2 || '/' || f.path FROM model_file_upload_files f
+      WHERE f.upload_id = $1 AND NOT EXISTS (SELECT 1 FROM registry_model_revisions WHERE id = $3)`,
+    [upload.id, revisionBlobPrefix(upload.model_id, upload.revision_id), upload.revision_id],
+  );
+  return rows.map((r) => r.key);
 }
 
 export async function deleteUploadParts(db: Queryable, uploadId: string): Promise<void> {

@@ -19,19 +19,20 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Request, Response } from 'express';
 import { getRevision, insertRevision, listRevisionFiles, listRevisions } from '../../db/models';
 import {
+  deleteUploadParts,
   getModelFileUpload,
   insertModelFileUpload,
   listUploadFiles,
   listUploadParts,
   moveModelFileUpload,
   recordUploadPart,
+  uploadLeftoverBlobKeys,
   type ModelFileUploadRow,
 } from '../../db/model-file-uploads';
 import { withTransaction } from '../../db/pool';
-import { checkRevisionWeights } from '../../activities/models';
-import { removeUploadedParts } from '../../activities/model-file-uploads';
 import { newId } from '../../platform/ids';
 import { assertSafeKey, BlobTooLargeError } from '../../providers/storage/blob-store';
+import { checkRevisionWeights } from '../../providers/trainer/safetensors';
 import {
   DOWNLOAD_PART_BYTES,
   MODEL_UPLOAD_LIMITS,
@@ -303,7 +304,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     );
     if (errors.length) {
       await moveModelFileUpload(db, upload.id, 'completing', 'failed');
-      await removeUploadedParts(db, blobs, upload);
+      await discardLeftovers(upload);
       await finished(upload.id, 'FAILED');
       throw badRequest(
         `The files are not a usable model, so no revision was made: ${errors.join('; ')}.`,
@@ -325,7 +326,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
       ]);
       await moveModelFileUpload(tx, upload.id, 'completing', 'completed');
     });
-    await removeUploadedParts(db, blobs, upload);
+    await discardLeftovers(upload);
     await finished(upload.id, 'COMPLETED');
     return {
       objectId: upload.model_id,
@@ -333,6 +334,12 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
       files: stored.length,
       bytes: stored.reduce((n, f) => n + f.bytes, 0),
     };
+  }
+
+  /** Removes the parts of an upload that ended, and the revision files no revision holds. */
+  async function discardLeftovers(upload: ModelFileUploadRow) {
+    for (const key of await uploadLeftoverBlobKeys(db, upload)) await blobs.delete(key);
+    await deleteUploadParts(db, upload.id);
   }
 
   /**
