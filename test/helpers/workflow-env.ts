@@ -30,8 +30,14 @@ let runtimeInstalled = false;
 
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
-  /** Moves the server's clock forward by `ms`, in steps of at most `stepMs` (default 5 s, half a workflow task timeout). */
+  /**
+   * Moves the server's clock forward by `ms`, in steps of at most `stepMs` (default 5 s, half a
+   * workflow task timeout). A step that takes more than 15 s of real time (the server holds time
+   * while a task is outstanding) prints what the watched runs are waiting on.
+   */
   advance(ms: number, stepMs?: number): Promise<void>;
+  /** Adds a run to those `advance` describes when a step stalls. */
+  watch(handle: WorkflowHandle): void;
   /** Waits in real time (at most 45 s) until the run closes, then returns its result (never unlocking time skipping). */
   finished<T>(handle: WorkflowHandle): Promise<T>;
   /** A worker on `taskQueue` (and more queues when given) running the real workflows with these activities. */
@@ -63,23 +69,32 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   await registerSearchAttributes(env);
   await env.connection.testService!.lockTimeSkipping({});
   const workers: Worker[] = [];
+  const watched = new Set<WorkflowHandle>();
   return {
     env,
     async advance(ms, stepMs = 5_000) {
       for (let left = ms; left > 0; left -= stepMs) {
-        await env.connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(Math.min(stepMs, left)) });
+        const step = env.connection.testService!.unlockTimeSkippingWithSleep({
+          duration: msToTs(Math.min(stepMs, left)),
+        });
+        const stalled = setTimeout(() => void reportStall(watched, ms - left), STALLED_STEP_MS);
+        try {
+          await step;
+        } finally {
+          clearTimeout(stalled);
+        }
         await new Promise((r) => setTimeout(r, 15)); // the workers answer what the step made due
       }
+    },
+    watch(handle) {
+      watched.add(handle);
     },
     async finished<T>(handle: WorkflowHandle): Promise<T> {
       // Bounded, so a run that never closes fails here with where it stands, not as a test timeout.
       const deadline = Date.now() + 45_000;
       while ((await handle.describe()).status.name === 'RUNNING') {
         if (Date.now() > deadline) {
-          const pending = (await handle.describe()).raw.pendingActivities?.map((a) => a.activityType?.name);
-          throw new Error(
-            `${handle.workflowId} still running after 45 s; pending activities: ${pending?.join(', ') || 'none'}`,
-          );
+          throw new Error(`${handle.workflowId} still running after 45 s: ${await waitingOn(handle)}`);
         }
         await new Promise((r) => setTimeout(r, 25));
       }
@@ -112,6 +127,53 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       await env.teardown();
     },
   };
+}
+
+/** A step of `advance` that takes this long in real time is reported (it normally takes milliseconds). */
+const STALLED_STEP_MS = 15_000;
+
+/** What each watched run is waiting on, printed while a step of `advance` is held up (a hang's diagnosis). */
+async function reportStall(watched: Set<WorkflowHandle>, advancedMs: number): Promise<void> {
+  const lines = [`[workflow-env] a time step has not ended in ${STALLED_STEP_MS / 1000} s (${advancedMs} ms advanced)`];
+  for (const handle of watched) {
+    try {
+      lines.push(`  ${handle.workflowId}: ${await waitingOn(handle)}`);
+    } catch (err) {
+      lines.push(`  ${handle.workflowId}: not described (${(err as Error).message})`);
+    }
+  }
+  process.stderr.write(`${lines.join('\n')}\n`);
+}
+
+/** A run's status, pending workflow task and pending activities, in a line. */
+export async function waitingOn(handle: WorkflowHandle): Promise<string> {
+  const d = await handle.describe();
+  const task = d.raw.pendingWorkflowTask;
+  const activities = (d.raw.pendingActivities ?? []).map(
+    (a) => `${a.activityType?.name} (${a.state}, attempt ${a.attempt})`,
+  );
+  return (
+    `${d.status.name}, run ${d.runId}; workflow task: ${task ? `${task.state}, attempt ${task.attempt}` : 'none'}; ` +
+    `activities: ${activities.join(', ') || 'none'}`
+  );
+}
+
+/** `promise`, or after `ms` of real time an error that says what the run is waiting on (a hang made a failure). */
+export async function inTime<T>(promise: Promise<T>, ms: number, what: string, handle: WorkflowHandle): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      waitingOn(handle).then(
+        (w) => reject(new Error(`${what}: not done in ${ms / 1000} s; ${handle.workflowId} is ${w}`)),
+        (err: Error) => reject(new Error(`${what}: not done in ${ms / 1000} s (${err.message})`)),
+      );
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

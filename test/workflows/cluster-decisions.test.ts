@@ -26,6 +26,7 @@ import type { Worker } from '@temporalio/worker';
 import {
   createWorkflowTestEnv,
   historyLengths as historyLengthsOf,
+  inTime,
   recordHistoryIfAsked,
   runWorkers,
   until,
@@ -76,6 +77,7 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
         args: [clusterInput(id, opts)],
         workflowTaskTimeout: opts.workflowTaskTimeout,
       });
+      t.watch(handle);
       await body({ doubles, handle, gpu });
     });
   }
@@ -89,7 +91,8 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
 
   /** Deletes the cluster and checks that it ends with nothing of it left held. */
   async function deleteAndCheck(handle: WorkflowHandle<typeof clusterWorkflow>, doubles: ClusterActivityDoubles) {
-    await handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
+    const deleting = handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
+    await inTime(deleting, 45_000, 'the delete update', handle);
     assert.equal(await t.finished(handle), 'deleted');
     assert.deepEqual([...doubles.live], [], 'every node is released');
   }
@@ -339,7 +342,8 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
         await until(() => replacement, Boolean, 'the replacement node to be provisioned and booting');
         assert.ok(doubles.live.has(replacement));
 
-        await handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
+        const deleting = handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
+        await inTime(deleting, 45_000, 'the delete update', handle);
         assert.equal(await t.finished(handle), 'deleted');
         replacementBoot.open();
         assert.deepEqual([...doubles.live], [], 'no node is left held');
@@ -553,7 +557,13 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
         async ({ doubles, handle, gpu }) => {
           await ready(doubles);
           const firstRun = (await handle.describe()).runId;
-          await gpu!.shutdown();
+          // The outage starts once the GPU worker is gone (its polls ended), not while it drains.
+          gpu!.shutdown();
+          await until(
+            () => gpu!.getState(),
+            (state) => state === 'STOPPED',
+            'the GPU worker to stop',
+          );
           await t.advance(3 * 3600_000, 60_000);
           const s = doubles.latest!;
           assert.equal(events(s, 'AcceleratorQueueUnserved').length, 1, 'said once');
