@@ -131,23 +131,29 @@ function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[]) {
     etag: e.etag,
     trafficSplit: effectiveSplit(e, deployments),
     ...(e.active_rollout_id ? { activeRolloutId: e.active_rollout_id } : {}),
-    deployments: deployments.map((d) => {
-      const full = toDeployment(d, shares.get(d.id) ?? 0);
-      return {
-        id: full.id,
-        name: full.name,
-        model: full.model,
-        modelId: full.modelId,
-        autoscaling: full.autoscaling,
-        state: full.status.state,
-        readyReplicas: full.status.readyReplicas,
-        desiredReplicas: full.desiredReplicas,
-        hardware: full.hardware,
-        trafficMode: full.trafficMode,
-        estimatedEffectiveTrafficShare: full.estimatedEffectiveTrafficShare,
-        createdAt: full.createdAt,
-      };
-    }),
+    // A deployment being deleted is no longer the endpoint's: it serves nothing and holds no deletion
+    // of the endpoint. Listed, it raced the Python CLI's `endpoints rm --force`, which changes and
+    // deletes each listed deployment and failed when one finished leaving in between (a 404). It
+    // stays readable by id, DEPLOYMENT_STATE_STOPPING, until it is gone.
+    deployments: deployments
+      .filter((d) => !d.deleting)
+      .map((d) => {
+        const full = toDeployment(d, shares.get(d.id) ?? 0);
+        return {
+          id: full.id,
+          name: full.name,
+          model: full.model,
+          modelId: full.modelId,
+          autoscaling: full.autoscaling,
+          state: full.status.state,
+          readyReplicas: full.status.readyReplicas,
+          desiredReplicas: full.desiredReplicas,
+          hardware: full.hardware,
+          trafficMode: full.trafficMode,
+          estimatedEffectiveTrafficShare: full.estimatedEffectiveTrafficShare,
+          createdAt: full.createdAt,
+        };
+      }),
     createdAt: new Date(e.created_at).toISOString(),
     updatedAt: new Date(e.updated_at).toISOString(),
   };

@@ -186,6 +186,10 @@ describe('dedicated endpoints', () => {
     assert.equal(res.status, 200);
     // Held in the state a deletion passes through while its replicas stop.
     await p.db.query('UPDATE endpoint_deployments SET deleting = true WHERE id = $1', [res.body.id]);
+    // No longer the endpoint's (the CLI's `rm --force` walks this list), still readable by id.
+    const listed = (await v2('GET', `/endpoints/${endpointId}`)).body.deployments.map((d: { id: string }) => d.id);
+    assert.ok(!listed.includes(res.body.id), `${res.body.id} is not among ${listed.join(', ')}`);
+    assert.equal((await v2('GET', `/endpoints/${endpointId}/deployments/${res.body.id}`)).status, 200);
     const renamed = await v2('PATCH', `/endpoints/${endpointId}/deployments/${res.body.id}`, { name: 'staying' });
     assert.equal(renamed.status, 409);
     assert.equal(renamed.body.error.code, 'deployment_deleting');
