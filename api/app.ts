@@ -9,7 +9,7 @@ import { badRequest } from './errors';
 import { authenticate, principalLookup } from './middleware/auth';
 import { errorHandler, routeNotFound } from './middleware/errors';
 import { requestLogging } from './middleware/request-context';
-import { rateLimits, trustProxy } from './middleware/rate-limit';
+import { compileTrustProxy, rateLimits } from './middleware/rate-limit';
 import { collapseVersionPrefix } from './middleware/version-prefix';
 import { createHttpMetrics } from './metrics';
 import { ServedSpeechModels } from './speech-models';
@@ -57,7 +57,7 @@ export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
-  if (deps.config.trustProxy) app.set('trust proxy', trustProxy(deps.config.trustProxy));
+  if (deps.config.trustProxy) app.set('trust proxy', compileTrustProxy(deps.config.trustProxy));
   app.use(collapseVersionPrefix);
   app.use((deps.metrics ?? createHttpMetrics('api')).middleware);
   app.use(requestLogging(deps.logger));

@@ -1,5 +1,4 @@
-import type { Server, ServerResponse } from 'node:http';
-import type { Express } from 'express';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 
 /** How long in-flight requests get to finish when a server closes (a claim long-polls up to 20 s). */
 export const CLOSE_GRACE_MS = 25_000;
@@ -9,12 +8,14 @@ export const CLOSE_GRACE_MS = 25_000;
  * (see `closeGracefully`).
  */
 export async function listen(
-  app: Express,
+  /** An Express app (the API) or a plain handler (the gateway). */
+  handler: RequestListener,
   port: number,
   host: string,
 ): Promise<{ server: Server; close(): Promise<void> }> {
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(port, host, () => resolve(s)).on('error', reject);
+  const server = createServer(handler);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject).listen(port, host, () => resolve());
   });
   const close = closeGracefully(server);
   return { server, close };

@@ -5,14 +5,19 @@
  * metrics. Served on a port of its own (GANTRY_METRICS_PORT) that only the
  * scraper should reach: metrics carry no tenant data, but they are not an API.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
 export interface HttpMetrics {
   registry: Registry;
   middleware: (req: Request, res: Response, next: NextFunction) => void;
+  /** Counts and times one response of a server without Express (the gateway): `routeOf` is read when it finishes. */
+  track: (method: string, res: ServerResponse, routeOf: () => string) => void;
 }
+
+/** The route label of requests no route took (unknown paths, failed authentication). */
+export const UNMATCHED_ROUTE = 'unmatched';
 
 export function createHttpMetrics(service: 'api' | 'gateway'): HttpMetrics {
   const registry = new Registry();
@@ -37,22 +42,28 @@ export function createHttpMetrics(service: 'api' | 'gateway'): HttpMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
   });
-  const middleware = (req: Request, res: Response, next: NextFunction) => {
+  const track = (method: string, res: ServerResponse, routeOf: () => string) => {
     const end = duration.startTimer();
     res.once('finish', () => {
-      // The matched route's pattern (set by api/route.ts, or Express's own for plain routes);
-      // requests no route took (unknown paths, failed authentication) share one label.
-      const route =
-        (res.locals.routePattern as string | undefined) ??
-        (req.route?.path ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched');
-      const labels = { method: req.method, route };
+      const labels = { method, route: routeOf() };
       end(labels);
       requests.inc({ ...labels, status: String(res.statusCode) });
       if (res.statusCode >= 400) errors.inc({ ...labels, class: `${Math.floor(res.statusCode / 100)}xx` });
     });
+  };
+  const middleware = (req: Request, res: Response, next: NextFunction) => {
+    // The matched route's pattern (set by api/route.ts, or Express's own for plain routes);
+    // requests no route took (unknown paths, failed authentication) share one label.
+    track(
+      req.method,
+      res,
+      () =>
+        (res.locals.routePattern as string | undefined) ??
+        (req.route?.path ? `${req.baseUrl}${String(req.route.path)}` : UNMATCHED_ROUTE),
+    );
     next();
   };
-  return { registry, middleware };
+  return { registry, middleware, track };
 }
 
 /** Serves `GET /metrics` in Prometheus text format on its own port. */

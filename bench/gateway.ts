@@ -1,7 +1,10 @@
 /**
  * Inference gateway overhead, and waking from zero.
  *
- *   npx tsx bench/gateway.ts [requests per measurement, default 400]
+ *   npx tsx bench/gateway.ts [completions per measurement, default 400]
+ *
+ * Each GET /health measurement sends five times as many requests: at a few thousand a second,
+ * 400 of them took under 0.1 s, and one scheduling hiccup moved a round's ratio by half.
  *
  * An endpoint with one replica of the reference model server. The gateway
  * runs as its own process (gateway/server.ts), as `./dev up` runs it. The
@@ -55,6 +58,7 @@ async function load(n: number, send: () => Promise<Response>) {
 
 async function main() {
   const n = Number(process.argv[2] ?? 400);
+  const healthN = 5 * n;
   if (!nginxAvailable()) throw new Error('bench/gateway.ts needs nginx as its reference proxy: apt-get install nginx');
   const env = { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' };
   await withBenchPlatform(say, { env }, async (platform) => {
@@ -112,23 +116,40 @@ async function main() {
 
       const nginx = await startNginxProxy(port);
       const healthViaNginx = () => fetch(`${nginx.url}/health`);
+      const bareProxyPort = await freePort();
+      const bareProxy = startProcess('bench/lib/bare-node-proxy.ts', {
+        BARE_PROXY_PORT: String(bareProxyPort),
+        BARE_PROXY_UPSTREAM: String(port),
+      });
+      const healthViaBareProxy = () => fetch(`http://127.0.0.1:${bareProxyPort}/health`, { headers: auth });
+      await eventually(
+        () =>
+          healthViaBareProxy().then(
+            (r) => r.ok,
+            () => false,
+          ),
+        Boolean,
+        10_000,
+      );
       try {
         await compareInRounds({
           bench: 'gateway',
           reference: async () => {
-            const bare = await load(n, healthDirect);
-            const proxied = await load(n, healthViaNginx);
+            const bare = await load(healthN, healthDirect);
+            const proxied = await load(healthN, healthViaNginx);
+            const bare_node = await load(healthN, healthViaBareProxy);
             const completions = await load(n, direct);
             return {
               health_direct_rps: bare.requests_per_s,
               health_direct_p50_ms: bare.p50_ms,
               health_nginx_rps: proxied.requests_per_s,
               health_nginx_p50_ms: proxied.p50_ms,
+              health_bare_node_proxy_rps: bare_node.requests_per_s,
               completions_direct_rps: completions.requests_per_s,
             };
           },
           gantry: async () => {
-            const health = await load(n, healthViaGateway);
+            const health = await load(healthN, healthViaGateway);
             const completions = await load(n, viaGateway);
             return {
               health_gateway_rps: health.requests_per_s,
@@ -141,6 +162,11 @@ async function main() {
               name: 'proxied GET /health, gateway / nginx',
               value: (r, g) => g.health_gateway_rps / r.health_nginx_rps,
               atLeast: 0.9,
+            },
+            {
+              name: 'proxied GET /health, gateway / the leanest Node proxy',
+              value: (r, g) => g.health_gateway_rps / r.health_bare_node_proxy_rps,
+              atLeast: 0.8,
             },
             {
               name: 'p50 the gateway adds to a direct GET /health',
@@ -157,6 +183,8 @@ async function main() {
         });
       } finally {
         await nginx.stop();
+        bareProxy.child.kill('SIGTERM');
+        await bareProxy.exited;
       }
 
       // Waking from zero.

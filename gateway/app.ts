@@ -1,49 +1,127 @@
 /**
  * The inference gateway ({inference_url}/v1/...): routes inference calls to
- * endpoint replicas. It authenticates like the API. Today it proxies requests to
- * dedicated endpoints (inference.ts: chat completions and completions
- * by endpoint string) and to container deployments (proxy.ts). Every
- * other path is a 404 in the spec's shape.
+ * endpoint replicas. It authenticates and rate-limits like the API. It proxies
+ * requests to dedicated endpoints (inference.ts: chat completions and
+ * completions by endpoint string) and to container deployments (proxy.ts).
+ * Every other path is a 404 in the spec's shape.
+ *
+ * A plain node:http handler, not an Express app: the gateway has three routes and
+ * is on the path of every inference call, and Express's router and response
+ * helpers were most of its own cost per proxied request (bench/gateway.ts). The
+ * parts it shares with the API (authentication, rate limits, the error shape,
+ * request logs and metrics) are the API's own, called directly.
  */
-import express from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import proxyaddr from 'proxy-addr';
 import type { ApiDeps } from '../api/deps';
-import { authenticate, principalLookup } from '../api/middleware/auth';
-import { rateLimits, trustProxy } from '../api/middleware/rate-limit';
-import { errorHandler, routeNotFound } from '../api/middleware/errors';
+import { notFound } from '../api/errors';
+import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
+import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
+import { apiErrorOf } from '../api/middleware/errors';
+import { compileTrustProxy, rateLimitChecks } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';
-import { deploymentProxy } from './proxy';
-import { inferenceRoutes } from './inference';
+import { deploymentProxy, type GatewayCall } from './proxy';
+import { inferenceRoutes, type InferencePath } from './inference';
 import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
 import { TokenUsage } from './token-usage';
-import { createHttpMetrics } from '../api/metrics';
 
-export function createGatewayApp(
-  deps: Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>,
-): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
+type GatewayDeps = Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>;
+
+const DEPLOYMENT_PATH = /^\/v1\/deployments\/([^/]+)(\/.*)?$/;
+const INFERENCE_PATHS: Record<string, InferencePath> = {
+  '/v1/chat/completions': '/chat/completions',
+  '/v1/completions': '/completions',
+};
+
+/** The gateway's request handler, for `http.createServer`. */
+export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const metrics = deps.metrics ?? createHttpMetrics('gateway');
+  const logRequest = requestLogging(deps.logger);
   // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
-  if (deps.config.trustProxy) app.set('trust proxy', trustProxy(deps.config.trustProxy));
-  app.use((deps.metrics ?? createHttpMetrics('gateway')).middleware);
-  app.use(requestLogging(deps.logger));
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
+  const trust = compileTrustProxy(deps.config.trustProxy);
   // The same limits as the API: inference traffic is requests too.
-  const limits = rateLimits(deps.config);
-  app.use(limits.beforeAuth, authenticate(principalLookup(deps)), limits.afterAuth);
+  const limits = rateLimitChecks(deps.config);
+  const lookup = principalLookup(deps);
   const counter = new RequestCounter(deps.db);
   const stats = new RouterStats(deps.db);
   const tokens = new TokenUsage(deps.db, (err) =>
     deps.logger.warn({ err: err.message }, 'inference token usage not recorded yet; kept for the next flush'),
   );
-  app.use(
-    '/v1',
-    inferenceRoutes(deps.db, { wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds, counter, stats, tokens }),
-  );
-  app.use('/v1', deploymentProxy(deps.db, counter));
-  app.use(routeNotFound);
-  app.use(errorHandler);
-  return app;
+  const infer = inferenceRoutes(deps.db, {
+    wakeTimeoutSeconds: deps.config.gatewayWakeTimeoutSeconds,
+    counter,
+    stats,
+    tokens,
+  });
+  const proxy = deploymentProxy(deps.db, counter);
+
+  async function serve(req: IncomingMessage, res: ServerResponse, route: { label: string }): Promise<void> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+      route.label = '/healthz';
+      return sendJson(res, 200, { status: 'ok' });
+    }
+    const clientAddress = proxyaddr(req, trust);
+    await limits.beforeAuth({ ip: clientAddress }, res);
+    const principal = await principalOf(req.headers.authorization, lookup);
+    bindPrincipalToLog(req, principal);
+    await limits.afterAuth({ principal }, res);
+    const call: GatewayCall = { req, res, principal, clientAddress };
+
+    const inference = INFERENCE_PATHS[path];
+    if (inference && req.method === 'POST') {
+      route.label = path;
+      return infer(call, inference);
+    }
+    const deployment = DEPLOYMENT_PATH.exec(path);
+    if (deployment) {
+      route.label = '/v1/deployments/:name/*';
+      // The replica gets the rest of the path and the query as they came, still percent-encoded.
+      return proxy(call, decodedName(deployment[1]), `${deployment[2] ?? '/'}${q < 0 ? '' : url.slice(q)}`);
+    }
+    throw notFound(`No route for ${req.method} ${path}.`, 'route_not_found');
+  }
+
+  return (req, res) => {
+    const route = { label: UNMATCHED_ROUTE };
+    metrics.track(req.method ?? 'GET', res, () => route.label);
+    logRequest(req, res);
+    serve(req, res, route).catch((err: unknown) => sendError(req, res, err));
+  };
+}
+
+/** A deployment name from the path; one that does not decode names no deployment. */
+function decodedName(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw notFound(`No deployment named '${segment}' in this project.`);
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+/** What the API's error handler does (api/middleware/errors.ts), for a response without Express. */
+function sendError(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+  const { apiError, known } = apiErrorOf(err, String(res.getHeader('X-Request-Id') ?? ''));
+  if (apiError.status >= 500) {
+    (req as IncomingMessage & { log?: { error(o: object, m: string): void } }).log?.error({ err }, 'request failed');
+  }
+  if (res.headersSent) {
+    res.destroy(err instanceof Error ? err : undefined);
+    return;
+  }
+  if (!known && err instanceof Error) (res as ServerResponse & { err?: Error }).err = err;
+  sendJson(res, apiError.status, apiError.toBody(), apiError.headers);
 }

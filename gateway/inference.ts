@@ -13,7 +13,7 @@
  * the request goes to a deployment that has it, and the replica answers with
  * the adapter applied (503 if that replica has not loaded it yet).
  */
-import express, { type Request, type Response } from 'express';
+import getRawBody from 'raw-body';
 import { runningReplicaPorts } from '../db/deployments';
 import {
   findEndpointBySlug,
@@ -25,7 +25,7 @@ import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { deploymentState, trafficShares } from '../shared/endpoint-state';
 import { ApiError, badRequest, notFound, serviceUnavailable } from '../api/errors';
-import { forwardToReplica } from './proxy';
+import { forwardToReplica, type GatewayCall } from './proxy';
 import type { RequestCounter } from './request-counter';
 import { type TokenUsage, UsageTap } from './token-usage';
 import type { RouterStats } from './router-stats';
@@ -39,20 +39,36 @@ const WAIT_STEP_MS = 250;
  */
 const ROUTE_TTL_MS = 500;
 
+/** The largest request body the gateway reads (it reads `model` to route). */
+const BODY_LIMIT = '4mb';
+
+/** The OpenAI-compatible paths the gateway routes by endpoint string. */
+export type InferencePath = '/chat/completions' | '/completions';
+
+/** The body as bytes, to be forwarded as it came (it is parsed only to read `model`). */
+async function readBody(req: GatewayCall['req']): Promise<Buffer> {
+  const encoding = req.headers['content-encoding'];
+  if (encoding && encoding !== 'identity') {
+    throw badRequest(
+      `Content-Encoding '${encoding}' is not accepted here: send the body uncompressed.`,
+      null,
+      'unsupported_encoding',
+    );
+  }
+  return getRawBody(req, { limit: BODY_LIMIT, length: req.headers['content-length'] });
+}
+
 export function inferenceRoutes(
   db: Db,
   opts: { wakeTimeoutSeconds: number; counter: RequestCounter; stats: RouterStats; tokens: TokenUsage },
-): express.Router {
-  const router = express.Router();
-  // The body is kept as bytes and forwarded as it came (parsed only to read `model`).
-  const raw = express.raw({ type: () => true, limit: '4mb' });
+): (call: GatewayCall, path: InferencePath) => Promise<void> {
   const turn = new Map<string, number>();
   const routes = ttlCache<{ endpoint: EndpointRow; deployments: EndpointDeploymentRow[] } | null>(ROUTE_TTL_MS);
   const replicas = ttlCache<number[]>(ROUTE_TTL_MS);
 
-  const handle = (path: '/chat/completions' | '/completions') => async (req: Request, res: Response) => {
-    const principal = req.principal!;
-    const bytes = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  return async (call, path) => {
+    const { req, res, principal } = call;
+    const bytes = await readBody(req);
     let parsed: Record<string, unknown>;
     try {
       parsed = JSON.parse(bytes.toString('utf8') || '{}');
@@ -140,18 +156,14 @@ export function inferenceRoutes(
     // The body is in hand, so a replica that turned out to be gone is replaced by another.
     const tap = new UsageTap(parsed?.stream === true);
     const write = (chunk: Buffer) => tap.write(chunk);
-    if ((await forwardToReplica(req, res, ports[i], `/v1${path}`, body, true, write)) === 'refused') {
+    if ((await forwardToReplica(call, ports[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
       replicas.invalidate(containerId);
       const fresh = (await runningReplicaPorts(db, containerId)).filter((p) => p !== ports[i]);
       if (!fresh.length)
         throw serviceUnavailable(`Endpoint '${model}' has no ready replica right now; retry shortly.`, 2);
-      await forwardToReplica(req, res, fresh[0], `/v1${path}`, body, false, write);
+      await forwardToReplica(call, fresh[0], `/v1${path}`, { body, tap: write });
     }
     const counts = res.statusCode < 400 ? tap.usage() : null;
     if (counts) opts.tokens.record({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }, counts);
   };
-
-  router.post('/chat/completions', raw, handle('/chat/completions'));
-  router.post('/completions', raw, handle('/completions'));
-  return router;
 }

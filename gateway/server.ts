@@ -5,7 +5,7 @@ import { createLogger } from '../platform/logger';
 import { createPool } from '../db/pool';
 import { PrincipalCache } from '../db/principal-cache';
 import { listen } from '../api/listen';
-import { createGatewayApp } from './app';
+import { createGatewayHandler } from './app';
 import { createHttpMetrics, serveMetrics } from '../api/metrics';
 
 async function main() {
@@ -17,7 +17,7 @@ async function main() {
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
   await principals.start();
   const metrics = createHttpMetrics('gateway');
-  const app = createGatewayApp({ config, db, logger, principals, metrics });
+  const app = createGatewayHandler({ config, db, logger, principals, metrics });
   const http = await listen(app, config.gatewayPort, config.host);
   logger.info({ url: `http://${config.host}:${config.gatewayPort}` }, 'inference gateway listening');
   const metricsServer = config.metricsPort

@@ -3,6 +3,7 @@
  * (key, project, organization, roles); handlers scope every query by
  * principal.projectId, so another project's resources are simply not found.
  */
+import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { findPrincipalByApiKey, type Principal } from '../../db/accounts';
 import type { Db } from '../../db/pool';
@@ -28,30 +29,41 @@ export function principalLookup(deps: { db: Db; principals?: PrincipalCache }): 
   return cache ? (secret) => cache.lookup(secret) : (secret) => findPrincipalByApiKey(deps.db, secret);
 }
 
+/** The principal of an `Authorization: Bearer <key>` header; throws the 401 a caller sees otherwise. */
+export async function principalOf(header: string | undefined, lookup: PrincipalLookup): Promise<Principal> {
+  if (!header) {
+    throw unauthorized('Missing API key. Send it as `Authorization: Bearer <API_KEY>`.');
+  }
+  const match = BEARER.exec(header);
+  if (!match) {
+    throw unauthorized('Malformed Authorization header. Expected `Authorization: Bearer <API_KEY>`.');
+  }
+  const secret = match[1];
+  const principal = secret.length <= MAX_KEY_LENGTH ? await lookup(secret) : null;
+  if (!principal) throw unauthorized('Invalid API key.');
+  return principal;
+}
+
+/** Express middleware: sets `req.principal`, and binds the project and key to the request's log lines. */
 export function authenticate(lookup: PrincipalLookup) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     try {
-      const header = req.headers.authorization;
-      if (!header) {
-        throw unauthorized('Missing API key. Send it as `Authorization: Bearer <API_KEY>`.');
-      }
-      const match = BEARER.exec(header);
-      if (!match) {
-        throw unauthorized('Malformed Authorization header. Expected `Authorization: Bearer <API_KEY>`.');
-      }
-      const secret = match[1];
-      const principal = secret.length <= MAX_KEY_LENGTH ? await lookup(secret) : null;
-      if (!principal) throw unauthorized('Invalid API key.');
+      const principal = await principalOf(req.headers.authorization, lookup);
       req.principal = principal;
-      (req as Request & { log?: { setBindings?: (b: object) => void } }).log?.setBindings?.({
-        project: principal.projectId,
-        apiKeyId: principal.apiKeyId,
-      });
+      bindPrincipalToLog(req, principal);
       next();
     } catch (err) {
       next(err);
     }
   };
+}
+
+/** Every log line of the request names the project and the key (pino-http's `req.log`). */
+export function bindPrincipalToLog(req: IncomingMessage, principal: Principal): void {
+  (req as IncomingMessage & { log?: { setBindings?: (b: object) => void } }).log?.setBindings?.({
+    project: principal.projectId,
+    apiKeyId: principal.apiKeyId,
+  });
 }
 
 export type Access = 'project' | 'platform-admin';

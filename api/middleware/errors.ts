@@ -36,6 +36,8 @@ function toApiError(err: unknown): ApiError | null {
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return badRequest(e.message, null, 'unsupported_encoding');
+    case 'request.size.invalid':
+      return badRequest('The body is not as long as its Content-Length says.', null, 'invalid_content_length');
     case 'request.aborted':
       return badRequest('The request was aborted before its body was received.', null, 'request_aborted');
   }
@@ -79,18 +81,25 @@ export function routeNotFound(req: Request, _res: Response, next: NextFunction) 
   next(notFound(`No route for ${req.method} ${req.path}.`, 'route_not_found'));
 }
 
-export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
+/** What the caller is told of `err`: its own error when known, else a 500 that names the request id. */
+export function apiErrorOf(err: unknown, requestId: string): { apiError: ApiError; known: boolean } {
   const known = toApiError(err);
-  const requestId = String(res.getHeader('X-Request-Id') ?? '');
-  const apiError =
-    known ??
-    new ApiError(
-      500,
-      `Internal server error. Quote request id ${requestId} when reporting it.`,
-      'api_error',
-      null,
-      'internal_error',
-    );
+  return {
+    known: known !== null,
+    apiError:
+      known ??
+      new ApiError(
+        500,
+        `Internal server error. Quote request id ${requestId} when reporting it.`,
+        'api_error',
+        null,
+        'internal_error',
+      ),
+  };
+}
+
+export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
+  const { apiError, known } = apiErrorOf(err, String(res.getHeader('X-Request-Id') ?? ''));
   if (apiError.status >= 500) {
     req.log?.error({ err }, 'request failed');
   }

@@ -12,7 +12,10 @@
  * - per project: a project's members can mint keys without limit, so the key
  *   limit alone does not bound what one project can ask of the installation.
  */
+import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import proxyaddr from 'proxy-addr';
+import type { Principal } from '../../db/accounts';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { GantryConfig } from '../../platform/config';
 import { tooManyRequests } from '../errors';
@@ -22,11 +25,20 @@ interface Limit {
   burst: number;
 }
 
+/** Who a request is, as far as the limits care: its client address, and its principal once authenticated. */
+export interface LimitSubject {
+  ip?: string;
+  principal?: Pick<Principal, 'apiKeyId' | 'projectId'>;
+}
+
 interface Scope extends Limit {
   /** What the client is told it exceeded: "this API key", … */
   what: string;
-  keyOf: (req: Request) => string | undefined;
+  keyOf: (subject: LimitSubject) => string | undefined;
 }
+
+/** Consumes one request of each scope in turn; throws the 429 of the first scope exhausted. */
+export type LimitCheck = (subject: LimitSubject, res: Pick<ServerResponse, 'setHeader'>) => Promise<void>;
 
 function bucket(scope: Scope) {
   if (scope.perSecond <= 0) return undefined;
@@ -38,55 +50,72 @@ function bucket(scope: Scope) {
   return { scope, limiter };
 }
 
-/** One middleware enforcing `scopes` in order; the first one exhausted refuses the request. */
-function enforce(scopes: Scope[]): RequestHandler {
+/** One check enforcing `scopes` in order, setting the X-RateLimit-* headers of each. */
+function enforce(scopes: Scope[]): LimitCheck {
   const buckets = scopes.map(bucket).filter((b) => b !== undefined);
-  return (req: Request, res: Response, next: NextFunction) => {
-    void (async () => {
-      for (const { scope, limiter } of buckets) {
-        const key = scope.keyOf(req);
-        if (!key) continue;
-        try {
-          const r = await limiter.consume(key);
-          res.setHeader('X-RateLimit-Limit', String(scope.burst));
-          res.setHeader('X-RateLimit-Remaining', String(r.remainingPoints));
-        } catch (r) {
-          if (!(r instanceof RateLimiterRes)) return next(r);
-          const retryAfter = Math.max(1, Math.ceil(r.msBeforeNext / 1000));
-          res.setHeader('X-RateLimit-Limit', String(scope.burst));
-          res.setHeader('X-RateLimit-Remaining', '0');
-          return next(
-            tooManyRequests(
-              `Rate limit of ${scope.what} reached (${scope.perSecond}/s, bursts of ${scope.burst}); retry after ${retryAfter} s.`,
-              retryAfter,
-            ),
-          );
-        }
+  return async (subject, res) => {
+    for (const { scope, limiter } of buckets) {
+      const key = scope.keyOf(subject);
+      if (!key) continue;
+      try {
+        const r = await limiter.consume(key);
+        res.setHeader('X-RateLimit-Limit', String(scope.burst));
+        res.setHeader('X-RateLimit-Remaining', String(r.remainingPoints));
+      } catch (r) {
+        if (!(r instanceof RateLimiterRes)) throw r;
+        const retryAfter = Math.max(1, Math.ceil(r.msBeforeNext / 1000));
+        res.setHeader('X-RateLimit-Limit', String(scope.burst));
+        res.setHeader('X-RateLimit-Remaining', '0');
+        throw tooManyRequests(
+          `Rate limit of ${scope.what} reached (${scope.perSecond}/s, bursts of ${scope.burst}); retry after ${retryAfter} s.`,
+          retryAfter,
+        );
       }
-      next();
-    })();
+    }
   };
 }
 
-/** The limits of an API or gateway process: `beforeAuth` goes before authentication, `afterAuth` after it. */
-export function rateLimits(
+/** The limits of an API or gateway process: `beforeAuth` is checked before authentication, `afterAuth` after it. */
+export function rateLimitChecks(
   config: Pick<GantryConfig, 'rateLimitPerSecond' | 'rateLimitBurst' | 'projectRateLimit' | 'addressRateLimit'>,
-): { beforeAuth: RequestHandler; afterAuth: RequestHandler } {
+): { beforeAuth: LimitCheck; afterAuth: LimitCheck } {
   return {
-    beforeAuth: enforce([{ ...config.addressRateLimit, what: 'this client address', keyOf: (req) => req.ip }]),
+    beforeAuth: enforce([{ ...config.addressRateLimit, what: 'this client address', keyOf: (s) => s.ip }]),
     afterAuth: enforce([
       {
         perSecond: config.rateLimitPerSecond,
         burst: config.rateLimitBurst,
         what: 'this API key',
-        keyOf: (req) => req.principal?.apiKeyId,
+        keyOf: (s) => s.principal?.apiKeyId,
       },
-      { ...config.projectRateLimit, what: 'this project', keyOf: (req) => req.principal?.projectId },
+      { ...config.projectRateLimit, what: 'this project', keyOf: (s) => s.principal?.projectId },
     ]),
   };
 }
 
-/** Express's `trust proxy` value for GANTRY_TRUST_PROXY: a hop count when numeric, else addresses or names. */
-export function trustProxy(setting: string): number | string {
-  return /^\d+$/.test(setting) ? Number(setting) : setting;
+/** The same limits as Express middleware (the API's). */
+export function rateLimits(config: Parameters<typeof rateLimitChecks>[0]): {
+  beforeAuth: RequestHandler;
+  afterAuth: RequestHandler;
+} {
+  const checks = rateLimitChecks(config);
+  const middleware =
+    (check: LimitCheck): RequestHandler =>
+    (req: Request, res: Response, next: NextFunction) =>
+      void check(req, res).then(() => next(), next);
+  return { beforeAuth: middleware(checks.beforeAuth), afterAuth: middleware(checks.afterAuth) };
+}
+
+/**
+ * Which hops in front of this process are trusted to say who the client is (GANTRY_TRUST_PROXY): a
+ * hop count when numeric, else addresses, subnets or proxy-addr's names (`loopback`, …). The API
+ * gives it to Express as `trust proxy`; the gateway reads the client address with it itself.
+ */
+export function compileTrustProxy(setting: string | undefined): (address: string, hop: number) => boolean {
+  if (!setting) return () => false;
+  if (/^\d+$/.test(setting)) {
+    const hops = Number(setting);
+    return (_address, hop) => hop < hops;
+  }
+  return proxyaddr.compile(setting.split(',').map((s) => s.trim()));
 }

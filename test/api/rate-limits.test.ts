@@ -5,13 +5,12 @@
  * the same limits as the API.
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type express from 'express';
 
 import { createApp } from '../../api/app';
-import { createGatewayApp } from '../../gateway/app';
+import { createGatewayHandler } from '../../gateway/app';
 import type { GantryConfig } from '../../platform/config';
 import { createLogger } from '../../platform/logger';
 import { createApiKey } from '../../db/accounts';
@@ -33,10 +32,10 @@ after(async () => {
 async function serve(kind: 'api' | 'gateway', limits: Partial<GantryConfig>): Promise<string> {
   const config = { ...p.config, ...limits };
   const logger = createLogger(kind, 'silent');
-  const app: express.Express =
+  const app: RequestListener =
     kind === 'api'
       ? createApp({ config, db: p.db, temporal: p.temporal, logger, blobs: p.blobs })
-      : createGatewayApp({ config, db: p.db, logger });
+      : createGatewayHandler({ config, db: p.db, logger });
   const server = createServer(app);
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

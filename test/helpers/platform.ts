@@ -12,7 +12,7 @@ import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporal
 import { createApp, registeredRoutes } from '../../api/app';
 import { closeGracefully } from '../../api/listen';
 import type { RegisteredRoute } from '../../api/route';
-import { createGatewayApp } from '../../gateway/app';
+import { createGatewayHandler } from '../../gateway/app';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../platform/config';
 import type { GpuType } from '../../shared/gpu-types';
 import { createLogger } from '../../platform/logger';
@@ -170,7 +170,7 @@ export async function startTestPlatform(
   await queueWakeups.start();
   const app = createApp({ config, db, temporal, logger, blobs, principals, queueWakeups });
   server.on('request', app);
-  const gateway = createServer(createGatewayApp({ config, db, logger, principals }));
+  const gateway = createServer(createGatewayHandler({ config, db, logger, principals }));
   await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
   const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 
