@@ -100,6 +100,49 @@ describe('container deployments (process runtime)', () => {
     assert.doesNotMatch(p.logs.text(), new RegExp(secretValue), 'no secret in the API logs');
   });
 
+  test("the gateway passes path, query and headers on as sent, without the caller's key", async () => {
+    const via = (url: string, init: RequestInit = {}) =>
+      fetch(`${p.gatewayUrl}/v1/deployments/web${url}`, {
+        ...init,
+        headers: { authorization: `Bearer ${t.key}`, ...init.headers },
+      });
+    const echoed = await via('/headers?probe=1', { headers: { 'x-tenant-header': 'kept' } });
+    assert.equal(echoed.status, 200);
+    assert.match(echoed.headers.get('x-request-id') ?? '', /\S/, 'the gateway names the request');
+    const headers = await echoed.json();
+    assert.equal(headers['x-tenant-header'], 'kept');
+    assert.equal(headers.authorization, undefined, "the caller's Gantry key never reaches the replica");
+    assert.equal(headers['x-forwarded-for'], '127.0.0.1');
+    assert.equal(await (await via('/env?name=GREETING')).text(), 'hello', 'the query string arrives');
+    // A body streams through to the replica (POST /log prints the query's text and answers).
+    const posted = await via('/log?text=through%20the%20gateway', { method: 'POST', body: 'x'.repeat(100_000) });
+    assert.equal(await posted.text(), 'logged');
+    await eventually(
+      async () => (await api('GET', '/deployments/web/logs')).body.lines as string[],
+      (lines) => lines.some((l) => l.includes('through the gateway')),
+      10_000,
+    );
+
+    const elsewhere = await call(p.gatewayUrl, 'GET', '/v1/models', { key: t.key });
+    assert.equal(elsewhere.status, 404);
+    assert.equal(elsewhere.body.error.code, 'route_not_found');
+    const keyless = await call(p.gatewayUrl, 'GET', '/v1/deployments/web/health', {});
+    assert.equal(keyless.status, 401);
+    const big = await fetch(`${p.gatewayUrl}/v1/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: `${t.projectSlug}/none`, prompt: 'x'.repeat(5 * 1024 * 1024) }),
+    });
+    assert.equal(big.status, 413);
+    const zipped = await fetch(`${p.gatewayUrl}/v1/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-encoding': 'gzip' },
+      body: 'not really gzip',
+    });
+    assert.equal(zipped.status, 400);
+    assert.equal((await zipped.json()).error.code, 'unsupported_encoding');
+  });
+
   test('a replica that dies is replaced and replica_events record it; the gateway steps around it', async () => {
     const d = await get('web');
     const [victim] = await ports(d.id);
