@@ -118,6 +118,13 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 const hasBody = (req: Request) =>
   Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 
+/**
+ * The query schema of a route that declares none (strict routes refuse any parameter). One
+ * instance: zod compiles a schema on its first parse, so a schema made per request cost a
+ * compile per request (2% of the API's time in the queue bench).
+ */
+const NO_QUERY = z.object({});
+
 /** Response bodies are checked against their schema outside production so the document cannot drift. */
 const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
 
@@ -177,7 +184,7 @@ export class ApiRouter {
       try {
         const params = spec.params ? parseOrThrow(spec.params, req.params, 'path', false) : {};
         if (spec.projectScope) checkProjectScope(spec.projectScope, principal, String(req.params.projectId));
-        const query = parseOrThrow(spec.query ?? z.object({}), req.query ?? {}, 'query', strict);
+        const query = parseOrThrow(spec.query ?? NO_QUERY, req.query ?? {}, 'query', strict);
         const body = spec.body ? parseOrThrow(spec.body, req.body, 'body', strict) : undefined;
         const idempotencyKey = spec.idempotencyKey
           ? parseOrThrow(IdempotencyKeyHeaders, req.headers, 'header', false)['idempotency-key']

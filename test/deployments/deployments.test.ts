@@ -109,7 +109,7 @@ describe('container deployments (process runtime)', () => {
     const echoed = await via('/headers?probe=1', { headers: { 'x-tenant-header': 'kept' } });
     assert.equal(echoed.status, 200);
     assert.match(echoed.headers.get('x-request-id') ?? '', /\S/, 'the gateway names the request');
-    const headers = await echoed.json();
+    const headers = (await echoed.json()) as Record<string, string | undefined>;
     assert.equal(headers['x-tenant-header'], 'kept');
     assert.equal(headers.authorization, undefined, "the caller's Gantry key never reaches the replica");
     assert.equal(headers['x-forwarded-for'], '127.0.0.1');
@@ -140,7 +140,7 @@ describe('container deployments (process runtime)', () => {
       body: 'not really gzip',
     });
     assert.equal(zipped.status, 400);
-    assert.equal((await zipped.json()).error.code, 'unsupported_encoding');
+    assert.equal(((await zipped.json()) as { error: { code: string } }).error.code, 'unsupported_encoding');
   });
 
   test('a replica that dies is replaced and replica_events record it; the gateway steps around it', async () => {
