@@ -15,6 +15,8 @@ import {
   type Remediation,
 } from '../shared/clusters';
 import type { GpuType } from '../shared/gpu-types';
+import { gpuTaskQueue } from '../shared/task-queues';
+import { describeTaskQueuePollers } from '../platform/temporal';
 import {
   findVolume,
   projectCluster,
@@ -37,6 +39,16 @@ export function createClusterActivities({ db, fleet }: { db: Db; fleet: ComputeP
 
     async recordRemediation(r: Remediation): Promise<void> {
       await upsertRemediation(db, r);
+    },
+
+    /**
+     * Whether an accelerator host polls the GPU queue of `gpuType` (Temporal's poller list, recent
+     * polls only): a node test that waited in vain for a worker met a busy queue if so, an unserved
+     * one if not.
+     */
+    async acceleratorQueuePolled({ gpuType }: { gpuType: GpuType }): Promise<boolean> {
+      const queue = await describeTaskQueuePollers(Context.current().client, gpuTaskQueue(gpuType));
+      return queue.activity_pollers > 0;
     },
 
     async provisionNodes(req: NodeRequest): Promise<FleetNode[]> {

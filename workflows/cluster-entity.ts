@@ -104,6 +104,11 @@ const PROBE_FIRST_WAIT_MS = 30_000;
 const PROBE_MAX_WAIT_MS = 15 * 60_000;
 /** A node test skipped because nobody serves the GPU queue (see onAccelerator). */
 const UNSERVED = Symbol('unserved');
+/** How long a node test waits for a slot on a busy GPU queue, at most, before it asks again. */
+const BUSY_QUEUE_MAX_WAIT_SECONDS = 30 * 60;
+
+/** Extra options for one try of a node test: a longer wait for a worker while the queue is busy. */
+type AcceleratorTry = { scheduleToStartTimeout?: string };
 
 const rejected = (type: string, message: string, param?: string) =>
   ApplicationFailure.create({ type, message, details: param ? [param] : [], nonRetryable: true });
@@ -235,30 +240,42 @@ export class ClusterEntity {
    * `skipWhenUnserved` (health checks of a running cluster) the test is
    * skipped instead (undefined), so the main loop goes on and can continue as
    * new however long the outage lasts.
+   *
+   * The same timeout fires when hosts poll the queue but every slot is taken
+   * (many clusters testing at once). So before calling the queue unserved the
+   * cluster asks Temporal whether a host polls it; if one does, the test waits
+   * again for a slot, twice as long each time (up to 30 minutes), with no event.
    */
-  async onAccelerator<T>(nodeId: string, what: string, run: () => Promise<T>): Promise<T>;
+  async onAccelerator<T>(nodeId: string, what: string, run: (attempt: AcceleratorTry) => Promise<T>): Promise<T>;
   async onAccelerator<T>(
     nodeId: string,
     what: string,
-    run: () => Promise<T>,
+    run: (attempt: AcceleratorTry) => Promise<T>,
     opts: { skipWhenUnserved: true },
   ): Promise<T | typeof UNSERVED>;
   async onAccelerator<T>(
     nodeId: string,
     what: string,
-    run: () => Promise<T>,
+    run: (attempt: AcceleratorTry) => Promise<T>,
     opts: { skipWhenUnserved?: boolean } = {},
   ): Promise<T | typeof UNSERVED> {
+    let attempt: AcceleratorTry = {};
+    let busyWaitSeconds = this.settings.gpuQueueWaitSeconds ?? 60;
     for (let reported = false; ;) {
       try {
         if (this.acceleratorProbe) {
           if (opts.skipWhenUnserved) return UNSERVED;
           await this.acceleratorProbe;
         }
-        return await run();
+        return await run(attempt);
       } catch (err) {
         if (!isScheduleToStart(err)) throw err;
         this.abortIfDeleting();
+        if (patched(PATCHES.busyAcceleratorQueue.id) && (await this.acceleratorQueuePolled())) {
+          busyWaitSeconds = Math.min(busyWaitSeconds * 2, BUSY_QUEUE_MAX_WAIT_SECONDS);
+          attempt = { scheduleToStartTimeout: `${busyWaitSeconds} seconds` };
+          continue;
+        }
         // (Before this patch each test retried on its own, at once.)
         const shared = patched(PATCHES.sharedAcceleratorProbe.id);
         if (!reported && !(shared && this.state.accelerator_queue_unserved_since)) {
@@ -279,13 +296,24 @@ export class ClusterEntity {
     }
   }
 
-  /** Probes the accelerator queue until a worker takes a probe, backing off; then every waiting test goes on. */
+  /** Whether a host polls the GPU queue now (Temporal's view of its pollers). */
+  async acceleratorQueuePolled(): Promise<boolean> {
+    return control.acceleratorQueuePolled({ gpuType: this.state.spec.gpu_type });
+  }
+
+  /** Probes the accelerator queue until a host serves it, backing off; then every waiting test goes on. */
   probeAccelerator(nodeId: string): Promise<void> {
     return (async () => {
       for (let waitMs = PROBE_FIRST_WAIT_MS; ; waitMs = Math.min(waitMs * 2, PROBE_MAX_WAIT_MS)) {
         await condition(() => this.deleteRequested !== undefined, waitMs);
         this.abortIfDeleting();
         if (++this.bringUpProbes > (this.settings.bringUpProbesPerRun ?? 50)) await this.continueBringUpAsNew();
+        // The probe asks Temporal whether a host polls the queue: a probe sent to the queue itself
+        // waited for a free slot too, and took a busy queue for one still unserved.
+        if (patched(PATCHES.busyAcceleratorQueue.id)) {
+          if (await this.acceleratorQueuePolled()) break;
+          continue;
+        }
         try {
           await this.gpu.describeAcceleratorHost.executeWithOptions({ summary: `probe ${this.queue}` }, [
             { gpuType: this.state.spec.gpu_type },
@@ -407,8 +435,8 @@ export class ClusterEntity {
   async acceptance(node: ClusterNode): Promise<boolean> {
     const params = this.state.spec.acceptance_tests_params ?? {};
     if (params.enabled === false) return true;
-    const report = await this.onAccelerator(node.node_id, 'acceptance test', () =>
-      this.gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}` }, [
+    const report = await this.onAccelerator(node.node_id, 'acceptance test', (attempt) =>
+      this.gpu.runAcceptanceTests.executeWithOptions({ summary: `acceptance ${node.node_id}`, ...attempt }, [
         { clusterId: this.clusterId, nodeId: node.node_id, params },
       ]),
     ).catch((err) => nodeTestUnavailable(err));
@@ -541,8 +569,8 @@ export class ClusterEntity {
       const ready = this.state.gpu_worker_nodes.filter((n) => n.status === 'Ready');
       if (!ready.length) return;
       await this.bringUpPhase('CLUSTER_PHASE_RUNNING_NCCL_TESTS', `NCCL all-reduce across ${ready.length} node(s).`);
-      const report = await this.onAccelerator(ready[0].node_id, 'NCCL test', () =>
-        this.gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)` }, [
+      const report = await this.onAccelerator(ready[0].node_id, 'NCCL test', (attempt) =>
+        this.gpu.runNcclTest.executeWithOptions({ summary: `nccl ${ready.length} node(s)`, ...attempt }, [
           { clusterId: this.clusterId, nodeIds: ready.map((n) => n.node_id) },
         ]),
       ).catch((err) => nodeTestUnavailable(err));
@@ -788,8 +816,8 @@ export class ClusterEntity {
         this.onAccelerator(
           n.node_id,
           'health check',
-          () =>
-            this.gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}` }, [
+          (attempt) =>
+            this.gpu.runHealthCheck.executeWithOptions({ summary: `health ${n.node_id}`, ...attempt }, [
               { clusterId: this.clusterId, nodeId: n.node_id },
             ]),
           { skipWhenUnserved: true },

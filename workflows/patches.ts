@@ -62,6 +62,12 @@ export const PATCHES = {
   bringUpContinuesAsNew: { id: 'bring-up-continues-as-new', workflow: 'cluster' },
   /** An unserved GPU queue is waited on by one backing-off probe per cluster; running clusters skip health rounds. */
   sharedAcceleratorProbe: { id: 'shared-accelerator-probe', workflow: 'cluster' },
+  /**
+   * A node test that waited in vain for a GPU worker asks whether a host polls the queue: if one
+   * does, the queue is busy (every slot taken), not unserved, and the test waits again, twice as long.
+   * The probe of an unserved queue asks the same question instead of sending a task to the queue.
+   */
+  busyAcceleratorQueue: { id: 'busy-accelerator-queue', workflow: 'cluster' },
 } as const;
 
 export type PatchName = keyof typeof PATCHES;

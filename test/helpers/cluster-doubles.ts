@@ -33,6 +33,8 @@ export class ClusterActivityDoubles {
   private readonly clusterOf = new Map<string, string>();
   readonly remediations = new Map<string, Remediation>();
   states: ClusterState[] = [];
+  /** Whether a host polls the GPU queue, as Temporal's poller list would say (the test knows its workers). */
+  queuePolled: () => boolean = () => false;
   /** What each health check reports (healthy unless a test says otherwise). */
   healthy: (nodeId: string) => boolean = () => true;
   /** Called before an activity runs: throw to fail it, await to hold it. */
@@ -100,6 +102,10 @@ export class ClusterActivityDoubles {
       async recordRemediation(r) {
         await self.enter('recordRemediation', r);
         self.remediations.set(r.id, { ...r });
+      },
+      async acceleratorQueuePolled(a) {
+        await self.enter('acceleratorQueuePolled', a);
+        return self.queuePolled();
       },
       async provisionNodes(req) {
         await self.enter('provisionNodes', req);

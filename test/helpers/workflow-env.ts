@@ -18,7 +18,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString, type WorkerOptions } from '@temporalio/worker';
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
 import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
 import { workflowSource } from '../../workers/runtime';
@@ -40,8 +40,8 @@ export interface WorkflowTestEnv {
   watch(handle: WorkflowHandle): void;
   /** Waits in real time (at most 45 s) until the run closes, then returns its result (never unlocking time skipping). */
   finished<T>(handle: WorkflowHandle): Promise<T>;
-  /** A worker on `taskQueue` (and more queues when given) running the real workflows with these activities. */
-  worker(taskQueue: string, activities: object): Promise<Worker>;
+  /** A worker on `taskQueue` running the real workflows with these activities (and these worker options). */
+  worker(taskQueue: string, activities: object, options?: Partial<WorkerOptions>): Promise<Worker>;
   teardown(): Promise<void>;
 }
 
@@ -100,8 +100,9 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       }
       return (await handle.result()) as T;
     },
-    async worker(taskQueue, activities) {
+    async worker(taskQueue, activities, options = {}) {
       const w = await Worker.create({
+        ...options,
         connection: env.nativeConnection,
         namespace: env.namespace ?? 'default',
         taskQueue,

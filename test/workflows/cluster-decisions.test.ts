@@ -22,7 +22,7 @@ import {
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import type { cluster as clusterWorkflow } from '../../workflows/clusters';
 import { ClusterActivityDoubles, acceleratorHostDouble, clusterInput } from '../helpers/cluster-doubles';
-import type { Worker } from '@temporalio/worker';
+import type { Worker, WorkerOptions } from '@temporalio/worker';
 import {
   createWorkflowTestEnv,
   historyLengths as historyLengthsOf,
@@ -32,6 +32,8 @@ import {
   until,
   type WorkflowTestEnv,
 } from '../helpers/workflow-env';
+
+type GpuWorkerOptions = Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions'>;
 
 /** A promise the test resolves when it lets a held activity go on. */
 function gate(): { wait: Promise<void>; open: () => void } {
@@ -55,10 +57,23 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
   // Each test gets its own server: time and stray runs of one test never reach the next.
   let t: WorkflowTestEnv;
   afterEach(() => t?.teardown());
+  /** The GPU workers of the current test (what the poller-list double reads). */
+  let gpuHosts: Worker[] = [];
+
+  /** A worker on the GPU queue, as an accelerator host runs one. */
+  async function gpuHost(doubles: ClusterActivityDoubles, options?: GpuWorkerOptions): Promise<Worker> {
+    const w = await t.worker(gpuTaskQueue('H100_SXM'), { ...doubles.activities(), ...acceleratorHostDouble }, options);
+    gpuHosts.push(w);
+    return w;
+  }
 
   async function withCluster(
     id: string,
-    opts: Parameters<typeof clusterInput>[1] & { gpuWorker?: boolean; workflowTaskTimeout?: string },
+    opts: Parameters<typeof clusterInput>[1] & {
+      gpuWorker?: boolean;
+      gpuWorkerOptions?: GpuWorkerOptions;
+      workflowTaskTimeout?: string;
+    },
     body: (ctx: {
       doubles: ClusterActivityDoubles;
       handle: WorkflowHandle<typeof clusterWorkflow>;
@@ -69,7 +84,10 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
     const doubles = new ClusterActivityDoubles();
     const activities = { ...doubles.activities(), ...acceleratorHostDouble };
     const control = await t.worker(CONTROL_TASK_QUEUE, activities);
-    const gpu = opts.gpuWorker === false ? undefined : await t.worker(gpuTaskQueue('H100_SXM'), activities);
+    gpuHosts = [];
+    // What Temporal's poller list would say: some GPU worker of this test is running.
+    doubles.queuePolled = () => gpuHosts.some((w) => w.getState() === 'RUNNING');
+    const gpu = opts.gpuWorker === false ? undefined : await gpuHost(doubles, opts.gpuWorkerOptions);
     await runWorkers(gpu ? [control, gpu] : [control], async () => {
       const handle = await t.env.client.workflow.start<typeof clusterWorkflow>('cluster', {
         taskQueue: CONTROL_TASK_QUEUE,
@@ -436,6 +454,43 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
           assert.equal(doubles.count('runAcceptanceTests'), 0, 'no node test ran without a worker');
           await deleteAndCheck(handle, doubles);
           await recordHistoryIfAsked(handle, 'cluster', 'gpu-queue-unserved-during-bring-up-deleted');
+          await recordHistoryIfAsked(handle, 'cluster', 'gpu-queue-without-pollers-unserved-deleted');
+          assert.ok(doubles.count('acceleratorQueuePolled') >= 1, 'it asked whether a host polls the queue');
+        },
+      );
+    },
+  );
+
+  test(
+    'a busy GPU queue (hosts poll it, every slot taken) is waited on for a slot, not reported unserved',
+    { timeout: 60_000 },
+    async () => {
+      await withCluster(
+        'ts-busy-queue',
+        {
+          gpus: 16,
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+          // One slot: while the first acceptance test holds it, the second one's wait for a worker runs out.
+          gpuWorkerOptions: { maxConcurrentActivityTaskExecutions: 1 },
+        },
+        async ({ doubles, handle }) => {
+          const held = gate();
+          doubles.on('runAcceptanceTests', () => held.wait);
+          await until(
+            () => doubles.count('acceleratorQueuePolled'),
+            (n) => n >= 2,
+            'the waiting test to find the queue polled, twice',
+          );
+          held.open();
+          const s = await ready(doubles);
+          assert.deepEqual(events(s, 'AcceleratorQueueUnserved'), [], 'a busy queue is not an unserved one');
+          assert.equal(doubles.count('runAcceptanceTests'), 2, 'each node tested once, when a slot came free');
+          assert.deepEqual(
+            s.gpu_worker_nodes.map((n) => n.status),
+            ['Ready', 'Ready'],
+          );
+          await deleteAndCheck(handle, doubles);
+          await recordHistoryIfAsked(handle, 'cluster', 'busy-gpu-queue-waited-for-a-slot-deleted');
         },
       );
     },
@@ -471,7 +526,7 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
           assert.equal(doubles.count('runAcceptanceTests'), 0, 'no node test ran without a worker');
 
           // A GPU worker comes: the tests run in the current run and bring-up finishes.
-          const back = await t.worker(gpuTaskQueue('H100_SXM'), { ...doubles.activities(), ...acceleratorHostDouble });
+          const back = await gpuHost(doubles);
           await runWorkers([back], async () => {
             await t.advance(16 * 60_000, 60_000);
             await ready(doubles);
@@ -579,7 +634,7 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
 
           // A GPU worker comes back: the probe gets through and the health rounds run again.
           const checks = doubles.count('runHealthCheck');
-          const back = await t.worker(gpuTaskQueue('H100_SXM'), { ...doubles.activities(), ...acceleratorHostDouble });
+          const back = await gpuHost(doubles);
           await runWorkers([back], async () => {
             await t.advance(16 * 60_000, 60_000);
             await until(
