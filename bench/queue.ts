@@ -15,6 +15,9 @@
  * bench's clients do not share the API's event loop. The reference:
  * a bare PostgreSQL table, INSERT to submit and FOR UPDATE SKIP LOCKED to claim,
  * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
+ * A second reference puts the leanest HTTP server in front of the same table
+ * (bench/lib/bare-http-queue.ts, its own process like Gantry's API): Gantry over
+ * it is the share of an HTTP queue's speed that Gantry's own work leaves.
  */
 import pg from 'pg';
 import { newId } from '../platform/ids';
@@ -111,6 +114,7 @@ async function main() {
       throw new Error('the API did not come up');
     };
     await Promise.all([apiUp(), control.waitFor(/control worker polling/)]);
+    const children = [apiProcess, control];
     try {
       const tenant = await createTenant(platform.db);
       const model = 'bench-model';
@@ -207,10 +211,71 @@ async function main() {
         },
       };
 
+      const bareHttpPort = await freePort();
+      const bareHttpProcess = startProcess('bench/lib/bare-http-queue.ts', {
+        BARE_QUEUE_PORT: String(bareHttpPort),
+        DATABASE_URL: databaseUrl,
+      });
+      children.push(bareHttpProcess);
+      const bareHttp = `http://127.0.0.1:${bareHttpPort}`;
+      const post = async (route: string, json: unknown) => {
+        const r = await fetch(`${bareHttp}${route}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(json),
+        });
+        if (!r.ok) throw new Error(`${route}: ${r.status}`);
+        return (await r.json()) as { id?: string | null };
+      };
+      for (let i = 0; ; i++) {
+        if (
+          await fetch(`${bareHttp}/claim`, { method: 'POST' }).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          break;
+        if (i > 100) throw new Error('the bare HTTP queue did not come up');
+        await sleep(100);
+      }
+      const bareOverHttp: System = {
+        ...bare,
+        async submit(i) {
+          await post('/submit', { payload: { i } });
+        },
+        startWorkers() {
+          let stopped = false;
+          const running = Array.from({ length: WORKERS }, async () => {
+            while (!stopped) {
+              const { id } = await post('/claim', {});
+              if (!id) {
+                await sleep(20);
+                continue;
+              }
+              await post('/done', { id });
+            }
+          });
+          return {
+            async stop() {
+              stopped = true;
+              await Promise.all(running);
+            },
+          };
+        },
+      };
+
       say(`${jobs} jobs a round, ${WORKERS} workers, ${SUBMITTERS} submitters`);
       await compareInRounds({
         bench: 'queue',
-        reference: () => measure(bare, jobs),
+        reference: async () => {
+          const direct = await measure(bare, jobs);
+          const overHttp = await measure(bareOverHttp, jobs);
+          return {
+            ...direct,
+            http_submit_jobs_per_s: overHttp.submit_jobs_per_s,
+            http_drained_jobs_per_s: overHttp.drained_jobs_per_s,
+          };
+        },
         gantry: () => measure(gantry, jobs),
         checks: [
           {
@@ -223,13 +288,23 @@ async function main() {
             value: (r, g) => g.drained_jobs_per_s / r.drained_jobs_per_s,
             atLeast: 0.5,
           },
+          {
+            name: 'submit, Gantry / the same SQL behind the leanest HTTP server',
+            value: (r, g) => g.submit_jobs_per_s / r.http_submit_jobs_per_s,
+            atLeast: 0.5,
+          },
+          {
+            name: 'drain, Gantry / the same SQL behind the leanest HTTP server',
+            value: (r, g) => g.drained_jobs_per_s / r.http_drained_jobs_per_s,
+            atLeast: 0.5,
+          },
           { name: 'Gantry e2e p50 at 50 jobs/s', value: (_r, g) => g.e2e_p50_ms, atMost: 15, unit: 'ms' },
         ],
       });
     } finally {
       await raw.end();
-      for (const child of [apiProcess, control]) child.child.kill('SIGTERM');
-      await Promise.all([apiProcess.exited, control.exited]);
+      for (const child of children) child.child.kill('SIGTERM');
+      await Promise.all(children.map((c) => c.exited));
     }
   });
 }
