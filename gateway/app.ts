@@ -71,7 +71,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     await limits.afterAuth({ principal }, res);
     const call: GatewayCall = { req, res, principal, clientAddress };
 
-    const inference = INFERENCE_PATHS[path];
+    // One trailing slash is forgiven, as the Express app this replaced did.
+    const inference = INFERENCE_PATHS[path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path];
     if (inference && req.method === 'POST') {
       route.label = path;
       return infer(call, inference);

@@ -134,6 +134,12 @@ describe('container deployments (process runtime)', () => {
       body: JSON.stringify({ model: `${t.projectSlug}/none`, prompt: 'x'.repeat(5 * 1024 * 1024) }),
     });
     assert.equal(big.status, 413);
+    // A trailing slash reaches the same route (here: its 404 for an endpoint that does not exist).
+    const slashed = await call(p.gatewayUrl, 'POST', '/v1/completions/', {
+      key: t.key,
+      json: { model: `${t.projectSlug}/none`, prompt: 'x' },
+    });
+    assert.equal(slashed.body.error.code, 'model_not_found');
     const zipped = await fetch(`${p.gatewayUrl}/v1/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${t.key}`, 'content-encoding': 'gzip' },
