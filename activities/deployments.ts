@@ -36,9 +36,9 @@ import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './
 import type { Db } from '../db/pool';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
-import type { VolumeStore } from '../providers/containers/volume-store';
+import { isSafeVolumePath, type VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
-import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
+import { fillEmptyVersion, filesWithPrefix, getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/models';
 
 /** A replica's status, recorded; a running replica is metered by the hour. */
@@ -153,9 +153,20 @@ export function createReplicaActivities(deps: {
       if (!volume || !version) {
         throw new ReplicaFailed(`volume '${m.name}'${m.version ? ` version ${m.version}` : ''} does not exist`);
       }
+      // A version made before its files were uploaded (the Python CLI's order) takes them now, once.
+      const files = version.files.length
+        ? version.files
+        : await fillEmptyVersion(
+            db,
+            volume,
+            version,
+            (await filesWithPrefix(db, volume.project_id, version.source_prefix)).filter((f) =>
+              isSafeVolumePath(f.name),
+            ),
+          );
       mounts.push({
         mountPath: m.mount_path,
-        hostDir: await deps.volumes.materialize(volume.id, version.version, version.files),
+        hostDir: await deps.volumes.materialize(volume.id, version.version, files),
       });
     }
     for (const m of l.spec.model_mounts ?? []) {

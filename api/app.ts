@@ -27,6 +27,7 @@ import { addFleetRoutes } from './routes/fleet';
 import { addQueueRoutes } from './routes/queue';
 import { addDeploymentRoutes } from './routes/deployments';
 import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
+import { addStorageRoutes } from './routes/storage';
 import { addRegistryModelRoutes } from './routes/models';
 import { addModelUploadRoutes } from './routes/model-uploads';
 import { addSupportedModelRoutes } from './routes/supported-models';
@@ -90,6 +91,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addFleetRoutes(v1, deps);
   addQueueRoutes(v1, deps);
   addDeploymentVolumeRoutes(v1, deps);
+  addStorageRoutes(v1, deps);
   addDeploymentRoutes(v1, deps);
   const speechModels = deps.speechModels ?? new ServedSpeechModels(deps.db);
   addAudioRoutes(v1, deps, speechModels);

@@ -3,11 +3,14 @@ import type { Queryable } from './pool';
 
 /** One file of a volume version: `name` is its path inside the volume. */
 export interface VolumeFile {
+  /** A Files-API file's id, or a storage object's (with `storage`). */
   file_id: string;
   name: string;
   size: number;
   last_modified: string;
   blob_key: string;
+  /** A storage object (`/v1/storage/*`), not a Files-API file: it takes no lease (it has no delete). */
+  storage?: boolean;
 }
 
 export interface VolumeRow {
@@ -32,17 +35,55 @@ export interface VolumeVersionRow {
 /** The lease holder a volume registers on each file it preloads. */
 export const volumeLeaseHolder = (volumeId: string) => `deployment-volume/${volumeId}`;
 
-/** Uploaded files of the project whose names start with the prefix; the newest upload of each name wins. */
+/**
+ * A volume's content under `prefix`: the project's Files-API files whose names start with it (named
+ * as uploaded), and its storage objects in the directory it names (named relative to it: what the
+ * Python CLI uploads to `<volume>/<version>/<path>` is `<path>` in the volume). The newest upload
+ * of each name wins.
+ */
 export async function filesWithPrefix(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
+  const directory = `${prefix.replace(/\/+$/, '')}/`;
   const { rows } = await db.query<VolumeFile>(
-    `SELECT DISTINCT ON (filename) id AS file_id, filename AS name, bytes::float8 AS size,
-            to_char(uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS last_modified, blob_key
-       FROM files
-      WHERE project_id = $1 AND uploaded_at IS NOT NULL AND starts_with(filename, $2)
-      ORDER BY filename, uploaded_at DESC`,
-    [projectId, prefix],
+    `SELECT * FROM (
+       SELECT DISTINCT ON (filename) id AS file_id, filename AS name, bytes::float8 AS size,
+              to_char(uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS last_modified, blob_key,
+              NULL::boolean AS storage
+         FROM files
+        WHERE project_id = $1 AND uploaded_at IS NOT NULL AND starts_with(filename, $2)
+        ORDER BY filename, uploaded_at DESC) f
+     UNION ALL
+     SELECT * FROM (
+       SELECT DISTINCT ON (path) id AS file_id, substr(path, length($3) + 1) AS name, bytes::float8 AS size,
+              to_char(uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS last_modified, blob_key,
+              true AS storage
+         FROM storage_objects
+        WHERE project_id = $1 AND uploaded_at IS NOT NULL AND starts_with(path, $3) AND $3 <> '/'
+        ORDER BY path, uploaded_at DESC) s
+     ORDER BY name`,
+    [projectId, prefix, directory],
   );
-  return rows;
+  return rows.map(({ storage, ...f }) => (storage ? { ...f, storage: true } : f));
+}
+
+/**
+ * Gives a version that was made while nothing matched its prefix the files that match now, once:
+ * the Python CLI creates a volume before it uploads the files, so its first version is filled when
+ * a replica first mounts it. Answers the version's files (another caller's, if it filled it first).
+ */
+export async function fillEmptyVersion(
+  db: Queryable,
+  volume: { id: string; project_id: string },
+  version: VolumeVersionRow,
+  files: VolumeFile[],
+): Promise<VolumeFile[]> {
+  const { rows } = await db.query<{ files: VolumeFile[] }>(
+    `UPDATE deployment_volume_versions SET files = $3
+      WHERE volume_id = $1 AND version = $2 AND files = '[]'::jsonb RETURNING files`,
+    [volume.id, version.version, JSON.stringify(files)],
+  );
+  if (!rows[0]) return (await getVolumeVersion(db, volume.id, version.version))?.files ?? [];
+  await leaseFiles(db, volume.id, files);
+  return rows[0].files;
 }
 
 export async function getVolume(db: Queryable, projectId: string, idOrName: string): Promise<VolumeRow | null> {
@@ -115,9 +156,13 @@ async function insertVersion(db: Queryable, volumeId: string, version: number, p
     `INSERT INTO deployment_volume_versions (volume_id, version, source_prefix, files) VALUES ($1, $2, $3, $4)`,
     [volumeId, version, prefix, JSON.stringify(files)],
   );
-  // Lease every file, so none of a version's content can be deleted while the volume exists.
+  await leaseFiles(db, volumeId, files);
+}
+
+/** Leases every Files-API file, so none of a version's content can be deleted while the volume exists. */
+async function leaseFiles(db: Queryable, volumeId: string, files: VolumeFile[]) {
   await db.query(`INSERT INTO file_leases (file_id, holder) SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`, [
-    files.map((f) => f.file_id),
+    files.filter((f) => !f.storage).map((f) => f.file_id),
     volumeLeaseHolder(volumeId),
   ]);
 }

@@ -243,9 +243,10 @@ export async function getMultipartUpload(
  */
 export async function projectStoredBytes(db: Queryable, projectId: string): Promise<number> {
   const { rows } = await db.query<{ total: string }>(
-    `SELECT COALESCE(SUM(COALESCE(f.bytes, u.file_size, 0)), 0) AS total
-       FROM files f LEFT JOIN file_multipart_uploads u ON u.file_id = f.id AND u.state IN ('open', 'completing')
-      WHERE f.project_id = $1`,
+    `SELECT (SELECT COALESCE(SUM(COALESCE(f.bytes, u.file_size, 0)), 0)
+               FROM files f LEFT JOIN file_multipart_uploads u ON u.file_id = f.id AND u.state IN ('open', 'completing')
+              WHERE f.project_id = $1)
+          + (SELECT COALESCE(SUM(bytes), 0) FROM storage_objects WHERE project_id = $1) AS total`,
     [projectId],
   );
   return Number(rows[0].total);

@@ -50,6 +50,8 @@ async function resolveContent(db: Queryable, projectId: string, prefix: string):
 async function toVolume(db: Db, v: VolumeRow, version?: number) {
   const [versions, mounts] = await Promise.all([listVolumeVersions(db, v.id), volumeMounts(db, v.project_id, v.name)]);
   const shown = versions.find((x) => x.version === (version ?? v.current_version))!;
+  // A version made before its files arrived shows what it would take now (it is filled when first mounted).
+  if (!shown.files.length) shown.files = await filesWithPrefix(db, v.project_id, shown.source_prefix);
   const mountedBy = (n: number) => mounts.filter((m) => m.version === n).map((m) => m.deployment_id);
   return {
     id: v.id,

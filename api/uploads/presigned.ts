@@ -103,8 +103,9 @@ export function verifyDownloadUrl(keys: Keyring, resourcePath: string, query: un
 }
 
 /**
- * Pre-signed part URLs of a model file upload (the CLI PUTs each part to one, without its API
- * key): an HMAC over the part's path, the most bytes it may hold and the expiry.
+ * Pre-signed PUT URLs of a resource path: each part of a model file upload, and a storage object
+ * (the CLI PUTs to one without its API key). An HMAC over the path, the most bytes it may hold and
+ * the expiry; the path names the resource, so a URL for one never fits another.
  */
 const partPayload = (resourcePath: string, maxBytes: number, expires: number) =>
   ['v1-model-part', resourcePath, maxBytes, expires].join('\n');

@@ -1,0 +1,131 @@
+/**
+ * Volumes with the official Python CLI's `beta jig volumes` (PyPI `together`, pinned): `create`
+ * makes the volume, then uploads a directory through `/v1/storage/*`; `update` uploads a new
+ * version's files, then points the volume at them. A replica that mounts the volume reads the
+ * files at the paths they had in the directory; a deployment keeps the version it mounted.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { HTTP_REPLICA } from '../helpers/deployments';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { together, type PythonClient } from '../helpers/python-sdk';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+let p: TestPlatform;
+let t: Tenant;
+let other: Tenant;
+let cli: PythonClient;
+const dir = mkdtempSync(path.join(tmpdir(), 'gantry-jig-volumes-'));
+
+/** A directory with these files (paths relative to it). */
+function tree(name: string, files: Record<string, string>): string {
+  const root = path.join(dir, name);
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+    writeFileSync(path.join(root, file), text);
+  }
+  return root;
+}
+
+before(async () => {
+  p = await startTestPlatform();
+  t = await createTenant(p.db);
+  other = await createTenant(p.db);
+  cli = { baseUrl: p.baseUrl, key: t.key, cwd: dir };
+  writeFileSync(path.join(dir, 'jig.toml'), 'name = "volume-user"\n[deploy]\nimage = "example/http-replica:1"\n');
+});
+after(() => p.stop());
+
+const api = (method: string, url: string, json?: unknown, key = t.key) =>
+  call(p.baseUrl, method, `/v1${url}`, { key, json });
+const jig = (...args: string[]) => together(cli, '--project', t.projectId, 'beta', 'jig', ...args);
+const names = (v: { content: { files: Array<{ name: string }> } }) => v.content.files.map((f) => f.name);
+
+async function replicaPort(deploymentId: string): Promise<number> {
+  const { rows } = await p.db.query<{ port: number }>(
+    `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running'`,
+    [deploymentId],
+  );
+  return rows[0].port;
+}
+const read = async (port: number, file: string) =>
+  (await fetch(`http://127.0.0.1:${port}/file?path=${encodeURIComponent(file)}`)).text();
+
+let deploymentId: string;
+
+test('jig volumes create uploads a directory; a replica that mounts the volume reads its files', async () => {
+  const src = tree('v0', { 'a.txt': 'alpha', 'sub/b.txt': 'beta' });
+  const out = await jig('volumes', 'create', '--name', 'data', '--source', src);
+  assert.match(out, /Volume created/);
+  assert.match(out, /Upload completed/);
+
+  const volume = (await api('GET', '/deployments/storage/volumes/data')).body;
+  assert.equal(volume.content.source_prefix, 'data/0');
+  assert.deepEqual(names(volume), ['a.txt', 'sub/b.txt'], 'named as in the directory');
+  // Another project's volume on the same prefix sees none of them.
+  const theirs = await api(
+    'POST',
+    '/deployments/storage/volumes',
+    { name: 'data', type: 'readOnly', content: { type: 'files', source_prefix: 'data/0' } },
+    other.key,
+  );
+  assert.equal(theirs.status, 200, JSON.stringify(theirs.body));
+  assert.deepEqual(names(theirs.body), []);
+
+  const deployed = await api('POST', '/deployments', {
+    name: 'reader',
+    image: 'example/http-replica:1',
+    command: [process.execPath, HTTP_REPLICA],
+    gpu_type: 'h100-80gb',
+    health_check_path: '/health',
+    min_replicas: 1,
+    max_replicas: 1,
+    volumes: [{ name: 'data', mount_path: '/data' }],
+  });
+  assert.equal(deployed.status, 200, JSON.stringify(deployed.body));
+  deploymentId = deployed.body.id;
+  await eventually(
+    () => api('GET', '/deployments/reader').then((r) => r.body),
+    (d) => d.status === 'Ready',
+    60_000,
+  );
+  const port = await replicaPort(deploymentId);
+  assert.equal(await read(port, 'data/a.txt'), 'alpha');
+  assert.equal(await read(port, 'data/sub/b.txt'), 'beta');
+});
+
+test('jig volumes update makes a new version; the deployment keeps the one it mounted', async () => {
+  const before = (await api('GET', '/deployments/storage/volumes/data')).body;
+  const src = tree('v1', { 'a.txt': 'alpha, again' });
+  assert.match(await jig('volumes', 'update', '--name', 'data', '--source', src), /Volume updated successfully/);
+  const after = (await api('GET', '/deployments/storage/volumes/data')).body;
+  assert.equal(after.current_version, before.current_version + 1);
+  assert.deepEqual(names(after), ['a.txt']);
+  // The first version still holds what it was made from.
+  const first = (await api('GET', `/deployments/storage/volumes/data?version=${before.current_version}`)).body;
+  assert.deepEqual(names(first), ['a.txt', 'sub/b.txt']);
+  assert.equal(await read(await replicaPort(deploymentId), 'data/a.txt'), 'alpha', 'pinned to its version');
+});
+
+test('storage paths are checked, a signed URL takes one PUT, and multipart is refused with what to do', async () => {
+  const bad = await api('POST', '/storage/upload-request', { filename: 'data/../escape.txt' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.error.param, 'filename');
+
+  const granted = await api('POST', '/storage/upload-request', { filename: 'loose/c.txt' });
+  assert.equal(granted.status, 200, JSON.stringify(granted.body));
+  const { url, method } = granted.body.upload_url;
+  assert.equal(method, 'PUT');
+  const put = () => fetch(url, { method: 'PUT', body: 'gamma' });
+  assert.equal((await put()).status, 200);
+  assert.equal((await put()).status, 409, 'single use');
+  const forged = url.replace(/signature=[0-9a-f]+/, `signature=${'0'.repeat(64)}`);
+  assert.equal((await fetch(forged, { method: 'PUT', body: 'x' })).status, 403);
+
+  const multipart = await api('POST', '/storage/multipart/init', { filename: 'loose/big.bin', parts_count: 6 });
+  assert.equal(multipart.status, 400);
+  assert.match(multipart.body.error.message, /TOGETHER_MULTIPART_THRESHOLD_MB/);
+});
