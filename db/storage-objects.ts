@@ -46,3 +46,68 @@ export async function storageObjectUploaded(
   );
   return gone.map((r) => r.blob_key);
 }
+
+export interface StoragePartRow {
+  part_number: number;
+  blob_key: string;
+  bytes: string;
+  md5: string;
+}
+
+/** Records a stored part; answers the blob of the attempt it replaced, if any. */
+export async function recordStoragePart(
+  db: Queryable,
+  p: { objectId: string; partNumber: number; blobKey: string; bytes: number; md5: string },
+): Promise<{ replaced: string | null }> {
+  const { rows } = await db.query<{ replaced: string | null }>(
+    `WITH old AS (SELECT blob_key FROM storage_object_parts WHERE object_id = $1 AND part_number = $2)
+     INSERT INTO storage_object_parts (object_id, part_number, blob_key, bytes, md5) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (object_id, part_number) DO UPDATE SET blob_key = $3, bytes = $4, md5 = $5
+     RETURNING (SELECT blob_key FROM old) AS replaced`,
+    [p.objectId, p.partNumber, p.blobKey, p.bytes, p.md5],
+  );
+  return { replaced: rows[0].replaced };
+}
+
+export async function listStorageParts(db: Queryable, objectId: string): Promise<StoragePartRow[]> {
+  const { rows } = await db.query<StoragePartRow>(
+    'SELECT part_number, blob_key, bytes, md5 FROM storage_object_parts WHERE object_id = $1 ORDER BY part_number',
+    [objectId],
+  );
+  return rows;
+}
+
+/** Drops the parts of an object (joined, or abandoned); answers their blobs. */
+export async function dropStorageParts(db: Queryable, objectId: string): Promise<string[]> {
+  const { rows } = await db.query<{ blob_key: string }>(
+    'DELETE FROM storage_object_parts WHERE object_id = $1 RETURNING blob_key',
+    [objectId],
+  );
+  return rows.map((r) => r.blob_key);
+}
+
+/** Drops a granted upload whose bytes never arrived (an aborted one); answers its parts' blobs. */
+export async function dropPendingStorageObject(db: Queryable, objectId: string): Promise<string[]> {
+  const parts = await dropStorageParts(db, objectId);
+  await db.query('DELETE FROM storage_objects WHERE id = $1 AND uploaded_at IS NULL', [objectId]);
+  return parts;
+}
+
+/**
+ * Uploads of the project granted more than `olderThanSeconds` ago whose bytes never arrived: their
+ * rows go, and the blobs of their parts are answered for deletion (no upload leaves parts behind).
+ */
+export async function dropStaleStorageUploads(
+  db: Queryable,
+  projectId: string,
+  olderThanSeconds: number,
+): Promise<string[]> {
+  const { rows } = await db.query<{ blob_key: string | null }>(
+    `WITH stale AS (
+       DELETE FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NULL
+          AND created_at < now() - make_interval(secs => $2) RETURNING id)
+     SELECT p.blob_key FROM storage_object_parts p WHERE p.object_id IN (SELECT id FROM stale)`,
+    [projectId, olderThanSeconds],
+  );
+  return rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+}

@@ -1,24 +1,40 @@
 /**
  * Storage uploads (`/v1/storage/*`): how the Python CLI's `beta jig volumes create` and `update`
  * put a directory's files where a volume finds them. `upload-request` grants one signed PUT to a
- * path; the PUT stores the bytes as the path's object (db/storage-objects.ts). A volume whose
- * `source_prefix` names the directory shows the objects under it, named relative to it
- * (db/deployment-volumes.ts). Objects are taken whole: multipart (the CLI's way for files of 100 MiB
- * and more) is refused with what to do instead.
+ * path; the PUT stores the bytes as the path's object (db/storage-objects.ts). Files of 100 MiB and
+ * more the CLI sends in parts: `multipart/init` grants a signed PUT per part (each answers its MD5
+ * as ETag), `complete` joins the parts named with their ETags into the object, `abort` drops them.
+ * A volume whose `source_prefix` names the directory shows the objects under it, named relative to
+ * it (db/deployment-volumes.ts). Uploads whose bytes never arrived are dropped, with their parts,
+ * by the project's next upload once their URLs have expired.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { Readable, Transform } from 'node:stream';
 import type { Request, Response } from 'express';
-import { storageObjectUploaded, getStorageObject, insertStorageUpload } from '../../db/storage-objects';
+import {
+  dropPendingStorageObject,
+  dropStaleStorageUploads,
+  dropStorageParts,
+  getStorageObject,
+  insertStorageUpload,
+  listStorageParts,
+  recordStoragePart,
+  storageObjectUploaded,
+} from '../../db/storage-objects';
 import { newId } from '../../platform/ids';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
-import { BlobTooLargeError } from '../../providers/storage/blob-store';
+import { BlobTooLargeError, type BlobStore } from '../../providers/storage/blob-store';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BinaryResponse, EmptyResponse } from '../schemas/common';
 import {
+  StorageMultipartAbortBody,
+  StorageMultipartCompleteBody,
   StorageMultipartInitBody,
+  StorageMultipartInitSchema,
   StorageObjectParams,
+  StoragePartParams,
   StorageUploadRequestBody,
   StorageUploadRequestSchema,
 } from '../schemas/storage';
@@ -27,10 +43,23 @@ import { PartUploadUrlQuery, partUploadUrl, verifyPartUploadUrl } from '../uploa
 import { requireStorageRoom } from '../uploads/storage-quota';
 
 const objectPath = (id: string) => `/v1/storage/objects/${id}`;
+const partPath = (id: string, part: number) => `${objectPath(id)}/parts/${part}`;
+const usedUpload = (id: string) =>
+  new ApiError(
+    409,
+    `Storage upload '${id}' has its bytes already; ask for a new URL.`,
+    'conflict_error',
+    null,
+    'upload_url_used',
+  );
 
 export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, config } = deps;
-  const maxObjectBytes = () => Math.min(config.maxUploadBytes, config.maxSinglePutBytes);
+  const { db, config, blobs } = deps;
+  const maxPutBytes = () => Math.min(config.maxUploadBytes, config.maxSinglePutBytes);
+  const keyring = () => {
+    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+    return config.keyring;
+  };
   const requirePath = (filename: string) => {
     if (!isSafeVolumePath(filename))
       throw badRequest(
@@ -38,6 +67,34 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         'filename',
       );
   };
+  const deleteBlobs = async (keys: string[]) => {
+    for (const key of keys) await blobs.delete(key).catch(() => undefined); // a leftover blob is only space
+  };
+  /** A new upload to `path`; first the project's uploads whose URLs expired unused go, with their parts. */
+  const grant = async (projectId: string, path: string) => {
+    await deleteBlobs(await dropStaleStorageUploads(db, projectId, config.uploadUrlTtlSeconds + 60));
+    const id = newId('sobj', '_');
+    await insertStorageUpload(db, { id, projectId, path });
+    return id;
+  };
+  const requirePendingUpload = async (projectId: string, id: string, filename: string) => {
+    const object = await getStorageObject(db, id);
+    if (!object || object.project_id !== projectId || object.path !== filename)
+      throw notFound(`No upload '${id}' of '${filename}' in this project.`);
+    if (object.uploaded_at) throw usedUpload(id);
+    return object;
+  };
+  const signedPut = (resourcePath: string) => ({
+    url: partUploadUrl(
+      config.publicUrl,
+      keyring(),
+      resourcePath,
+      maxPutBytes(),
+      Math.floor(Date.now() / 1000) + config.uploadUrlTtlSeconds,
+    ),
+    method: 'PUT' as const,
+    headers: {},
+  });
 
   router.add({
     method: 'post',
@@ -50,19 +107,10 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [503],
     response: { status: 200, description: 'Where to PUT the bytes', schema: StorageUploadRequestSchema },
     handler: async ({ body, principal }) => {
-      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
+      keyring();
       requirePath(body.filename);
-      const id = newId('sobj', '_');
-      await insertStorageUpload(db, { id, projectId: principal.projectId, path: body.filename });
-      const expires = Math.floor(Date.now() / 1000) + config.uploadUrlTtlSeconds;
-      return {
-        filename: body.filename,
-        upload_url: {
-          url: partUploadUrl(config.publicUrl, config.keyring, objectPath(id), maxObjectBytes(), expires),
-          method: 'PUT' as const,
-          headers: {},
-        },
-      };
+      const id = await grant(principal.projectId, body.filename);
+      return { filename: body.filename, upload_url: signedPut(objectPath(id)) };
     },
   });
 
@@ -70,19 +118,86 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'post',
     path: '/storage/multipart/init',
     operationId: 'initStorageMultipartUpload',
-    summary: 'Refused: objects are taken whole (the answer says how to send a large one)',
+    summary: 'Start an upload in parts: a signed PUT URL for each part',
     tags: ['deployments'],
+    strict: true,
     body: StorageMultipartInitBody,
-    errors: [400],
-    response: { status: 200, description: 'Never: always a 400', schema: EmptyResponse },
-    handler: async ({ body }) => {
+    errors: [503],
+    response: { status: 200, description: 'The upload and its part URLs', schema: StorageMultipartInitSchema },
+    handler: async ({ body, principal }) => {
+      keyring();
       requirePath(body.filename);
-      throw badRequest(
-        `This installation takes storage objects whole, in one PUT of up to ${maxObjectBytes()} bytes; it has no multipart storage uploads. ` +
-          `Set TOGETHER_MULTIPART_THRESHOLD_MB above the file's size in MiB and run the command again.`,
-        'parts_count',
-        'use_single_upload',
+      const id = await grant(principal.projectId, body.filename);
+      return {
+        upload_id: id,
+        part_upload_urls: Array.from({ length: body.parts_count }, (_, i) => ({
+          part_number: i + 1,
+          ...signedPut(partPath(id, i + 1)),
+        })),
+      };
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/storage/multipart/complete',
+    operationId: 'completeStorageMultipartUpload',
+    summary: 'Join the uploaded parts (named with their ETags) into the object',
+    tags: ['deployments'],
+    strict: true,
+    body: StorageMultipartCompleteBody,
+    errors: [404, 409, 413],
+    response: { status: 200, description: 'Stored', schema: EmptyResponse },
+    handler: async ({ body, principal }) => {
+      const object = await requirePendingUpload(principal.projectId, body.upload_id, body.filename);
+      const stored = new Map((await listStorageParts(db, object.id)).map((p) => [p.part_number, p]));
+      const named = [...body.parts].sort((a, b) => a.part_number - b.part_number);
+      const parts = named.map((n) => {
+        const at = `parts[${body.parts.indexOf(n)}]`;
+        const part = stored.get(n.part_number);
+        if (!part) throw badRequest(`Part ${n.part_number} was not uploaded.`, `${at}.part_number`, 'part_missing');
+        if (part.md5 !== n.etag.replace(/"/g, ''))
+          throw badRequest(
+            `Part ${n.part_number}'s ETag is not the one its upload answered.`,
+            `${at}.etag`,
+            'etag_mismatch',
+          );
+        return part;
+      });
+      const total = parts.reduce((n, p) => n + Number(p.bytes), 0);
+      if (total > config.maxUploadBytes)
+        throw payloadTooLarge(`A storage object may be at most ${config.maxUploadBytes} bytes.`, 'parts');
+      const key = `storage/${object.project_id}/${object.id}-${randomUUID()}`;
+      const joined = Readable.from(
+        (async function* () {
+          for (const p of parts) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });
+        })(),
       );
+      const blob = await blobs.put(key, joined, { maxBytes: total });
+      const unreachable = await storageObjectUploaded(db, object.id, { bytes: blob.bytes, blobKey: key });
+      if (!unreachable) {
+        await blobs.delete(key);
+        throw usedUpload(object.id);
+      }
+      await deleteBlobs([...unreachable, ...(await dropStorageParts(db, object.id))]);
+      return {};
+    },
+  });
+
+  router.add({
+    method: 'post',
+    path: '/storage/multipart/abort',
+    operationId: 'abortStorageMultipartUpload',
+    summary: 'Drop an upload in parts and the parts uploaded so far',
+    tags: ['deployments'],
+    strict: true,
+    body: StorageMultipartAbortBody,
+    errors: [404, 409],
+    response: { status: 200, description: 'Dropped', schema: EmptyResponse },
+    handler: async ({ body, principal }) => {
+      const object = await requirePendingUpload(principal.projectId, body.upload_id, body.filename);
+      await deleteBlobs(await dropPendingStorageObject(db, object.id));
+      return {};
     },
   });
 
@@ -96,61 +211,102 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
       params: StorageObjectParams,
       query: PartUploadUrlQuery,
       errors: [403, 404, 409, 411, 413],
-      response: { status: 200, description: 'Stored', schema: BinaryResponse },
+      response: { status: 200, description: 'Stored (ETag header: its MD5)', schema: BinaryResponse },
     },
-    putHandler(deps, maxObjectBytes),
+    async (req: Request, res: Response) => {
+      const { id } = parseOrThrow(StorageObjectParams, req.params, 'path', false);
+      const declared = declaredLength(req, verifyPartUploadUrl(keyring(), objectPath(id), req.query), maxPutBytes());
+      const object = await getStorageObject(db, id);
+      if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
+      if (object.uploaded_at) throw usedUpload(id);
+      await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
+      // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
+      const key = `storage/${object.project_id}/${id}-${randomUUID()}`;
+      const md5 = await storeBody(blobs, req, key, declared);
+      const unreachable = await storageObjectUploaded(db, id, { bytes: declared, blobKey: key });
+      if (!unreachable) {
+        await blobs.delete(key);
+        throw usedUpload(id);
+      }
+      await deleteBlobs(unreachable);
+      res.set('ETag', `"${md5}"`).status(200).end();
+    },
+  );
+
+  router.addSigned(
+    {
+      method: 'put',
+      path: '/storage/objects/:id/parts/:part',
+      operationId: 'putStorageObjectPart',
+      summary: 'PUT one part of a storage object to its signed URL (from multipart/init); its ETag is its MD5',
+      tags: ['deployments'],
+      params: StoragePartParams,
+      query: PartUploadUrlQuery,
+      errors: [403, 404, 409, 411, 413],
+      response: { status: 200, description: 'Stored (ETag header: its MD5)', schema: BinaryResponse },
+    },
+    async (req: Request, res: Response) => {
+      const { id, part } = parseOrThrow(StoragePartParams, req.params, 'path', false);
+      const declared = declaredLength(
+        req,
+        verifyPartUploadUrl(keyring(), partPath(id, part), req.query),
+        maxPutBytes(),
+      );
+      const object = await getStorageObject(db, id);
+      if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
+      if (object.uploaded_at) throw usedUpload(id);
+      await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
+      const key = `storage/${object.project_id}/${id}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
+      const md5 = await storeBody(blobs, req, key, declared);
+      const { replaced } = await recordStoragePart(db, {
+        objectId: id,
+        partNumber: part,
+        blobKey: key,
+        bytes: declared,
+        md5,
+      });
+      if (replaced) await deleteBlobs([replaced]);
+      res.set('ETag', `"${md5}"`).status(200).end();
+    },
   );
 }
 
-function putHandler(deps: ApiDeps, maxObjectBytes: () => number) {
-  const { db, config, blobs } = deps;
-  return async (req: Request, res: Response) => {
-    if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
-    const { id } = parseOrThrow(StorageObjectParams, req.params, 'path', false);
-    const maxBytes = Math.min(verifyPartUploadUrl(config.keyring, objectPath(id), req.query), maxObjectBytes());
-    const declared = Number(req.headers['content-length']);
-    if (!req.headers['content-length'] || !Number.isSafeInteger(declared))
-      throw new ApiError(
-        411,
-        'Send the object with a Content-Length header.',
-        'invalid_request_error',
-        'Content-Length',
-        'length_required',
-      );
-    if (declared > maxBytes)
-      throw payloadTooLarge(`A storage object may be at most ${maxBytes} bytes.`, 'Content-Length');
-    const object = await getStorageObject(db, id);
-    if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
-    const used = () =>
-      new ApiError(
-        409,
-        `Storage upload '${id}' has its bytes already; ask for a new URL.`,
-        'conflict_error',
-        null,
-        'upload_url_used',
-      );
-    if (object.uploaded_at) throw used();
-    await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
-    // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
-    const key = `storage/${object.project_id}/${id}-${randomUUID()}`;
-    let stored;
-    try {
-      stored = await blobs.put(key, req, { maxBytes: declared });
-    } catch (err) {
-      if (err instanceof BlobTooLargeError)
-        throw badRequest('The body holds more bytes than its Content-Length.', null);
-      throw err;
-    }
-    if (stored.bytes !== declared) {
-      await blobs.delete(key);
-      throw badRequest(`The body ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
-    }
-    const unreachable = await storageObjectUploaded(db, id, { bytes: stored.bytes, blobKey: key });
-    if (!unreachable) {
-      await blobs.delete(key);
-      throw used();
-    }
-    for (const old of unreachable) await blobs.delete(old).catch(() => undefined); // a leftover blob is only space
-    res.status(200).end();
-  };
+/** The Content-Length of a signed PUT, within what its URL and the installation allow. */
+function declaredLength(req: Request, signedMax: number, installationMax: number): number {
+  const maxBytes = Math.min(signedMax, installationMax);
+  const declared = Number(req.headers['content-length']);
+  if (!req.headers['content-length'] || !Number.isSafeInteger(declared))
+    throw new ApiError(
+      411,
+      'Send the bytes with a Content-Length header.',
+      'invalid_request_error',
+      'Content-Length',
+      'length_required',
+    );
+  if (declared > maxBytes) throw payloadTooLarge(`At most ${maxBytes} bytes go in one PUT here.`, 'Content-Length');
+  return declared;
+}
+
+/** Streams the request's body into the new blob `key`; answers its MD5, or throws what the sender did wrong. */
+async function storeBody(blobs: BlobStore, req: Request, key: string, declared: number): Promise<string> {
+  const md5 = createHash('md5');
+  const hashing = new Transform({
+    transform(chunk: Buffer, _e, done) {
+      md5.update(chunk);
+      done(null, chunk);
+    },
+  });
+  req.on('error', (err) => hashing.destroy(err));
+  let stored;
+  try {
+    stored = await blobs.put(key, req.pipe(hashing), { maxBytes: declared });
+  } catch (err) {
+    if (err instanceof BlobTooLargeError) throw badRequest('The body holds more bytes than its Content-Length.', null);
+    throw err;
+  }
+  if (stored.bytes !== declared) {
+    await blobs.delete(key);
+    throw badRequest(`The body ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
+  }
+  return md5.digest('hex');
 }

@@ -14,9 +14,44 @@ export const StorageUploadRequestSchema = z.object({
   }),
 });
 
+/** Most parts one object may be uploaded in. */
+export const MAX_STORAGE_PARTS = 10_000;
+
 export const StorageMultipartInitBody = z.object({
   filename: z.string().min(1).max(1024),
-  parts_count: z.number().int().positive(),
+  parts_count: z.number().int().positive().max(MAX_STORAGE_PARTS),
 });
 
-export const StorageObjectParams = z.object({ id: z.string().regex(/^sobj_[0-9a-f-]{36}$/) });
+const UploadId = z.string().regex(/^sobj_[0-9a-f-]{36}$/);
+
+export const StorageMultipartInitSchema = z.object({
+  upload_id: UploadId,
+  part_upload_urls: z.array(
+    z.object({
+      part_number: z.number().int(),
+      url: z.string(),
+      method: z.literal('PUT'),
+      headers: z.record(z.string(), z.string()),
+    }),
+  ),
+});
+
+export const StorageMultipartCompleteBody = z.object({
+  filename: z.string().min(1).max(1024),
+  upload_id: UploadId,
+  parts: z
+    .array(z.object({ part_number: z.number().int().positive(), etag: z.string().max(128) }))
+    .min(1)
+    .max(MAX_STORAGE_PARTS),
+});
+
+export const StorageMultipartAbortBody = z.object({
+  filename: z.string().min(1).max(1024),
+  upload_id: UploadId,
+});
+
+export const StorageObjectParams = z.object({ id: UploadId });
+export const StoragePartParams = z.object({
+  id: UploadId,
+  part: z.coerce.number().int().positive().max(MAX_STORAGE_PARTS),
+});

@@ -16,3 +16,14 @@ CREATE TABLE storage_objects (
 
 CREATE INDEX storage_objects_by_path ON storage_objects (project_id, path, uploaded_at DESC)
   WHERE uploaded_at IS NOT NULL;
+
+-- The parts of an object uploaded in parts (the CLI's way for files of 100 MiB and more), until
+-- `complete` joins them into the object's blob or `abort` drops them.
+CREATE TABLE storage_object_parts (
+  object_id   text NOT NULL REFERENCES storage_objects(id) ON DELETE CASCADE,
+  part_number integer NOT NULL,
+  blob_key    text NOT NULL,
+  bytes       bigint NOT NULL,
+  md5         text NOT NULL,
+  PRIMARY KEY (object_id, part_number)
+);

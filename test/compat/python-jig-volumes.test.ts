@@ -110,7 +110,49 @@ test('jig volumes update makes a new version; the deployment keeps the one it mo
   assert.equal(await read(await replicaPort(deploymentId), 'data/a.txt'), 'alpha', 'pinned to its version');
 });
 
-test('storage paths are checked, a signed URL takes one PUT, and multipart is refused with what to do', async () => {
+test("a file at or over the CLI's multipart threshold goes up in parts and arrives whole", async () => {
+  // 2.5 MiB of text with the threshold and the part size at 1 MiB: three parts.
+  const big = Array.from({ length: 40_000 }, (_, i) => `line ${String(i).padStart(58, '0')}\n`).join('');
+  const src = tree('v2', { 'a.txt': 'alpha, third', 'weights/big.txt': big });
+  const inParts = { ...cli, env: { TOGETHER_MULTIPART_THRESHOLD_MB: '1', TOGETHER_MULTIPART_CHUNK_SIZE_MB: '1' } };
+  await together(
+    inParts,
+    '--project',
+    t.projectId,
+    'beta',
+    'jig',
+    'volumes',
+    'update',
+    '--name',
+    'data',
+    '--source',
+    src,
+  );
+  const volume = (await api('GET', '/deployments/storage/volumes/data')).body;
+  assert.deepEqual(names(volume), ['a.txt', 'weights/big.txt']);
+  assert.equal(volume.content.files[1].size, Buffer.byteLength(big));
+  assert.match(p.logs.text(), /\/v1\/storage\/multipart\/complete/, 'it went up in parts');
+  const parts = await p.db.query('SELECT 1 FROM storage_object_parts');
+  assert.equal(parts.rowCount, 0, 'the joined parts are gone');
+
+  // The deployment takes the new version when it is updated, and its replica reads the joined file.
+  const updated = await api('PATCH', '/deployments/reader', { volumes: [{ name: 'data', mount_path: '/data' }] });
+  assert.equal(updated.status, 200, JSON.stringify(updated.body));
+  const port = await eventually(
+    async () => {
+      const r = await p.db.query<{ port: number }>(
+        `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' AND revision > 1`,
+        [deploymentId],
+      );
+      return r.rows[0]?.port;
+    },
+    (x) => x !== undefined,
+    60_000,
+  );
+  assert.equal(await read(port, 'data/weights/big.txt'), big);
+});
+
+test('storage paths are checked, a signed URL takes one PUT, and parts are checked by their ETags', async () => {
   const bad = await api('POST', '/storage/upload-request', { filename: 'data/../escape.txt' });
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.param, 'filename');
@@ -125,7 +167,26 @@ test('storage paths are checked, a signed URL takes one PUT, and multipart is re
   const forged = url.replace(/signature=[0-9a-f]+/, `signature=${'0'.repeat(64)}`);
   assert.equal((await fetch(forged, { method: 'PUT', body: 'x' })).status, 403);
 
-  const multipart = await api('POST', '/storage/multipart/init', { filename: 'loose/big.bin', parts_count: 6 });
-  assert.equal(multipart.status, 400);
-  assert.match(multipart.body.error.message, /TOGETHER_MULTIPART_THRESHOLD_MB/);
+  const init = await api('POST', '/storage/multipart/init', { filename: 'loose/big.bin', parts_count: 2 });
+  assert.equal(init.status, 200, JSON.stringify(init.body));
+  const { upload_id, part_upload_urls } = init.body;
+  const first = await fetch(part_upload_urls[0].url, { method: 'PUT', body: 'part one' });
+  const etag = first.headers.get('etag')!.replace(/"/g, '');
+  const complete = (parts: unknown) =>
+    api('POST', '/storage/multipart/complete', { filename: 'loose/big.bin', upload_id, parts });
+  const missing = await complete([
+    { part_number: 1, etag },
+    { part_number: 2, etag },
+  ]);
+  assert.equal(missing.status, 400);
+  assert.equal(missing.body.error.param, 'parts[1].part_number');
+  const wrong = await complete([{ part_number: 1, etag: 'f'.repeat(32) }]);
+  assert.equal(wrong.body.error.code, 'etag_mismatch');
+  // Another project cannot touch the upload.
+  const theirs = await api('POST', '/storage/multipart/abort', { filename: 'loose/big.bin', upload_id }, other.key);
+  assert.equal(theirs.status, 404);
+  assert.equal((await api('POST', '/storage/multipart/abort', { filename: 'loose/big.bin', upload_id })).status, 200);
+  const left = await p.db.query('SELECT 1 FROM storage_object_parts WHERE object_id = $1', [upload_id]);
+  assert.equal(left.rowCount, 0, 'abort drops the parts');
+  assert.equal((await complete([{ part_number: 1, etag }])).status, 404, 'and the upload');
 });

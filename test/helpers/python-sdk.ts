@@ -27,6 +27,8 @@ export interface PythonClient {
   key: string;
   /** Working directory of the runs (downloads land here unless told otherwise). */
   cwd?: string;
+  /** More environment variables for the runs (the CLI's own settings). */
+  env?: Record<string, string>;
 }
 
 function environment(c: PythonClient): NodeJS.ProcessEnv {
@@ -41,6 +43,7 @@ function environment(c: PythonClient): NodeJS.ProcessEnv {
     TERM: 'dumb',
     // Wide enough that tables do not cut ids short.
     COLUMNS: '250',
+    ...c.env,
   };
 }
 
