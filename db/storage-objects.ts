@@ -111,3 +111,29 @@ export async function dropStaleStorageUploads(
   );
   return rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
 }
+
+/**
+ * After a volume is deleted: the project's storage objects in the directories its versions named
+ * that no remaining version holds, nor an unfilled one could still take, go. Answers their blobs.
+ */
+export async function dropUnheldStorageObjects(
+  db: Queryable,
+  projectId: string,
+  prefixes: string[],
+): Promise<string[]> {
+  const directories = prefixes.map((p) => `${p.replace(/\/+$/, '')}/`).filter((d) => d !== '/');
+  if (!directories.length) return [];
+  const { rows } = await db.query<{ blob_key: string | null }>(
+    `DELETE FROM storage_objects o
+      WHERE o.project_id = $1 AND o.uploaded_at IS NOT NULL
+        AND EXISTS (SELECT 1 FROM unnest($2::text[]) d WHERE starts_with(o.path, d))
+        AND NOT EXISTS (
+          SELECT 1 FROM deployment_volume_versions v JOIN deployment_volumes dv ON dv.id = v.volume_id
+           WHERE dv.project_id = $1
+             AND (v.files @> jsonb_build_array(jsonb_build_object('file_id', o.id))
+                  OR (v.files = '[]'::jsonb AND starts_with(o.path, rtrim(v.source_prefix, '/') || '/'))))
+      RETURNING o.blob_key`,
+    [projectId, directories],
+  );
+  return rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+}

@@ -22,6 +22,7 @@ import {
   type VolumeRow,
 } from '../../db/deployment-volumes';
 import { withTransaction, type Db, type Queryable } from '../../db/pool';
+import { dropUnheldStorageObjects } from '../../db/storage-objects';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
@@ -188,7 +189,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'delete',
     path: '/deployments/storage/volumes/:id',
     operationId: 'deleteDeploymentVolume',
-    summary: 'Delete a volume that no deployment mounts (its files become deletable again)',
+    summary: 'Delete a volume that no deployment mounts (its files become deletable again; its storage objects go)',
     tags: ['deployments'],
     params: IdParams,
     errors: [404, 409],
@@ -196,7 +197,13 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
       await refuseIfMounted(v, 'delete');
-      await deleteVolume(db, v.id);
+      const prefixes = (await listVolumeVersions(db, v.id)).map((x) => x.source_prefix);
+      const unheld = await withTransaction(db, async (tx) => {
+        await deleteVolume(tx, v.id);
+        // What the CLI uploaded for this volume goes with it, unless another volume holds it.
+        return dropUnheldStorageObjects(tx, v.project_id, prefixes);
+      });
+      for (const key of unheld) await deps.blobs.delete(key).catch(() => undefined); // a leftover blob is only space
       return { id: v.id, deleted: true as const };
     },
   });

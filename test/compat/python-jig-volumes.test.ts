@@ -190,3 +190,25 @@ test('storage paths are checked, a signed URL takes one PUT, and parts are check
   assert.equal(left.rowCount, 0, 'abort drops the parts');
   assert.equal((await complete([{ part_number: 1, etag }])).status, 404, 'and the upload');
 });
+
+test('deleting a volume removes the storage objects it alone held', async () => {
+  assert.equal((await api('DELETE', '/deployments/reader')).status, 200);
+  const held = async (prefix: string) =>
+    (
+      await p.db.query<{ blob_key: string }>(
+        'SELECT blob_key FROM storage_objects WHERE project_id = $1 AND starts_with(path, $2) AND uploaded_at IS NOT NULL',
+        [t.projectId, prefix],
+      )
+    ).rows.map((r) => r.blob_key);
+  const blobs = await held('data/');
+  assert.ok(blobs.length >= 3, `the volume's uploads are there (${blobs.length})`);
+  const deleted = await eventually(
+    () => api('DELETE', '/deployments/storage/volumes/data'),
+    (r) => r.status === 200, // once the deployment's replicas are gone, nothing mounts it
+    30_000,
+  );
+  assert.equal(deleted.body.deleted, true);
+  assert.deepEqual(await held('data/'), [], 'its storage objects are gone');
+  for (const key of blobs) assert.equal(await p.blobs.size(key), null, `blob ${key} is gone`);
+  assert.equal((await held('loose/')).length, 1, 'an object no volume named stays');
+});
