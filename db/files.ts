@@ -246,7 +246,9 @@ export async function projectStoredBytes(db: Queryable, projectId: string): Prom
     `SELECT (SELECT COALESCE(SUM(COALESCE(f.bytes, u.file_size, 0)), 0)
                FROM files f LEFT JOIN file_multipart_uploads u ON u.file_id = f.id AND u.state IN ('open', 'completing')
               WHERE f.project_id = $1)
-          + (SELECT COALESCE(SUM(bytes), 0) FROM storage_objects WHERE project_id = $1) AS total`,
+          + (SELECT COALESCE(SUM(bytes), 0) FROM storage_objects WHERE project_id = $1)
+          + (SELECT COALESCE(SUM(p.bytes), 0) FROM storage_object_parts p
+               JOIN storage_objects o ON o.id = p.object_id WHERE o.project_id = $1) AS total`,
     [projectId],
   );
   return Number(rows[0].total);

@@ -1,8 +1,9 @@
 /**
  * A project's files stay within its storage quota (GANTRY_PROJECT_STORAGE_QUOTA_BYTES):
  * every way bytes arrive is checked (a direct upload, a pre-signed upload's
- * declared size and its PUT, a multipart upload), a refused upload stores
- * nothing, deleting files makes room, and other projects are not affected.
+ * declared size and its PUT, a multipart upload, a storage object's PUT and
+ * its parts), a refused upload stores nothing, deleting files makes room, and
+ * other projects are not affected.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -74,4 +75,37 @@ test('a pre-signed PUT is checked against the quota with its Content-Length', as
   const put = await fetch(granted.headers.get('location')!, { method: 'PUT', body: content(QUOTA + 500) });
   assert.equal(put.status, 413);
   assert.equal(((await put.json()) as { error: { code: string } }).error.code, 'storage_quota_exceeded');
+});
+
+test("storage objects (the CLI's volume uploads) count in the quota, whole or in parts", async () => {
+  const tenant = await createTenant(p.db);
+  const grant = async (filename: string) =>
+    (await call(p.baseUrl, 'POST', '/v1/storage/upload-request', { key: tenant.key, json: { filename } })).body
+      .upload_url.url as string;
+  assert.equal((await fetch(await grant('v/0/a.txt'), { method: 'PUT', body: content(3000) })).status, 200);
+  const over = await fetch(await grant('v/0/b.txt'), { method: 'PUT', body: content(2000) });
+  assert.equal(over.status, 413);
+  assert.equal(((await over.json()) as { error: { code: string } }).error.code, 'storage_quota_exceeded');
+  const init = await call(p.baseUrl, 'POST', '/v1/storage/multipart/init', {
+    key: tenant.key,
+    json: { filename: 'v/0/c.bin', parts_count: 1 },
+  });
+  const part = await fetch(init.body.part_upload_urls[0].url, { method: 'PUT', body: content(2000) });
+  assert.equal(part.status, 413);
+  // Files count against storage objects too: one quota for the project.
+  assert.equal((await upload(tenant.key, 'd.jsonl', content(2000))).status, 413);
+  const { rows } = await p.db.query(
+    'SELECT count(*)::int AS n FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NOT NULL',
+    [tenant.projectId],
+  );
+  assert.equal(rows[0].n, 1, 'nothing refused was stored');
+
+  // Parts not yet joined hold space too.
+  const fresh = await createTenant(p.db);
+  const parts = await call(p.baseUrl, 'POST', '/v1/storage/multipart/init', {
+    key: fresh.key,
+    json: { filename: 'w/0/e.bin', parts_count: 3 },
+  });
+  const putPart = (i: number) => fetch(parts.body.part_upload_urls[i].url, { method: 'PUT', body: content(2000) });
+  assert.deepEqual([(await putPart(0)).status, (await putPart(1)).status, (await putPart(2)).status], [200, 200, 413]);
 });
