@@ -22,7 +22,7 @@
 import pg from 'pg';
 import { newId } from '../platform/ids';
 import { insertDeployment } from '../db/deployments';
-import { call } from '../test/helpers/platform';
+import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { freePort } from '../scripts/lib/ports';
 import { benchNodeArgs, runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
@@ -227,17 +227,15 @@ async function main() {
         if (!r.ok) throw new Error(`${route}: ${r.status}`);
         return (await r.json()) as { id?: string | null };
       };
-      for (let i = 0; ; i++) {
-        if (
-          await fetch(`${bareHttp}/claim`, { method: 'POST' }).then(
+      await eventually(
+        () =>
+          fetch(`${bareHttp}/claim`, { method: 'POST' }).then(
             (r) => r.ok,
             () => false,
-          )
-        )
-          break;
-        if (i > 100) throw new Error('the bare HTTP queue did not come up');
-        await sleep(100);
-      }
+          ),
+        Boolean,
+        10_000,
+      );
       const bareOverHttp: System = {
         ...bare,
         async submit(i) {

@@ -14,7 +14,7 @@
  * `model-file-upload/<id>`, which discards the parts of one not completed in time.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Request, Response } from 'express';
 import { getRevision, insertRevision, listRevisionFiles, listRevisions } from '../../db/models';
@@ -31,7 +31,7 @@ import {
 } from '../../db/model-file-uploads';
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
-import { assertSafeKey, BlobTooLargeError } from '../../providers/storage/blob-store';
+import { assertSafeKey } from '../../providers/storage/blob-store';
 import { checkRevisionWeights } from '../../providers/trainer/safetensors';
 import {
   DOWNLOAD_PART_BYTES,
@@ -41,6 +41,7 @@ import {
 } from '../../shared/model-file-uploads';
 import { modelFilesFinishedSignal, modelFileUpload } from '../../workflows/model-file-uploads';
 import { sendBlob } from '../blob-response';
+import { declaredLength, storeSignedPut } from '../uploads/signed-put';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
@@ -456,10 +457,7 @@ function partHandler(deps: ApiDeps) {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const { id, file, part } = parseOrThrow(ModelUploadPartParams, req.params, 'path', false);
     const maxBytes = verifyPartUploadUrl(config.keyring, partPath(id, file, part), req.query);
-    const declared = Number(req.headers['content-length']);
-    if (!req.headers['content-length'] || !Number.isSafeInteger(declared))
-      throw badRequest('Send the part with a Content-Length header.', 'Content-Length', 'length_required');
-    if (declared > maxBytes) throw payloadTooLarge(`A part may be at most ${maxBytes} bytes.`, 'Content-Length');
+    const declared = declaredLength(req, maxBytes);
     const upload = await getModelFileUpload(db, id);
     if (!upload) throw notFound(`Upload '${id}' no longer exists.`);
     const planned = (await listUploadFiles(db, id))[file];
@@ -478,32 +476,12 @@ function partHandler(deps: ApiDeps) {
       throw payloadTooLarge(`A model upload may hold at most ${config.remoteFetch.maxBytes} bytes.`, 'Content-Length');
     // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
     const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
-    const md5 = createHash('md5');
-    const hashing = new Transform({
-      transform(chunk: Buffer, _e, done) {
-        md5.update(chunk);
-        done(null, chunk);
-      },
-    });
-    req.on('error', (err) => hashing.destroy(err));
-    let stored;
-    try {
-      stored = await blobs.put(key, req.pipe(hashing), { maxBytes: declared });
-    } catch (err) {
-      if (err instanceof BlobTooLargeError)
-        throw badRequest('The part holds more bytes than its Content-Length.', null);
-      throw err;
-    }
-    if (stored.bytes !== declared) {
-      await blobs.delete(key);
-      throw badRequest(`The part ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
-    }
-    const etag = md5.digest('hex');
+    const etag = await storeSignedPut(blobs, req, key, declared);
     const recorded = await recordUploadPart(db, {
       uploadId: id,
       path: planned.path,
       partNumber: part,
-      bytes: stored.bytes,
+      bytes: declared,
       md5: etag,
       blobKey: key,
     });

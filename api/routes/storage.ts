@@ -8,8 +8,8 @@
  * it (db/deployment-volumes.ts). Uploads whose bytes never arrived are dropped, with their parts,
  * by the project's next upload once their URLs have expired.
  */
-import { createHash, randomUUID } from 'node:crypto';
-import { Readable, Transform } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { Request, Response } from 'express';
 import {
   dropPendingStorageObject,
@@ -23,7 +23,6 @@ import {
 } from '../../db/storage-objects';
 import { newId } from '../../platform/ids';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
-import { BlobTooLargeError, type BlobStore } from '../../providers/storage/blob-store';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
@@ -40,6 +39,7 @@ import {
 } from '../schemas/storage';
 import { parseOrThrow } from '../validation';
 import { PartUploadUrlQuery, partUploadUrl, verifyPartUploadUrl } from '../uploads/presigned';
+import { declaredLength, storeSignedPut } from '../uploads/signed-put';
 import { requireStorageRoom } from '../uploads/storage-quota';
 
 const objectPath = (id: string) => `/v1/storage/objects/${id}`;
@@ -210,19 +210,22 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
       tags: ['deployments'],
       params: StorageObjectParams,
       query: PartUploadUrlQuery,
-      errors: [403, 404, 409, 411, 413],
+      errors: [403, 404, 409, 413],
       response: { status: 200, description: 'Stored (ETag header: its MD5)', schema: BinaryResponse },
     },
     async (req: Request, res: Response) => {
       const { id } = parseOrThrow(StorageObjectParams, req.params, 'path', false);
-      const declared = declaredLength(req, verifyPartUploadUrl(keyring(), objectPath(id), req.query), maxPutBytes());
+      const declared = declaredLength(
+        req,
+        Math.min(verifyPartUploadUrl(keyring(), objectPath(id), req.query), maxPutBytes()),
+      );
       const object = await getStorageObject(db, id);
       if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
       if (object.uploaded_at) throw usedUpload(id);
       await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
       // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
       const key = `storage/${object.project_id}/${id}-${randomUUID()}`;
-      const md5 = await storeBody(blobs, req, key, declared);
+      const md5 = await storeSignedPut(blobs, req, key, declared);
       const unreachable = await storageObjectUploaded(db, id, { bytes: declared, blobKey: key });
       if (!unreachable) {
         await blobs.delete(key);
@@ -242,22 +245,21 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
       tags: ['deployments'],
       params: StoragePartParams,
       query: PartUploadUrlQuery,
-      errors: [403, 404, 409, 411, 413],
+      errors: [403, 404, 409, 413],
       response: { status: 200, description: 'Stored (ETag header: its MD5)', schema: BinaryResponse },
     },
     async (req: Request, res: Response) => {
       const { id, part } = parseOrThrow(StoragePartParams, req.params, 'path', false);
       const declared = declaredLength(
         req,
-        verifyPartUploadUrl(keyring(), partPath(id, part), req.query),
-        maxPutBytes(),
+        Math.min(verifyPartUploadUrl(keyring(), partPath(id, part), req.query), maxPutBytes()),
       );
       const object = await getStorageObject(db, id);
       if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
       if (object.uploaded_at) throw usedUpload(id);
       await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
       const key = `storage/${object.project_id}/${id}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
-      const md5 = await storeBody(blobs, req, key, declared);
+      const md5 = await storeSignedPut(blobs, req, key, declared);
       const { replaced } = await recordStoragePart(db, {
         objectId: id,
         partNumber: part,
@@ -269,44 +271,4 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
       res.set('ETag', `"${md5}"`).status(200).end();
     },
   );
-}
-
-/** The Content-Length of a signed PUT, within what its URL and the installation allow. */
-function declaredLength(req: Request, signedMax: number, installationMax: number): number {
-  const maxBytes = Math.min(signedMax, installationMax);
-  const declared = Number(req.headers['content-length']);
-  if (!req.headers['content-length'] || !Number.isSafeInteger(declared))
-    throw new ApiError(
-      411,
-      'Send the bytes with a Content-Length header.',
-      'invalid_request_error',
-      'Content-Length',
-      'length_required',
-    );
-  if (declared > maxBytes) throw payloadTooLarge(`At most ${maxBytes} bytes go in one PUT here.`, 'Content-Length');
-  return declared;
-}
-
-/** Streams the request's body into the new blob `key`; answers its MD5, or throws what the sender did wrong. */
-async function storeBody(blobs: BlobStore, req: Request, key: string, declared: number): Promise<string> {
-  const md5 = createHash('md5');
-  const hashing = new Transform({
-    transform(chunk: Buffer, _e, done) {
-      md5.update(chunk);
-      done(null, chunk);
-    },
-  });
-  req.on('error', (err) => hashing.destroy(err));
-  let stored;
-  try {
-    stored = await blobs.put(key, req.pipe(hashing), { maxBytes: declared });
-  } catch (err) {
-    if (err instanceof BlobTooLargeError) throw badRequest('The body holds more bytes than its Content-Length.', null);
-    throw err;
-  }
-  if (stored.bytes !== declared) {
-    await blobs.delete(key);
-    throw badRequest(`The body ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
-  }
-  return md5.digest('hex');
 }
