@@ -29,10 +29,10 @@ import { TokenUsage } from './token-usage';
 type GatewayDeps = Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>;
 
 const DEPLOYMENT_PATH = /^\/v1\/deployments\/([^/]+)(\/.*)?$/;
-const INFERENCE_PATHS: Record<string, InferencePath> = {
-  '/v1/chat/completions': '/chat/completions',
-  '/v1/completions': '/completions',
-};
+const INFERENCE_PATHS = new Map<string, InferencePath>([
+  ['/v1/chat/completions', '/chat/completions'],
+  ['/v1/completions', '/completions'],
+]);
 
 /** The gateway's request handler, for `http.createServer`. */
 export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, res: ServerResponse) => void {
@@ -72,9 +72,10 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     const call: GatewayCall = { req, res, principal, clientAddress };
 
     // One trailing slash is forgiven, as the Express app this replaced did.
-    const inference = INFERENCE_PATHS[path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path];
+    const routePath = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+    const inference = INFERENCE_PATHS.get(routePath);
     if (inference && req.method === 'POST') {
-      route.label = path;
+      route.label = routePath;
       return infer(call, inference);
     }
     const deployment = DEPLOYMENT_PATH.exec(path);
