@@ -6,7 +6,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
-import { ApiError, badRequest, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
+import { ApiError, badRequest, conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 
 interface BodyParserError extends Error {
   type?: string;
@@ -15,6 +15,7 @@ interface BodyParserError extends Error {
 }
 
 const PG_UNAVAILABLE = /^(08|57P0)/; // connection exceptions, admin/crash shutdown
+const UNIQUE_VIOLATION = '23505';
 const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH']);
 
 function isTemporalUnavailable(err: unknown): boolean {
@@ -64,6 +65,14 @@ function toApiError(err: unknown): ApiError | null {
   }
   if (/^(Unexpected end of form|Malformed part header|Multipart: Boundary not found)/.test(String(e?.message))) {
     return badRequest(`Malformed multipart request: ${e.message}.`, null, 'invalid_multipart');
+  }
+  // A unique constraint that a check-then-write lost to a concurrent request (or a check that was
+  // missing): the state conflicts with the request, which is the caller's 409, not a server error.
+  if (e?.code === UNIQUE_VIOLATION) {
+    return conflict(
+      'The request conflicts with what exists now (a name or id already taken); read it again and retry.',
+      'conflict',
+    );
   }
   if (isTemporalUnavailable(err)) {
     return serviceUnavailable('The workflow service (Temporal) is unavailable. Retry with exponential backoff.');

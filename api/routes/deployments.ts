@@ -220,11 +220,13 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['deployments'],
     params: IdParams,
     body: UpdateSecretBody,
-    errors: [404],
+    errors: [404, 409],
     response: { status: 200, description: 'The secret', schema: SecretSchema },
     handler: async ({ params, body, principal }) => {
       const s = await getSecret(db, principal.projectId, params.id);
       if (!s) throw notFound(`Secret '${params.id}' not found.`);
+      if (body.name !== undefined && body.name !== s.name && (await getSecret(db, principal.projectId, body.name)))
+        throw conflict(`A secret named '${body.name}' exists.`, 'secret_exists');
       await updateSecret(db, s.id, {
         name: body.name,
         description: body.description,

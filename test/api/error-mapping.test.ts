@@ -29,6 +29,10 @@ describe('error mapping', () => {
     app.get('/db-down', () => {
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     });
+    app.get('/taken', () => {
+      // What pg throws when a write loses a race for a unique name.
+      throw Object.assign(new Error('duplicate key value violates unique constraint "x_name_key"'), { code: '23505' });
+    });
     app.use(routeNotFound);
     app.use(errorHandler);
     const server = app.listen(0, '127.0.0.1');
@@ -67,5 +71,12 @@ describe('error mapping', () => {
     assert.equal(res.status, 503);
     assert.ok(res.headers.get('retry-after'));
     assert.match(res.body.error.message, /database is unavailable/);
+  });
+
+  test('a unique constraint lost to a concurrent write is a 409, not a 500', async () => {
+    const res = await call(base, 'GET', '/taken');
+    assert.equal(res.status, 409);
+    assert.equal(res.body.error.code, 'conflict');
+    assert.doesNotMatch(res.body.error.message, /x_name_key/, 'no constraint names in answers');
   });
 });

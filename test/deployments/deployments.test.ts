@@ -58,6 +58,11 @@ describe('container deployments (process runtime)', () => {
     assert.equal(sec.status, 200);
     assert.equal(sec.body.value, undefined);
     assert.doesNotMatch(JSON.stringify((await api('GET', '/deployments/secrets')).body), new RegExp(secretValue));
+    // Renaming a secret to a name another one has is a 409 (it was a 500 from the unique constraint).
+    const second = await api('POST', '/deployments/secrets', { name: 'other-token', value: 'x' });
+    const clash = await api('PATCH', `/deployments/secrets/${second.body.id}`, { name: 'api-token' });
+    assert.equal(clash.status, 409, JSON.stringify(clash.body));
+    assert.equal(clash.body.error.code, 'secret_exists');
 
     const created = await api(
       'POST',
