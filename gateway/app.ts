@@ -17,7 +17,7 @@ import type { ApiDeps } from '../api/deps';
 import { notFound } from '../api/errors';
 import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
-import { apiErrorOf } from '../api/middleware/errors';
+import { sendError } from '../api/middleware/errors';
 import { compileTrustProxy, rateLimitChecks } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';
 import { deploymentProxy, type GatewayCall } from './proxy';
@@ -104,26 +104,11 @@ function decodedName(segment: string): string {
   }
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
-    ...headers,
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
   });
   res.end(text);
-}
-
-/** What the API's error handler does (api/middleware/errors.ts), for a response without Express. */
-function sendError(req: IncomingMessage, res: ServerResponse, err: unknown): void {
-  const { apiError, known } = apiErrorOf(err, String(res.getHeader('X-Request-Id') ?? ''));
-  if (apiError.status >= 500) {
-    (req as IncomingMessage & { log?: { error(o: object, m: string): void } }).log?.error({ err }, 'request failed');
-  }
-  if (res.headersSent) {
-    res.destroy(err instanceof Error ? err : undefined);
-    return;
-  }
-  if (!known && err instanceof Error) (res as ServerResponse & { err?: Error }).err = err;
-  sendJson(res, apiError.status, apiError.toBody(), apiError.headers);
 }

@@ -3,6 +3,7 @@
  * parsing, Temporal or PostgreSQL unavailable) map to their status; anything
  * else is a 500 that names the request id and is logged in full, server side.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
@@ -91,7 +92,7 @@ export function routeNotFound(req: Request, _res: Response, next: NextFunction) 
 }
 
 /** What the caller is told of `err`: its own error when known, else a 500 that names the request id. */
-export function apiErrorOf(err: unknown, requestId: string): { apiError: ApiError; known: boolean } {
+function apiErrorOf(err: unknown, requestId: string): { apiError: ApiError; known: boolean } {
   const known = toApiError(err);
   return {
     known: known !== null,
@@ -107,10 +108,14 @@ export function apiErrorOf(err: unknown, requestId: string): { apiError: ApiErro
   };
 }
 
-export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
+/**
+ * Answers `err` in the spec's error shape: the API's (through `errorHandler`) and the gateway's
+ * (a plain node:http server), so both answer every failure alike.
+ */
+export function sendError(req: IncomingMessage, res: ServerResponse, err: unknown): void {
   const { apiError, known } = apiErrorOf(err, String(res.getHeader('X-Request-Id') ?? ''));
   if (apiError.status >= 500) {
-    req.log?.error({ err }, 'request failed');
+    (req as IncomingMessage & { log?: { error(o: object, m: string): void } }).log?.error({ err }, 'request failed');
   }
   if (res.headersSent) {
     // A streamed response already started: the connection is all we can end.
@@ -118,6 +123,16 @@ export function errorHandler(err: unknown, req: Request, res: Response, _next: N
     return;
   }
   // Tell pino-http what went wrong without putting bodies into logs.
-  if (!known && err instanceof Error) (res as Response & { err?: Error }).err = err;
-  res.set(apiError.headers).status(apiError.status).json(apiError.toBody());
+  if (!known && err instanceof Error) (res as ServerResponse & { err?: Error }).err = err;
+  const text = JSON.stringify(apiError.toBody());
+  res.writeHead(apiError.status, {
+    ...apiError.headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
+  sendError(req, res, err);
 }
