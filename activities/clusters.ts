@@ -33,8 +33,8 @@ import type { ComputeProvider, DescribedNode, NodeRequest } from '../providers/c
 export function createClusterActivities({ db, fleet }: { db: Db; fleet: ComputeProvider }) {
   return {
     async projectClusterState({ clusterId, state }: { clusterId: string; state: ClusterState }): Promise<void> {
-      await projectCluster(db, clusterId, state, STATUS_OF_PHASE[state.phase]);
-      await meterCluster(db, clusterId, state); // GPU-hours follow the nodes the state holds
+      const projectId = await projectCluster(db, clusterId, state, STATUS_OF_PHASE[state.phase]);
+      await meterCluster(db, clusterId, state, projectId); // GPU-hours follow the nodes the state holds
     },
 
     async recordRemediation(r: Remediation): Promise<void> {

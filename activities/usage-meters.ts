@@ -13,7 +13,7 @@ import Decimal from 'decimal.js';
 import { GPUS_PER_NODE, type ClusterState, type NodeCapacity } from '../shared/clusters';
 import { CAPACITY_BILLING, GPU_HOUR_PRICES, PRODUCTS, replicaHourPrice } from '../shared/pricing';
 import type { Db } from '../db/pool';
-import { recordUsage, setMeter, stopMeters } from '../db/usage';
+import { recordUsage, setMeter, setMeters, stopMeters, type Meter } from '../db/usage';
 
 const METERED: NodeCapacity[] = ['on_demand', 'capacity_pool', 'preemptible'];
 const HOUR_MS = 3_600_000;
@@ -23,10 +23,23 @@ async function projectOf(db: Db, table: 'clusters' | 'deployments', id: string):
   return rows[0]?.project_id ?? null;
 }
 
-export async function meterCluster(db: Db, clusterId: string, state: ClusterState): Promise<void> {
+/**
+ * Reconciles a cluster's meters with a state just projected. `projectId` is the cluster's project
+ * when the projection wrote this state, null when it did not: a newer state is there (and was
+ * metered by its own projection), or the cluster's row is gone (its meters stop).
+ */
+export async function meterCluster(
+  db: Db,
+  clusterId: string,
+  state: ClusterState,
+  projectId: string | null,
+): Promise<void> {
   const prefix = `cluster/${clusterId}/`;
-  const projectId = await projectOf(db, 'clusters', clusterId);
-  if (!projectId || state.deleted_at) return stopMeters(db, prefix);
+  if (projectId === null) {
+    if (await projectOf(db, 'clusters', clusterId)) return;
+    return stopMeters(db, prefix);
+  }
+  if (state.deleted_at) return stopMeters(db, prefix);
   const { spec } = state;
   const gpus = new Map<NodeCapacity, number>();
   for (const node of state.gpu_worker_nodes) gpus.set(node.capacity, (gpus.get(node.capacity) ?? 0) + node.num_gpus);
@@ -35,25 +48,26 @@ export async function meterCluster(db: Db, clusterId: string, state: ClusterStat
     region: spec.region,
     billing_type: CAPACITY_BILLING[capacity].billingType,
   });
-  for (const capacity of METERED) {
-    const count = gpus.get(capacity) ?? 0;
-    await setMeter(
-      db,
-      prefix + capacity,
-      count > 0
-        ? {
-            projectId,
-            product: CAPACITY_BILLING[capacity].product,
-            resourceId: clusterId,
-            units: count,
-            unit: 'GPU-hour',
-            unitPrice: GPU_HOUR_PRICES[spec.gpu_type][capacity],
-            dimensions: dims(capacity),
-            attributes: { cluster_name: spec.cluster_name },
-          }
-        : null,
-    );
-  }
+  await setMeters(
+    db,
+    METERED.map((capacity) => {
+      const count = gpus.get(capacity) ?? 0;
+      const meter: Meter | null =
+        count > 0
+          ? {
+              projectId,
+              product: CAPACITY_BILLING[capacity].product,
+              resourceId: clusterId,
+              units: count,
+              unit: 'GPU-hour',
+              unitPrice: GPU_HOUR_PRICES[spec.gpu_type][capacity],
+              dimensions: dims(capacity),
+              attributes: { cluster_name: spec.cluster_name },
+            }
+          : null;
+      return [prefix + capacity, meter];
+    }),
+  );
   await prepayReservation(db, clusterId, projectId, state, dims('reserved'));
 }
 

@@ -5,7 +5,13 @@
  * changes are Updates to that workflow; reads come from PostgreSQL.
  */
 import { REGIONS } from '../../shared/cluster-catalog';
-import { getCluster, latestRemediations, listClusters, volumesOfCluster, type ClusterRow } from '../../db/clusters';
+import {
+  getCluster,
+  latestRemediationsOfClusters,
+  listClusters,
+  volumesOfClusters,
+  type ClusterRow,
+} from '../../db/clusters';
 import type { Db } from '../../db/pool';
 import { toCluster } from '../cluster-view';
 import type { ApiDeps } from '../deps';
@@ -24,8 +30,15 @@ import {
 } from '../schemas/clusters';
 import { changeCluster, createCluster, deleteCluster, requireCluster } from '../use-cases/clusters';
 
+/** The spec's cluster objects of rows: their volumes and remediations read in one query each, however many. */
+async function clusterObjects(db: Db, rows: ClusterRow[]) {
+  const ids = rows.map((r) => r.id);
+  const [volumes, latest] = await Promise.all([volumesOfClusters(db, ids), latestRemediationsOfClusters(db, ids)]);
+  return rows.map((r) => toCluster(r, volumes.get(r.id) ?? [], latest.get(r.id) ?? new Map()));
+}
+
 async function clusterObject(db: Db, row: ClusterRow) {
-  return toCluster(row, await volumesOfCluster(db, row.id), await latestRemediations(db, row.id));
+  return (await clusterObjects(db, [row]))[0];
 }
 
 export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -68,7 +81,7 @@ export function addClusterRoutes(router: ApiRouter, deps: ApiDeps) {
       // The SDK's projectId filter: only the key's own project can be listed.
       if (query.projectId && query.projectId !== principal.projectId) return { clusters: [] };
       const rows = await listClusters(db, principal.projectId);
-      return { clusters: await Promise.all(rows.map((r) => clusterObject(db, r))) };
+      return { clusters: await clusterObjects(db, rows) };
     },
   });
 

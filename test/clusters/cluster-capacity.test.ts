@@ -195,6 +195,12 @@ describe('cluster capacity', () => {
       assert.equal(ready.volumes.length, 1);
       assert.equal(ready.volumes[0].status, 'bound');
     }
+    // The list reads every cluster's volumes in one query: each cluster still shows its own.
+    const listed = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
+    const volumesIn = (id: string) =>
+      listed.body.clusters.find((x: any) => x.cluster_id === id).volumes.map((v: any) => v.volume_name);
+    assert.deepEqual(volumesIn(withExisting.cluster_id), ['datasets']);
+    assert.deepEqual(volumesIn(withInline.cluster_id), ['scratch']);
     const busy = await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/storage/volumes/${vol}`, { key: t.key });
     assert.equal(busy.status, 409, 'a bound volume cannot be deleted');
     const inlineVol = (await waitForCluster(p, t.key, withInline.cluster_id, () => true)).volumes[0].volume_id;

@@ -77,6 +77,15 @@ describe('cluster faults and repair', () => {
     assert.equal(failed.latest_remediation.state, 'SUCCEEDED');
     assert.equal(failed.latest_remediation.trigger, 'REMEDIATION_TRIGGER_AUTOMATED');
     assert.equal(failed.latest_remediation.mode, 'REMEDIATION_MODE_VM_ONLY');
+    // The list reads every cluster's remediations in one query: they stay on this cluster's node.
+    const bystander = await createCluster(p, t.key, { num_gpus: 8 });
+    await waitForCluster(p, t.key, bystander.cluster_id, (x) => x.gpu_worker_nodes.length === 1);
+    const listed = await call(p.baseUrl, 'GET', '/v1/compute/clusters', { key: t.key });
+    const inList = (id: string) => listed.body.clusters.find((x: any) => x.cluster_id === id);
+    const listedFailed = inList(c.cluster_id).deleted_gpu_worker_nodes.find((n: any) => n.node_id === failed.node_id);
+    assert.deepEqual(listedFailed.latest_remediation, failed.latest_remediation);
+    const others = [...inList(bystander.cluster_id).gpu_worker_nodes, ...inList(c.cluster_id).gpu_worker_nodes];
+    assert.ok(!others.some((n: any) => n.latest_remediation), 'no other node shows a remediation');
   });
 
   test('an NCCL failure lands in NCCL_TESTS_FAILED, the failing node is replaced and NCCL runs again', async () => {
