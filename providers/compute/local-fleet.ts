@@ -83,10 +83,12 @@ export class LocalFleet implements ComputeProvider {
 
   async provisionNodes(req: NodeRequest): Promise<FleetNode[]> {
     const hw = HARDWARE[req.gpuType];
-    const nodes: FleetNode[] = [];
+    const worker = req.role === 'gpu-worker';
+    // Most clusters have no fault injected: one read says so for all of their nodes.
+    const faulty = worker && (await this.faultsPending(req.clusterId, 'boot_failure'));
+    const nodes: (FleetNode & { boot_fails: boolean })[] = [];
     for (const seq of req.seqs) {
       const nodeId = simulatedNodeId(req.clusterId, req.role, seq);
-      const worker = req.role === 'gpu-worker';
       const hardware: Omit<FleetNode, 'phase_transitions'> = {
         node_id: nodeId,
         instance_id: `inst-${shortId(req.clusterId)}-${seq}`,
@@ -105,26 +107,27 @@ export class LocalFleet implements ComputeProvider {
           : {}),
       };
       // A boot fault aimed at this cluster is used up by the first node that boots after it.
-      const fault = worker ? await this.takeFault(req.clusterId, nodeId, 'boot_failure') : false;
-      await this.db.query(
-        `INSERT INTO fleet_nodes (node_id, instance_id, cluster_id, role, region, gpu_type, preemptible, hardware, boot_fails)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (node_id) DO NOTHING`,
-        [
-          nodeId,
-          hardware.instance_id,
-          req.clusterId,
-          req.role,
-          req.region,
-          req.gpuType,
-          req.preemptible,
-          hardware,
-          fault,
-        ],
-      );
-      nodes.push({ ...hardware, phase_transitions: [] });
+      const fault = faulty ? await this.takeFault(req.clusterId, nodeId, 'boot_failure') : false;
+      nodes.push({ ...hardware, phase_transitions: [], boot_fails: fault });
     }
-    return nodes;
+    await this.db.query(
+      `INSERT INTO fleet_nodes (node_id, instance_id, cluster_id, role, region, gpu_type, preemptible, hardware, boot_fails)
+       SELECT node_id, instance_id, $3, $4, $5, $6, $7, hardware, boot_fails
+         FROM unnest($1::text[], $2::text[], $8::jsonb[], $9::boolean[]) AS n(node_id, instance_id, hardware, boot_fails)
+       ON CONFLICT (node_id) DO NOTHING`,
+      [
+        nodes.map((n) => n.node_id),
+        nodes.map((n) => n.instance_id),
+        req.clusterId,
+        req.role,
+        req.region,
+        req.gpuType,
+        req.preemptible,
+        nodes.map(({ phase_transitions: _p, boot_fails: _b, ...hardware }) => JSON.stringify(hardware)),
+        nodes.map((n) => n.boot_fails),
+      ],
+    );
+    return nodes.map(({ boot_fails: _b, ...node }) => node);
   }
 
   async describeNodes(nodeIds: string[]): Promise<DescribedNode[]> {
@@ -212,9 +215,11 @@ export class LocalFleet implements ComputeProvider {
 
   async runNcclTest(clusterId: string, nodeIds: string[]): Promise<NcclReport> {
     const failing: string[] = [];
-    for (const id of nodeIds) if (await this.takeFault(clusterId, id, 'nccl_failure', false)) failing.push(id);
+    const faulty = await this.faultsPending(clusterId, 'nccl_failure');
+    if (faulty)
+      for (const id of nodeIds) if (await this.takeFault(clusterId, id, 'nccl_failure', false)) failing.push(id);
     // A fault aimed at the cluster rather than a node lands on the last node of the ring.
-    if (!failing.length && nodeIds.length && (await this.takeFault(clusterId, null, 'nccl_failure'))) {
+    if (faulty && !failing.length && nodeIds.length && (await this.takeFault(clusterId, null, 'nccl_failure'))) {
       failing.push(nodeIds[nodeIds.length - 1]);
     }
     const report: NcclReport = {
@@ -317,6 +322,15 @@ export class LocalFleet implements ComputeProvider {
       `current-context: ${clusterName}`,
       '',
     ].join('\n');
+  }
+
+  /** Whether any fault of a kind waits for this cluster (to skip a take per node when none does). */
+  private async faultsPending(clusterId: string, kind: FaultKind): Promise<boolean> {
+    const { rows } = await this.db.query<{ pending: boolean }>(
+      'SELECT EXISTS (SELECT 1 FROM fleet_faults WHERE cluster_id = $1 AND kind = $2 AND remaining > 0) AS pending',
+      [clusterId, kind],
+    );
+    return rows[0].pending;
   }
 
   /** Uses up one injected fault aimed at this node (or, when allowed, at any node of the cluster). */
