@@ -19,6 +19,7 @@ import type { Keyring } from '../platform/keyring';
 import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } from '../db/model-uploads';
 import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/models';
+import { projectStoredBytes } from '../db/files';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { checkRevisionWeights } from '../providers/trainer/safetensors';
@@ -64,10 +65,26 @@ function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
   return 'file';
 }
 
+/**
+ * How much one import may store: the platform's limit on a download, or what the project's storage
+ * quota leaves, whichever is less; `what` names it in a refusal.
+ */
+interface ImportLimit {
+  bytes: number;
+  what: string;
+}
+
+async function importLimit(db: Db, policy: RemoteFetchPolicy, quotaBytes: number, projectId: string) {
+  const room = quotaBytes > 0 ? quotaBytes - (await projectStoredBytes(db, projectId)) : Infinity;
+  return room < policy.maxBytes
+    ? { bytes: Math.max(room, 0), what: `the ${Math.max(room, 0)} bytes the project's storage quota leaves` }
+    : { bytes: policy.maxBytes, what: `the limit of ${policy.maxBytes} bytes` };
+}
+
 /** Why a download failed for good (a non-retryable failure the user reads), or undefined to retry it. */
-function downloadRefusal(err: unknown, format: string, maxBytes: number): ApplicationFailure | undefined {
+function downloadRefusal(err: unknown, format: string, limit: ImportLimit): ApplicationFailure | undefined {
   if (err instanceof BlobTooLargeError)
-    return ApplicationFailure.nonRetryable(`The model is larger than the limit of ${maxBytes} bytes.`, 'UploadRefused');
+    return ApplicationFailure.nonRetryable(`The model is larger than ${limit.what}.`, 'UploadRefused');
   if (err instanceof DecompressionBomb) return ApplicationFailure.nonRetryable(err.message, 'UploadRefused');
   if (err instanceof ApplicationFailure) return err;
   if (/zstd|incorrect header|unexpected end|invalid tar/i.test((err as Error).message))
@@ -107,6 +124,8 @@ export function createModelUploadActivities(deps: {
   db: Db;
   blobs: BlobStore;
   policy: RemoteFetchPolicy;
+  /** GANTRY_PROJECT_STORAGE_QUOTA_BYTES (0: none): an import stores at most what it leaves. */
+  storageQuotaBytes: number;
   /** Opens sealed values (platform/keyring.ts). */
   keyring?: Keyring;
 }) {
@@ -146,10 +165,11 @@ export function createModelUploadActivities(deps: {
         if (err instanceof RemoteFetchRefused) throw ApplicationFailure.nonRetryable(err.message, 'UploadRefused');
         throw err;
       }
-      if (remote.length !== null && remote.length > policy.maxBytes) {
+      const limit = await importLimit(db, policy, deps.storageQuotaBytes, upload.project_id);
+      if (remote.length !== null && remote.length > limit.bytes) {
         remote.body.destroy();
         throw ApplicationFailure.nonRetryable(
-          `The download is ${remote.length} bytes; the limit is ${policy.maxBytes}.`,
+          `The download is ${remote.length} bytes, more than ${limit.what}.`,
           'UploadRefused',
         );
       }
@@ -157,7 +177,7 @@ export function createModelUploadActivities(deps: {
       const meter = new Transform({
         transform(chunk: Buffer, _e, done) {
           downloaded += chunk.length;
-          if (downloaded > policy.maxBytes) return done(new BlobTooLargeError(policy.maxBytes));
+          if (downloaded > limit.bytes) return done(new BlobTooLargeError(limit.bytes));
           heartbeat({ downloaded });
           done(null, chunk);
         },
@@ -168,7 +188,7 @@ export function createModelUploadActivities(deps: {
       let total = 0;
       const store = async (name: string, body: Readable) => {
         const file = revisionPath(name);
-        const blob = await blobs.put(`${prefix}/${file}`, body, { maxBytes: policy.maxBytes - total });
+        const blob = await blobs.put(`${prefix}/${file}`, body, { maxBytes: limit.bytes - total });
         total += blob.bytes;
         stored.push({ path: file, ...blob });
         await event(
@@ -218,7 +238,7 @@ export function createModelUploadActivities(deps: {
           });
         }
       } catch (err) {
-        const refusal = downloadRefusal(err, format, policy.maxBytes);
+        const refusal = downloadRefusal(err, format, limit);
         if (!refusal) throw err; // retried: the next attempt writes the same files again
         // Refused for good: what was stored of it goes, so a failed upload leaves nothing on disk.
         await Promise.all(stored.map((f) => blobs.delete(`${prefix}/${f.path}`)));

@@ -238,8 +238,11 @@ export async function getMultipartUpload(
 }
 
 /**
- * Bytes a project holds in files: uploaded files by their size, and multipart uploads still open by
- * the size they declared (their parts are already on disk, or about to be).
+ * Bytes a project holds, what its storage quota counts: uploaded files by their size, and multipart
+ * uploads still open by the size they declared (their parts are already on disk, or about to be);
+ * storage objects (volume sources) and their parts; the files of its registry models' revisions
+ * (uploaded, imported, or written by its fine-tunes), and the parts of model uploads not yet
+ * completed.
  */
 export async function projectStoredBytes(db: Queryable, projectId: string): Promise<number> {
   const { rows } = await db.query<{ total: string }>(
@@ -248,7 +251,13 @@ export async function projectStoredBytes(db: Queryable, projectId: string): Prom
               WHERE f.project_id = $1)
           + (SELECT COALESCE(SUM(bytes), 0) FROM storage_objects WHERE project_id = $1)
           + (SELECT COALESCE(SUM(p.bytes), 0) FROM storage_object_parts p
-               JOIN storage_objects o ON o.id = p.object_id WHERE o.project_id = $1) AS total`,
+               JOIN storage_objects o ON o.id = p.object_id WHERE o.project_id = $1)
+          + (SELECT COALESCE(SUM(f.size_bytes), 0) FROM registry_model_files f
+               JOIN registry_model_revisions r ON r.id = f.revision_id
+               JOIN registry_models m ON m.id = r.model_id WHERE m.project_id = $1)
+          + (SELECT COALESCE(SUM(p.bytes), 0) FROM model_file_upload_parts p
+               JOIN model_file_uploads u ON u.id = p.upload_id
+              WHERE u.project_id = $1 AND u.state IN ('open', 'completing')) AS total`,
     [projectId],
   );
   return Number(rows[0].total);

@@ -109,7 +109,7 @@ const EnvSchema = z.object({
    */
   GANTRY_PREVIOUS_SIGNING_SECRETS: commaList.pipe(z.array(rootSecret)),
   GANTRY_UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().positive().default(3600),
-  /** Bytes of files one project may hold (uploaded, and multipart uploads in progress); 0: no quota. */
+  /** Bytes one project may store (files, volume uploads, registry models; uploads in progress too); 0: no quota. */
   GANTRY_PROJECT_STORAGE_QUOTA_BYTES: z.coerce
     .number()
     .int()

@@ -43,6 +43,7 @@ async function main() {
     db,
     blobs,
     remoteFetch: config.remoteFetch,
+    storageQuotaBytes: config.projectStorageQuotaBytes,
     keyring: config.keyring,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });

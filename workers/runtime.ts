@@ -105,6 +105,8 @@ export function createControlWorker(
     fleet: ComputeProvider;
     /** What model uploads may fetch (default: public hosts only, 500 GiB). */
     remoteFetch?: RemoteFetchPolicy;
+    /** GANTRY_PROJECT_STORAGE_QUOTA_BYTES, for model imports (default 0: no quota). */
+    storageQuotaBytes?: number;
     keyring?: Keyring;
   },
 ): Promise<Worker> {
@@ -125,6 +127,7 @@ export function createControlWorker(
         blobs: deps.blobs,
         policy: deps.remoteFetch ?? { allowPrivateHosts: false, maxBytes: 500 * 1024 ** 3 },
         keyring: deps.keyring,
+        storageQuotaBytes: deps.storageQuotaBytes ?? 0,
       }),
       ...createClusterActivities({ db: deps.db, fleet: deps.fleet }),
       ...createQueueActivities({ db: deps.db }),

@@ -42,6 +42,7 @@ import {
 import { modelFilesFinishedSignal, modelFileUpload } from '../../workflows/model-file-uploads';
 import { sendBlob } from '../blob-response';
 import { declaredLength, storeSignedPut } from '../uploads/signed-put';
+import { requireStorageRoom } from '../uploads/storage-quota';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
@@ -474,6 +475,7 @@ function partHandler(deps: ApiDeps) {
     const held = (await listUploadParts(db, id)).reduce((n, p) => n + Number(p.bytes), 0);
     if (held + declared > config.remoteFetch.maxBytes)
       throw payloadTooLarge(`A model upload may hold at most ${config.remoteFetch.maxBytes} bytes.`, 'Content-Length');
+    await requireStorageRoom(db, config.projectStorageQuotaBytes, upload.project_id, declared, 'Content-Length');
     // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
     const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
     const etag = await storeSignedPut(blobs, req, key, declared);

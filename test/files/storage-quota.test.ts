@@ -1,24 +1,54 @@
 /**
- * A project's files stay within its storage quota (GANTRY_PROJECT_STORAGE_QUOTA_BYTES):
+ * What a project stores stays within its storage quota (GANTRY_PROJECT_STORAGE_QUOTA_BYTES):
  * every way bytes arrive is checked (a direct upload, a pre-signed upload's
  * declared size and its PUT, a multipart upload, a storage object's PUT and
- * its parts), a refused upload stores nothing, deleting files makes room, and
- * other projects are not affected.
+ * its parts, a registry model's uploaded parts and its imports by URL), a
+ * refused upload stores nothing, deleting files makes room, and other projects
+ * are not affected.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const QUOTA = 4096;
 let p: TestPlatform;
 let t: Tenant;
+let weightsServer: Server;
+let weightsOrigin: string;
+
+/** A real safetensors file of one float32 tensor of `floats` values (8 + header + 4 × floats bytes). */
+function safetensors(floats: number): Buffer {
+  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [floats], data_offsets: [0, 4 * floats] } }));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(header.length));
+  return Buffer.concat([len, header, Buffer.alloc(4 * floats, 1)]);
+}
+const WEIGHTS_3K = safetensors(730);
+const WEIGHTS_2K = safetensors(480);
 
 before(async () => {
-  p = await startTestPlatform({ containers: false, env: { GANTRY_PROJECT_STORAGE_QUOTA_BYTES: String(QUOTA) } });
+  p = await startTestPlatform({
+    containers: false,
+    env: { GANTRY_PROJECT_STORAGE_QUOTA_BYTES: String(QUOTA), GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true' },
+  });
   t = await createTenant(p.db);
+  const bodies: Record<string, Buffer> = { '/3k.safetensors': WEIGHTS_3K, '/2k.safetensors': WEIGHTS_2K };
+  weightsServer = createServer((req, res) => {
+    const body = bodies[req.url ?? ''];
+    res.writeHead(body ? 200 : 404, body ? { 'content-length': body.length } : {});
+    res.end(body);
+  });
+  await new Promise<void>((r) => weightsServer.listen(0, '127.0.0.1', r));
+  weightsOrigin = `http://127.0.0.1:${(weightsServer.address() as AddressInfo).port}`;
 });
-after(() => p.stop());
+after(async () => {
+  weightsServer.close();
+  await p.stop();
+});
 
 const line = JSON.stringify({ text: 'x'.repeat(90) }) + '\n'; // 104 bytes
 const content = (bytes: number) => line.repeat(Math.floor(bytes / line.length));
@@ -108,4 +138,51 @@ test("storage objects (the CLI's volume uploads) count in the quota, whole or in
   });
   const putPart = (i: number) => fetch(parts.body.part_upload_urls[i].url, { method: 'PUT', body: content(2000) });
   assert.deepEqual([(await putPart(0)).status, (await putPart(1)).status, (await putPart(2)).status], [200, 200, 413]);
+});
+
+test('registry models count in the quota: an import stops at what is left, and so does an uploaded part', async () => {
+  const tenant = await createTenant(p.db, { projectRole: 'Admin' });
+  const v2 = (method: string, url: string, json?: unknown) =>
+    call(p.baseUrl, method, `/v2/projects/${tenant.projectId}${url}`, { key: tenant.key, json });
+  const model = await v2('POST', '/models', {
+    baseModelId: 'gantry/reference-byte-tiny',
+    name: 'quota',
+    type: 'model',
+  });
+  assert.equal(model.status, 200, JSON.stringify(model.body));
+  const importWeights = async (path: string) => {
+    const started = await v2('POST', '/models/uploads', {
+      modelId: model.body.id,
+      remoteUrl: `${weightsOrigin}${path}`,
+    });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    return eventually(
+      () => v2('GET', `/models/uploads/${started.body.id}`).then((r) => r.body),
+      (u) => ['REMOTE_UPLOAD_STATUS_SUCCEEDED', 'REMOTE_UPLOAD_STATUS_FAILED'].includes(u.status),
+    );
+  };
+  const fits = await importWeights('/3k.safetensors');
+  assert.equal(fits.status, 'REMOTE_UPLOAD_STATUS_SUCCEEDED', fits.statusMessage);
+
+  // The revision's bytes count: a file that fit before no longer does.
+  assert.equal((await upload(tenant.key, 'd.jsonl', content(2000))).status, 413);
+
+  const over = await importWeights('/2k.safetensors');
+  assert.equal(over.status, 'REMOTE_UPLOAD_STATUS_FAILED');
+  assert.match(over.statusMessage, /more than the \d+ bytes the project's storage quota leaves/);
+  const files = await v2('GET', `/models/${model.body.id}/files`);
+  assert.deepEqual(
+    files.body.data.map((f: { path: string }) => f.path),
+    ['3k.safetensors'],
+    'the refused import added nothing',
+  );
+
+  const plan = await v2('POST', '/models/upload/create', {
+    objectId: model.body.id,
+    files: [{ path: 'more.safetensors', hash: createHash('md5').update(WEIGHTS_2K).digest('hex'), numParts: 1 }],
+  });
+  assert.equal(plan.status, 200, JSON.stringify(plan.body));
+  const part = await fetch(plan.body.files[0].parts[0].url, { method: 'PUT', body: WEIGHTS_2K });
+  assert.equal(part.status, 413);
+  assert.equal(((await part.json()) as { error: { code: string } }).error.code, 'storage_quota_exceeded');
 });

@@ -115,6 +115,7 @@ export async function startTestPlatform(
             blobs,
             fleet,
             remoteFetch: config.remoteFetch,
+            storageQuotaBytes: config.projectStorageQuotaBytes,
             keyring: config.keyring,
           }),
         ]),
