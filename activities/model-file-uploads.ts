@@ -24,7 +24,7 @@ export function createModelFileUploadActivities({ db, blobs }: { db: Db; blobs: 
       const state = await expireModelFileUpload(db, uploadId);
       if (state === 'completed') return 'COMPLETED';
       if (state === 'failed') return 'FAILED';
-      // Retried with back-off until the `complete` ends it, or an hour passes (the API died in it).
+      // Retried with back-off until the `complete` ends it, or its hold lapses (the API died in it).
       if (state === 'completing') throw new Error(`upload ${uploadId} is being completed; waiting for it to end`);
       const upload = await getModelFileUpload(db, uploadId);
       if (upload) {

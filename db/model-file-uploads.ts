@@ -119,13 +119,37 @@ export async function moveModelFileUpload(
 }
 
 /**
- * Ends an upload whose time ran out: an open one, or one stuck completing for an hour (the API
- * that was completing it died). Answers the state it is in afterwards.
+ * How long a `complete` holds an upload without renewing its hold (it renews every third of this):
+ * past it, the API process that was completing it is taken for dead, and another `complete` may
+ * take the upload over, or its expiry discard it.
+ */
+export const COMPLETING_LEASE_SECONDS = 60;
+/** A completing upload whose hold lapsed: its API process died mid-way. */
+const LAPSED = `(state = 'completing' AND state_since < now() - make_interval(secs => ${COMPLETING_LEASE_SECONDS}))`;
+
+/** Starts completing an upload: an open one, or one whose earlier `complete` died. False when neither. */
+export async function beginCompletingModelFileUpload(db: Queryable, id: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE model_file_uploads SET state = 'completing', state_since = now()
+      WHERE id = $1 AND (state = 'open' OR ${LAPSED})`,
+    [id],
+  );
+  return rowCount === 1;
+}
+
+/** Renews a `complete`'s hold on an upload (see COMPLETING_LEASE_SECONDS). */
+export async function renewCompletingModelFileUpload(db: Queryable, id: string): Promise<void> {
+  await db.query(`UPDATE model_file_uploads SET state_since = now() WHERE id = $1 AND state = 'completing'`, [id]);
+}
+
+/**
+ * Ends an upload whose time ran out: an open one, or one whose `complete` died mid-way (its hold
+ * lapsed). Answers the state it is in afterwards.
  */
 export async function expireModelFileUpload(db: Queryable, id: string): Promise<ModelFileUploadState | null> {
   await db.query(
     `UPDATE model_file_uploads SET state = 'expired', state_since = now()
-      WHERE id = $1 AND (state = 'open' OR (state = 'completing' AND state_since < now() - interval '1 hour'))`,
+      WHERE id = $1 AND (state = 'open' OR ${LAPSED})`,
     [id],
   );
   return (await getModelFileUpload(db, id))?.state ?? null;

@@ -25,6 +25,9 @@ import {
   listUploadFiles,
   listUploadParts,
   moveModelFileUpload,
+  beginCompletingModelFileUpload,
+  renewCompletingModelFileUpload,
+  COMPLETING_LEASE_SECONDS,
   recordUploadPart,
   uploadLeftoverBlobKeys,
   type ModelFileUploadRow,
@@ -222,7 +225,8 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
       const upload = await getModelFileUpload(db, uploadId, principal.projectId);
       if (!upload || upload.model_id !== model.id)
         throw notFound(`Upload '${uploadId}' of model '${body.objectId}' not found.`);
-      if (upload.state !== 'open')
+      // (A completing one may be an earlier `complete` that died: checked when this one begins.)
+      if (upload.state !== 'open' && upload.state !== 'completing')
         throw conflict(
           `Upload '${upload.id}' is ${upload.state}; only an open upload can be completed.`,
           'upload_not_open',
@@ -265,12 +269,22 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
             'etag_mismatch',
           );
       });
-      if (!(await moveModelFileUpload(db, upload.id, 'open', 'completing')))
+      // A `complete` that died mid-way (its API process went) leaves the upload completing: once its
+      // hold lapses, the client's retry takes it over instead of meeting a 409 until it expires.
+      if (!(await beginCompletingModelFileUpload(db, upload.id)))
         throw conflict(
-          `Upload '${upload.id}' is ${upload.state}; only an open upload can be completed.`,
+          `Upload '${upload.id}' is being completed by another request, or was just completed; wait for it to end.`,
           'upload_not_open',
         );
-      return complete(upload, planned, parts);
+      const hold = setInterval(
+        () => void renewCompletingModelFileUpload(db, upload.id).catch(() => undefined),
+        (COMPLETING_LEASE_SECONDS * 1000) / 3,
+      );
+      try {
+        return await complete(upload, planned, parts);
+      } finally {
+        clearInterval(hold);
+      }
     },
   });
 

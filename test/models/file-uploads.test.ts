@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { COMPLETING_LEASE_SECONDS } from '../../db/model-file-uploads';
 import { modelFileUploadWorkflowId } from '../../shared/model-file-uploads';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -114,6 +115,30 @@ describe('model file uploads', () => {
     const handle = p.temporal.workflow.getHandle(modelFileUploadWorkflowId(plan.body.uploadId));
     assert.equal(await handle.result(), 'COMPLETED');
     await recordHistoryIfAsked(handle, 'modelFileUpload', 'completed-after-a-refused-part');
+  });
+
+  test('a complete whose API process died is taken over by the retry once its hold lapses', async () => {
+    const weights = safetensors(3);
+    const plan = await createUpload([{ path: 'retried.safetensors', hash: md5(weights), numParts: 1 }]);
+    const part = await put(plan.body.files[0].parts[0].url, weights);
+    assert.equal(part.status, 200, part.body);
+    const finish = () =>
+      complete(plan.body.uploadId, [{ path: 'retried.safetensors', hash: md5(weights), parts: [part.etag!] }]);
+    // What a `complete` leaves when its process dies mid-way: the upload completing, its hold renewed last at death.
+    const diedAgo = (seconds: number) =>
+      p.db.query(
+        `UPDATE model_file_uploads SET state = 'completing', state_since = now() - make_interval(secs => $2) WHERE id = $1`,
+        [plan.body.uploadId, seconds],
+      );
+    await diedAgo(5);
+    const held = await finish();
+    assert.equal(held.status, 409, 'a hold renewed 5 s ago may still be a live complete');
+    assert.equal(held.body.error.code, 'upload_not_open');
+    await diedAgo(COMPLETING_LEASE_SECONDS + 5);
+    const retried = await finish();
+    assert.equal(retried.status, 200, JSON.stringify(retried.body));
+    assert.equal(retried.body.revisionId, plan.body.revisionId);
+    assert.equal(retried.body.bytes, weights.length);
   });
 
   test('input of any wrong shape is a 400 naming the field; other projects and forged URLs are refused', async () => {
