@@ -13,6 +13,9 @@ import type { ApiRouter } from '../route';
 import { checkFile, resolveModel } from '../use-cases/fine-tunes-plan';
 import { PreviewBody, PreviewResponse } from '../schemas/fine-tunes';
 
+/** How much of a training file a preview reads (and tokenizes, inside the request) at most. */
+export const PREVIEW_MAX_BYTES = 4 * 1024 * 1024;
+
 export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
   router.add({
     method: 'post',
@@ -39,9 +42,17 @@ export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
       // `auto`: text datasets train on everything, messages and prompt/completion only on outputs.
       const trainOnInputs = body.train_on_inputs ?? format === 'GENERAL';
       const rows = [];
-      const lines = createInterface({ input: deps.blobs.read(file.blob_key), crlfDelay: Infinity });
+      // The preview tokenizes inside the request: it reads the file's first PREVIEW_MAX_BYTES only.
+      // Past them the last line read may be cut short, so it is left out.
+      const fileBytes = Number(file.bytes);
+      const capped = fileBytes > PREVIEW_MAX_BYTES;
+      const input = deps.blobs.read(file.blob_key, { start: 0, end: Math.min(fileBytes, PREVIEW_MAX_BYTES) - 1 });
+      const lines = createInterface({ input, crlfDelay: Infinity })[Symbol.asyncIterator]();
       let lineNo = 0;
-      for await (const raw of lines) {
+      for (let next = await lines.next(); !next.done;) {
+        const raw: string = next.value;
+        next = await lines.next();
+        if (next.done && capped) break;
         lineNo++;
         const line = raw.replace(/^\uFEFF/, '');
         if (!line.trim()) continue;
@@ -66,7 +77,14 @@ export function addFineTunePreviewRoute(router: ApiRouter, deps: ApiDeps) {
         });
         if (rows.length === body.top_k) break;
       }
-      lines.close();
+      await lines.return?.();
+      input.destroy();
+      if (!rows.length && capped) {
+        throw badRequest(
+          `The first row of the file is longer than the ${PREVIEW_MAX_BYTES} bytes a preview reads.`,
+          'training_file',
+        );
+      }
       return {
         model: model.name,
         dataset_format: format.toLowerCase() as 'general' | 'conversation' | 'instruction',

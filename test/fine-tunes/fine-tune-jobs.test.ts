@@ -546,6 +546,26 @@ describe('fine-tuning jobs', () => {
     });
     assert.equal(tooMany.status, 400);
     assert.equal(tooMany.body.error.param, 'top_k');
+
+    // A preview reads a file's first 4 MiB (PREVIEW_MAX_BYTES) only: rows past them, or cut by
+    // them, are left out, and a first row longer than that is a 400.
+    const textOf = (mib: number) => ({ text: 'x'.repeat(mib * 1024 * 1024) });
+    const long = await uploadValidated(p, a.key, 'long.jsonl', jsonl(textOf(1.5), textOf(1.5), textOf(1.5)));
+    const capped = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: MODEL, training_file: long, top_k: 5 },
+    });
+    assert.equal(capped.status, 200, JSON.stringify(capped.body).slice(0, 500));
+    assert.deepEqual(
+      capped.body.rows.map((r: { row_index: number }) => r.row_index),
+      [1, 2],
+    );
+    const huge = await uploadValidated(p, a.key, 'huge.jsonl', jsonl(textOf(5)));
+    const refused = await call(p.baseUrl, 'POST', '/v1/fine-tunes/preview', {
+      key: a.key,
+      json: { model: MODEL, training_file: huge, top_k: 1 },
+    });
+    assert.deepEqual([refused.status, refused.body.error?.param], [400, 'training_file']);
   });
 
   test('delete: refused while running (unless forced), then the job and its files are gone', async () => {
