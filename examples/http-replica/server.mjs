@@ -4,7 +4,8 @@
 // variable's value (a test checks that secrets arrive); GET /file?path=P answers
 // the file P relative to the working directory (where volumes are mounted), 404 if absent; POST /log?text=T
 // prints T to stdout (the log-streaming test); GET /headers echoes the request headers; POST /crash exits with
-// code 3; GET /slow?ms=N answers after N milliseconds (the request-duration autoscaling test); GET /metrics exposes the gauge `inflight_requests` in Prometheus text
+// code 3; GET /slow?ms=N answers after N milliseconds (the request-duration autoscaling test), and logs
+// when it starts (with &tag=T) and when its caller leaves first (`slow request abandoned (T)`); GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it); GET /connect?host=H&port=P
 // answers whether a TCP connection to H:P opens within a second (`connected`, or the error's code: the
 // isolation tests probe what a replica can reach). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
@@ -18,7 +19,18 @@ const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
   if (url.pathname === '/slow') {
-    setTimeout(() => res.end(JSON.stringify({ replica })), Math.min(10_000, Number(url.searchParams.get('ms') ?? 0)));
+    const timer = setTimeout(
+      () => res.end(JSON.stringify({ replica })),
+      Math.min(10_000, Number(url.searchParams.get('ms') ?? 0)),
+    );
+    // A caller that leaves before the answer (through the gateway too) shows here.
+    const tag = url.searchParams.get('tag');
+    if (tag) console.log(`${replica}: slow request started (${tag})`);
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      clearTimeout(timer);
+      console.log(`${replica}: slow request abandoned (${tag ?? ''})`);
+    });
     return;
   }
   if (url.pathname === '/env') return res.end(process.env[url.searchParams.get('name') ?? ''] ?? '');

@@ -154,6 +154,25 @@ describe('container deployments (process runtime)', () => {
     assert.equal(((await zipped.json()) as { error: { code: string } }).error.code, 'unsupported_encoding');
   });
 
+  test("a caller that leaves ends the gateway's request to the replica", async () => {
+    const caller = new AbortController();
+    const answer = fetch(`${p.gatewayUrl}/v1/deployments/web/slow?ms=8000&tag=left-early`, {
+      headers: { authorization: `Bearer ${t.key}` },
+      signal: caller.signal,
+    });
+    const logged = (text: string) =>
+      eventually(
+        async () => (await api('GET', '/deployments/web/logs')).body.lines as string[],
+        (ls) => ls.some((l) => l.includes(text)),
+        5_000,
+      );
+    // Once the replica holds the request, the caller goes; the replica would answer 8 s later.
+    await logged('slow request started (left-early)');
+    caller.abort();
+    await assert.rejects(answer, { name: 'AbortError' });
+    await logged('slow request abandoned (left-early)');
+  });
+
   test('a replica that dies is replaced and replica_events record it; the gateway steps around it', async () => {
     const d = await get('web');
     const [victim] = await ports(d.id);
