@@ -72,6 +72,20 @@ export async function listDeployments(db: Queryable, projectId: string): Promise
   return rows;
 }
 
+/**
+ * The replicas a project's deployments may run at their ceiling: the sum of their max_replicas
+ * (endpoint deployments' too), leaving out deployments being deleted and `excluding` (one about
+ * to change).
+ */
+export async function projectReplicaCeiling(db: Queryable, projectId: string, excluding?: string): Promise<number> {
+  const { rows } = await db.query<{ replicas: string }>(
+    `SELECT COALESCE(SUM((state->'spec'->>'max_replicas')::int), 0) AS replicas FROM deployments
+      WHERE project_id = $1 AND id IS DISTINCT FROM $2 AND (state->>'deleted')::boolean IS NOT TRUE`,
+    [projectId, excluding ?? null],
+  );
+  return Number(rows[0].replicas);
+}
+
 export async function projectDeployment(
   db: Queryable,
   id: string,

@@ -115,6 +115,8 @@ const EnvSchema = z.object({
     .int()
     .nonnegative()
     .default(1024 ** 4),
+  /** Container replicas one project's deployments may run at their ceilings (sum of max_replicas); 0: no quota. */
+  GANTRY_PROJECT_MAX_REPLICAS: z.coerce.number().int().nonnegative().default(100),
   /**
    * Largest file a single pre-signed PUT takes (streamed to storage); larger files use the multipart
    * flow. Unset: as large as any upload (GANTRY_MAX_UPLOAD_BYTES), so the SDKs' one-PUT flow takes
@@ -302,6 +304,7 @@ export interface GantryConfig {
   uploadUrlTtlSeconds: number;
   maxSinglePutBytes: number;
   projectStorageQuotaBytes: number;
+  projectMaxReplicas: number;
   multipartPartBytes: number;
   validationHeartbeatTimeoutSeconds: number;
   blobDir: string;
@@ -387,6 +390,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     uploadUrlTtlSeconds: e.GANTRY_UPLOAD_URL_TTL_SECONDS,
     maxSinglePutBytes: e.GANTRY_MAX_SINGLE_PUT_BYTES ?? e.GANTRY_MAX_UPLOAD_BYTES,
     projectStorageQuotaBytes: e.GANTRY_PROJECT_STORAGE_QUOTA_BYTES,
+    projectMaxReplicas: e.GANTRY_PROJECT_MAX_REPLICAS,
     multipartPartBytes: e.GANTRY_MULTIPART_PART_BYTES,
     validationHeartbeatTimeoutSeconds: e.GANTRY_VALIDATION_HEARTBEAT_TIMEOUT_SECONDS,
     blobDir: path.resolve(e.GANTRY_DATA_DIR, 'blobs'),

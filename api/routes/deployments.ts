@@ -261,7 +261,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     summary: 'Deploy a container: its replicas are run by the workflow deployment/<id>',
     tags: ['deployments'],
     body: CreateDeploymentBody,
-    errors: [409, 503],
+    errors: [403, 409, 503],
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ body, principal }) => {
       const id = await deployContainer(deps, principal, body);
@@ -303,7 +303,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['deployments'],
     params: IdParams,
     body: UpdateDeploymentBody,
-    errors: [404, 409],
+    errors: [403, 404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ params, body, principal, idempotencyKey }) => {
@@ -355,7 +355,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     tags: ['deployments'],
     params: IdParams,
     body: RollbackDeploymentBody,
-    errors: [404, 409],
+    errors: [403, 404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ params, body, principal, idempotencyKey }) => {

@@ -316,7 +316,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: EndpointOnlyParams,
     query: ValidateOnlyQuery,
     body: CreateEndpointDeploymentBody,
-    errors: [404, 409],
+    errors: [403, 404, 409],
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body, principal }) => {
       const e = await requireEndpoint(principal, params.endpointId);
@@ -378,7 +378,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
     params: DeploymentParams,
     query: UpdateMaskQuery,
     body: UpdateEndpointDeploymentBody,
-    errors: [404, 409],
+    errors: [403, 404, 409],
     idempotencyKey: true,
     response: { status: 200, description: 'The deployment', schema: EndpointDeploymentSchema },
     handler: async ({ params, query, body: sent, principal, idempotencyKey }) => {

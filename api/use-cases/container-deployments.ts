@@ -22,6 +22,7 @@ import { pinMounts } from '../deployment-mounts';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 import { getRevision, recordRevision, RETAINED_REVISIONS } from '../../db/deployment-revisions';
 import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
+import { requireReplicaRoom } from './replica-quota';
 
 /**
  * Creates a container deployment: its row, then its entity workflow
@@ -38,10 +39,16 @@ export async function startContainerDeployment(
     spec: DeploymentSpec;
     /** Runs once the row exists, before the workflow starts (to link the deployment to what it serves). */
     beforeStart?: (id: string) => Promise<void>;
+    /** The request's field that sets max_replicas, named in a refusal by the replica quota. */
+    ceilingParam: string;
   },
 ): Promise<string> {
   const { db, temporal, config } = deps;
   const spec = d.spec;
+  await requireReplicaRoom(db, config.projectMaxReplicas, d.projectId, {
+    replicas: spec.max_replicas,
+    param: d.ceilingParam,
+  });
   const id = newId('dep');
   const input: DeploymentWorkflowInput = {
     deploymentId: id,
@@ -141,6 +148,7 @@ export async function deployContainer(deps: ApiDeps, principal: Principal, body:
     projectSlug: principal.projectSlug,
     apiKeyId: principal.apiKeyId,
     spec,
+    ceilingParam: 'max_replicas',
   });
 }
 
@@ -159,6 +167,13 @@ export async function changeContainerDeployment(
   const next = { ...row.state.spec, ...patch };
   if (next.max_replicas < next.min_replicas)
     throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+  if (next.max_replicas > row.state.spec.max_replicas) {
+    await requireReplicaRoom(db, deps.config.projectMaxReplicas, principal.projectId, {
+      replicas: next.max_replicas,
+      param: 'max_replicas',
+      replacing: row.id,
+    });
+  }
   if (patch.environment_variables) await checkSecrets(db, principal.projectId, patch.environment_variables);
   if (patch.volumes || patch.model_mounts) {
     const pinned = await pinMounts(db, principal.projectId, { volumes: next.volumes, model_mounts: next.model_mounts });

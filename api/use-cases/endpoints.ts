@@ -38,6 +38,7 @@ import {
 import { badRequest, conflict } from '../errors';
 import { executeEntityUpdate } from '../workflows';
 import { startContainerDeployment } from './container-deployments';
+import { requireReplicaRoom } from './replica-quota';
 
 type Visibility = EndpointRow['visibility'];
 
@@ -257,6 +258,7 @@ export async function createEndpointDeployment(
       apiKeyId: principal.apiKeyId,
       spec: modelServerSpec(config, { containerName: servingContainerName(id), plan, autoscaling: row.autoscaling }),
       beforeStart: (containerId) => linkContainerDeployment(db, id, containerId),
+      ceilingParam: 'autoscaling.maxReplicas',
     }).catch(async (err: unknown) => {
       await deleteEndpointDeploymentRow(db, id);
       throw err;
@@ -290,6 +292,18 @@ export async function changeEndpointDeployment(
     const plan = await planServing(db, principal.projectId, d.model_id, d.model_revision_id ?? undefined);
     if (plan?.servable) {
       const spec = modelServerSpec(config, { containerName: servingContainerName(d.id), plan, autoscaling });
+      const before = modelServerSpec(config, {
+        containerName: servingContainerName(d.id),
+        plan,
+        autoscaling: d.autoscaling as EndpointAutoscaling,
+      });
+      if (spec.max_replicas > before.max_replicas) {
+        await requireReplicaRoom(db, config.projectMaxReplicas, principal.projectId, {
+          replicas: spec.max_replicas,
+          param: 'autoscaling.maxReplicas',
+          replacing: d.container_deployment_id,
+        });
+      }
       // The workflow refuses (a 409) if it began deleting meanwhile.
       await executeEntityUpdate(
         temporal,
