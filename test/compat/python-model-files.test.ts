@@ -7,7 +7,7 @@
  * weights is refused with the reason, and leaves no revision and no parts behind.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,7 @@ import { after, before, test } from 'node:test';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { together, togetherJson, togetherRun, type PythonClient } from '../helpers/python-sdk';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { safetensorsFile } from '../helpers/archives';
 
 let p: TestPlatform;
 let t: Tenant;
@@ -22,16 +23,8 @@ let cli: PythonClient;
 let dir: string;
 let modelId: string;
 
-/** A real safetensors file: one float32 tensor of `floats` random values. */
-function safetensors(floats: number): Buffer {
-  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [floats], data_offsets: [0, floats * 4] } }));
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(header.length));
-  return Buffer.concat([len, header, randomBytes(floats * 4)]);
-}
-
 const FILES: Record<string, Buffer> = {
-  'model.safetensors': safetensors((45 * 1024 * 1024) / 4),
+  'model.safetensors': safetensorsFile({ shape: [(45 * 1024 * 1024) / 4], fill: 'random' }),
   'config.json': Buffer.from(JSON.stringify({ architectures: ['TinyForCausalLM'] })),
   'tokenizer/tokenizer.json': Buffer.from(JSON.stringify({ model: { type: 'BPE' } })),
 };

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { safetensorsFile } from '../helpers/archives';
 
 const QUOTA = 4096;
 let p: TestPlatform;
@@ -20,15 +21,8 @@ let t: Tenant;
 let weightsServer: Server;
 let weightsOrigin: string;
 
-/** A real safetensors file of one float32 tensor of `floats` values (8 + header + 4 × floats bytes). */
-function safetensors(floats: number): Buffer {
-  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [floats], data_offsets: [0, 4 * floats] } }));
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(header.length));
-  return Buffer.concat([len, header, Buffer.alloc(4 * floats, 1)]);
-}
-const WEIGHTS_3K = safetensors(730);
-const WEIGHTS_2K = safetensors(480);
+const WEIGHTS_3K = safetensorsFile({ shape: [730] });
+const WEIGHTS_2K = safetensorsFile({ shape: [480] });
 
 before(async () => {
   p = await startTestPlatform({

@@ -13,6 +13,7 @@ import { COMPLETING_LEASE_SECONDS } from '../../db/model-file-uploads';
 import { modelFileUploadWorkflowId } from '../../shared/model-file-uploads';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { safetensorsFile } from '../helpers/archives';
 import { recordHistoryIfAsked } from '../helpers/workflow-env';
 
 /** Part URLs live 10 s, and an upload not completed 10 s after that is discarded. */
@@ -24,14 +25,6 @@ let other: Tenant;
 let modelId: string;
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
-
-/** A real safetensors file: one float32 tensor of shape [2, 3]. */
-function safetensors(fill: number): Buffer {
-  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] } }));
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(header.length));
-  return Buffer.concat([len, header, Buffer.alloc(24, fill)]);
-}
 
 const models = (tenant: Tenant) => `/v2/projects/${tenant.projectId}/models`;
 
@@ -71,16 +64,16 @@ after(() => p.stop());
 
 describe('model file uploads', () => {
   test('parts are checked against the ETags: a part that is not what the file promised is refused; the right bytes make a revision', async () => {
-    const weights = safetensors(1);
+    const weights = safetensorsFile({ fill: 1 });
     const plan = await createUpload([{ path: 'model.safetensors', hash: md5(weights), numParts: 1 }]);
     assert.equal(plan.status, 200, JSON.stringify(plan.body));
     assert.equal(plan.body.files[0].skipUpload, false);
     const url = plan.body.files[0].parts[0].url;
 
     // Other bytes than the file's ETag promised: the part is stored (its own ETag), the file is not.
-    const wrong = await put(url, safetensors(2));
+    const wrong = await put(url, safetensorsFile({ fill: 2 }));
     assert.equal(wrong.status, 200, wrong.body);
-    assert.equal(wrong.etag, `"${md5(safetensors(2))}"`);
+    assert.equal(wrong.etag, `"${md5(safetensorsFile({ fill: 2 }))}"`);
     const refused = await complete(plan.body.uploadId, [
       { path: 'model.safetensors', hash: md5(weights), parts: [wrong.etag!] },
     ]);
@@ -118,7 +111,7 @@ describe('model file uploads', () => {
   });
 
   test('a complete whose API process died is taken over by the retry once its hold lapses', async () => {
-    const weights = safetensors(3);
+    const weights = safetensorsFile({ fill: 3 });
     const plan = await createUpload([{ path: 'retried.safetensors', hash: md5(weights), numParts: 1 }]);
     const part = await put(plan.body.files[0].parts[0].url, weights);
     assert.equal(part.status, 200, part.body);
@@ -142,7 +135,7 @@ describe('model file uploads', () => {
   });
 
   test('input of any wrong shape is a 400 naming the field; other projects and forged URLs are refused', async () => {
-    const ok = { path: 'model.safetensors', hash: md5(safetensors(1)), numParts: 1 };
+    const ok = { path: 'model.safetensors', hash: md5(safetensorsFile({ fill: 1 })), numParts: 1 };
     const cases: Array<[unknown[], string]> = [
       [[{ ...ok, path: '../escape.bin' }], 'files.0.path'],
       [[{ ...ok, path: '.hidden' }], 'files.0.path'],
@@ -182,7 +175,7 @@ describe('model file uploads', () => {
     const plan = await createUpload([ok]);
     const forged = new URL(plan.body.files[0].parts[0].url);
     forged.searchParams.set('max_bytes', String(10 * 1024 ** 4));
-    const r = await put(forged.toString(), safetensors(1));
+    const r = await put(forged.toString(), safetensorsFile({ fill: 1 }));
     assert.equal(r.status, 403, r.body);
     assert.match(r.body, /invalid_signature/);
     // ... and a download URL of a file, pointed at another.
@@ -196,7 +189,7 @@ describe('model file uploads', () => {
   });
 
   test('an upload not completed in time is discarded with every part it stored, and cannot be completed after', async () => {
-    const weights = safetensors(3);
+    const weights = safetensorsFile({ fill: 3 });
     const plan = await createUpload([
       { path: 'a.safetensors', hash: md5(weights), numParts: 1 },
       { path: 'b.safetensors', hash: md5(weights), numParts: 1 },

@@ -23,6 +23,7 @@ import { Readable } from 'node:stream';
 import { checkRemoteUrl } from '../../providers/remote/fetch-remote';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { safetensorsFile } from '../helpers/archives';
 
 const TOKEN = 'hf_secret-token-123';
 let p: TestPlatform;
@@ -31,14 +32,7 @@ let server: Server;
 let origin: string;
 const hits = new Map<string, number>();
 
-/** A real safetensors file: one float32 tensor of shape [2, 3]. */
-function safetensors(): Buffer {
-  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] } }));
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(header.length));
-  return Buffer.concat([len, header, Buffer.alloc(24, 1)]);
-}
-const WEIGHTS = safetensors();
+const WEIGHTS = safetensorsFile();
 const CONFIG = Buffer.from(JSON.stringify({ architectures: ['TinyForCausalLM'] }));
 
 async function tarOf(files: Record<string, Buffer>): Promise<Buffer> {
