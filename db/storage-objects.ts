@@ -1,5 +1,5 @@
 /** Storage objects (`/v1/storage/*`, the Python CLI's volume uploads): see migration 032. */
-import type { Queryable } from './pool';
+import { withTransaction, type Db, type Queryable } from './pool';
 
 export interface StorageObjectRow {
   id: string;
@@ -21,30 +21,34 @@ export async function getStorageObject(db: Queryable, id: string): Promise<Stora
 }
 
 /**
- * The bytes of the upload arrived: it becomes the path's object. Answers the blobs of the path's
- * earlier uploads that no volume version holds, now unreachable (their rows are gone); null when
- * the upload had already arrived (a second PUT to a single-use URL).
+ * The bytes of the upload arrived: it becomes the path's object, in one transaction with what that
+ * makes unreachable: the path's earlier uploads that no volume version holds, and the parts the
+ * bytes were joined from (a process that dies half-way leaves neither a superseded object nor parts
+ * that still count in the quota). Answers those rows' blobs, for the caller to delete; null when the
+ * upload had already arrived (a second PUT to a single-use URL, a second `complete`).
  */
 export async function storageObjectUploaded(
-  db: Queryable,
+  db: Db,
   id: string,
   stored: { bytes: number; blobKey: string },
 ): Promise<string[] | null> {
-  const { rows } = await db.query<{ project_id: string; path: string }>(
-    `UPDATE storage_objects SET bytes = $2, blob_key = $3, uploaded_at = clock_timestamp()
-      WHERE id = $1 AND uploaded_at IS NULL RETURNING project_id, path`,
-    [id, stored.bytes, stored.blobKey],
-  );
-  if (!rows[0]) return null;
-  const { rows: gone } = await db.query<{ blob_key: string }>(
-    `DELETE FROM storage_objects o
-      WHERE o.project_id = $1 AND o.path = $2 AND o.id <> $3 AND o.uploaded_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM deployment_volume_versions v
-                         WHERE v.files @> jsonb_build_array(jsonb_build_object('file_id', o.id)))
-      RETURNING o.blob_key`,
-    [rows[0].project_id, rows[0].path, id],
-  );
-  return gone.map((r) => r.blob_key);
+  return withTransaction(db, async (tx) => {
+    const { rows } = await tx.query<{ project_id: string; path: string }>(
+      `UPDATE storage_objects SET bytes = $2, blob_key = $3, uploaded_at = clock_timestamp()
+        WHERE id = $1 AND uploaded_at IS NULL RETURNING project_id, path`,
+      [id, stored.bytes, stored.blobKey],
+    );
+    if (!rows[0]) return null;
+    const { rows: gone } = await tx.query<{ blob_key: string }>(
+      `DELETE FROM storage_objects o
+        WHERE o.project_id = $1 AND o.path = $2 AND o.id <> $3 AND o.uploaded_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM deployment_volume_versions v
+                           WHERE v.files @> jsonb_build_array(jsonb_build_object('file_id', o.id)))
+        RETURNING o.blob_key`,
+      [rows[0].project_id, rows[0].path, id],
+    );
+    return [...gone.map((r) => r.blob_key), ...(await dropStorageParts(tx, id))];
+  });
 }
 
 export interface StoragePartRow {

@@ -14,7 +14,6 @@ import type { Request, Response } from 'express';
 import {
   dropPendingStorageObject,
   dropStaleStorageUploads,
-  dropStorageParts,
   getStorageObject,
   insertStorageUpload,
   listStorageParts,
@@ -179,7 +178,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         await blobs.delete(key);
         throw usedUpload(object.id);
       }
-      await deleteBlobs([...unreachable, ...(await dropStorageParts(db, object.id))]);
+      await deleteBlobs(unreachable);
       return {};
     },
   });
