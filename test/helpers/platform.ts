@@ -244,14 +244,19 @@ export async function call<T = any>(
 }
 
 /** Polls `fn` until `done` holds for its result, or fails after `timeoutMs`. */
-export async function eventually<T>(fn: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T>,
+  done: (v: T) => boolean,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
     if (done(v)) return v;
     if (Date.now() > deadline)
       throw new Error(`condition not met within ${timeoutMs}ms; last value: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
 
