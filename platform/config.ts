@@ -273,6 +273,9 @@ const EnvSchema = z.object({
   GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
 
+/** Every environment variable Gantry's configuration reads (a deployment file setting another is a typo). */
+export const CONFIG_VARIABLES: ReadonlySet<string> = new Set(Object.keys(EnvSchema.shape));
+
 export interface TemporalSettings {
   address: string;
   namespace: string;
