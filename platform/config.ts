@@ -241,6 +241,12 @@ const EnvSchema = z.object({
   /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
   GANTRY_INSECURE_REGISTRIES: commaList,
   /**
+   * The limits a podman replica gets when its deployment sets no `cpu` or `memory` (0: none), so
+   * that no tenant's container has the whole host by leaving them out.
+   */
+  GANTRY_REPLICA_DEFAULT_CPUS: z.coerce.number().nonnegative().default(2),
+  GANTRY_REPLICA_DEFAULT_MEMORY_GIB: z.coerce.number().nonnegative().default(4),
+  /**
    * Where tenants push images for their deployments (host[/path]); each project's base path is
    * `<this>/<project slug>` (GET /v1/image-repositories/base-path, which the official jig CLI reads).
    * Unset: no registry of its own; deployments name images wherever they are.
@@ -347,6 +353,8 @@ export interface GantryConfig {
   queueRetentionSeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
   insecureRegistries: string[];
+  /** Limits of a podman replica whose deployment sets none (0: none). */
+  replicaDefaultLimits: { cpus: number; memoryGiB: number };
   imageRegistry?: string;
   replicaApiUrl: string;
   deploymentMaxRestartBackoffSeconds: number;
@@ -435,6 +443,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
+    replicaDefaultLimits: { cpus: e.GANTRY_REPLICA_DEFAULT_CPUS, memoryGiB: e.GANTRY_REPLICA_DEFAULT_MEMORY_GIB },
     imageRegistry: e.GANTRY_IMAGE_REGISTRY?.replace(/\/+$/, ''),
     replicaApiUrl: e.GANTRY_REPLICA_API_URL ?? e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,

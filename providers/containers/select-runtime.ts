@@ -18,6 +18,7 @@ export async function selectContainerRuntime(
     containerHostId?: string;
     insecureRegistries: string[];
     replicaApiUrl: string;
+    replicaDefaultLimits: { cpus: number; memoryGiB: number };
   },
   logger: Logger,
 ): Promise<ContainerRuntime | null> {
@@ -41,6 +42,7 @@ export async function selectContainerRuntime(
       return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
+        defaultLimits: config.replicaDefaultLimits,
       });
     }
   }

@@ -195,12 +195,23 @@ describe('container deployments (podman runtime)', () => {
     assert.deepEqual(await readFrom(b.key, 'web', '/data/assets/assets-a.jsonl'), { status: 404, text: 'ENOENT' });
 
     // Limits from cpu and memory (cgroup v1 or v2 files, whichever this host has).
-    const memory = await readFrom(a.key, 'web', '/sys/fs/cgroup/memory/memory.limit_in_bytes');
-    const memoryV2 = await readFrom(a.key, 'web', '/sys/fs/cgroup/memory.max');
-    assert.equal((memory.status === 200 ? memory : memoryV2).text.trim(), String(256 * 1024 * 1024));
-    const quota = await readFrom(a.key, 'web', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us');
-    const cpuV2 = await readFrom(a.key, 'web', '/sys/fs/cgroup/cpu.max');
-    assert.match((quota.status === 200 ? quota : cpuV2).text, /^50000\b/);
+    const limits = async (key: string) => {
+      const memory = await readFrom(key, 'web', '/sys/fs/cgroup/memory/memory.limit_in_bytes');
+      const memoryV2 = await readFrom(key, 'web', '/sys/fs/cgroup/memory.max');
+      const quota = await readFrom(key, 'web', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us');
+      const cpuV2 = await readFrom(key, 'web', '/sys/fs/cgroup/cpu.max');
+      return {
+        memory: (memory.status === 200 ? memory : memoryV2).text.trim(),
+        cpu: (quota.status === 200 ? quota : cpuV2).text.trim().split(/\s+/)[0],
+      };
+    };
+    assert.deepEqual(await limits(a.key), { memory: String(256 * 1024 * 1024), cpu: '50000' });
+    // B set none: the host's defaults (GANTRY_REPLICA_DEFAULT_CPUS, GANTRY_REPLICA_DEFAULT_MEMORY_GIB), not the whole host.
+    const defaults = p.config.replicaDefaultLimits;
+    assert.deepEqual(await limits(b.key), {
+      memory: String(defaults.memoryGiB * 1024 ** 3),
+      cpu: String(defaults.cpus * 100_000),
+    });
 
     // Network: itself and its own project's other replica, yes; the host and project B, no.
     assert.equal(await connectFrom(a.key, 'web', '127.0.0.1', 8080), 'connected', 'the probe can connect');

@@ -56,13 +56,18 @@ export class PodmanRuntime implements ContainerRuntime {
   /**
    * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
    * container host's stable name; with it a restarted worker adopts the containers the previous
-   * one left running, as the process runtime does.
+   * one left running, as the process runtime does. `defaultLimits`: a replica's CPUs and memory when
+   * its deployment sets none (0: none).
    */
   constructor(
     readonly logDir: string,
     private readonly engine: PodmanEngine,
     private readonly networks: ReplicaNetworks,
-    private readonly opts: { hostId?: string; insecureRegistries?: string[] } = {},
+    private readonly opts: {
+      hostId?: string;
+      insecureRegistries?: string[];
+      defaultLimits?: { cpus: number; memoryGiB: number };
+    } = {},
   ) {}
 
   logFile(deploymentId: string, replicaId: string): string {
@@ -104,6 +109,8 @@ export class PodmanRuntime implements ContainerRuntime {
     });
     const port = await freePort();
     const name = this.containerName(r.replicaId);
+    const cpus = r.cpu ?? this.opts.defaultLimits?.cpus;
+    const memoryGiB = r.memoryGiB ?? this.opts.defaultLimits?.memoryGiB;
     // GANTRY_BASE_URL: the API as the replica reaches it (a queue worker's); the deployment may name another.
     const env: Record<string, string> = {
       ...(apiUrl ? { GANTRY_BASE_URL: apiUrl } : {}),
@@ -137,8 +144,8 @@ export class PodmanRuntime implements ContainerRuntime {
       String(PIDS_LIMIT),
       '--security-opt',
       'no-new-privileges',
-      ...(r.cpu ? ['--cpus', String(r.cpu)] : []),
-      ...(r.memoryGiB ? ['--memory', `${Math.ceil(r.memoryGiB * 1024)}m`] : []),
+      ...(cpus ? ['--cpus', String(cpus)] : []),
+      ...(memoryGiB ? ['--memory', `${Math.ceil(memoryGiB * 1024)}m`] : []),
       ...r.mounts.flatMap((m) => ['--volume', `${m.hostDir}:${m.mountPath}:ro`]),
       ...envArgs,
       ...(r.command.length ? ['--entrypoint', JSON.stringify(r.command)] : []),
