@@ -173,7 +173,11 @@ test('remediations from the CLI: create, list, get; approve and reject what heal
   assert.equal(rejected.review_comment, 'reject from the Python CLI');
 
   const approved = await review('approve', (await proposalFor(third)).id);
-  assert.ok(['PENDING', 'RUNNING', 'SUCCEEDED'].includes(approved.state), approved.state);
+  // Approved: on its way (a reboot cordons and drains the node first), or done already.
+  assert.ok(
+    ['PENDING', 'QUARANTINING', 'QUARANTINED', 'RUNNING', 'SUCCEEDED'].includes(approved.state),
+    approved.state,
+  );
   assert.equal(approved.review_comment, 'approve from the Python CLI');
   // The approved reboot runs, and the node is healthy again; the rejected one stays as it was.
   const after = await eventually(
