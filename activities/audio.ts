@@ -31,6 +31,7 @@ import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remot
 import { BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { frameLoudness, planChunks, readWavLayout, writeWavSlice } from './wav';
 import { subprocessEnv } from '../providers/process/subprocess-env';
+import { TranslationUnavailable, translateFromEnglish } from '../providers/speech/apertium';
 import {
   DecodeOutput,
   DiarizeOutput,
@@ -222,6 +223,8 @@ export function createSpeechActivities(deps: SpeechDeps) {
       backend: string;
       task: AudioTask;
       language?: string;
+      /** A translation into a language other than English (see AudioRequestInput). */
+      targetLanguage?: string;
       prompt?: string;
       temperature?: number;
     }): Promise<ChunkResult> {
@@ -237,7 +240,22 @@ export function createSpeechActivities(deps: SpeechDeps) {
         if (run.code === 2) throw ApplicationFailure.nonRetryable(failureOf(run), AUDIO_FAILURES.invalid);
         if (run.code !== 0) throw new Error(`transcribe failed (exit ${run.code}): ${run.stderr.slice(-500)}`);
         const out = parseToolOutput('transcribe', run.stdout, TranscribeOutput);
-        return { language: out.language, segments: out.segments, words: out.words };
+        if (!a.targetLanguage) return { language: out.language, segments: out.segments, words: out.words };
+        // The recognizer translated into English; each segment goes on into the target language.
+        // Its words keep no timings there (they were English words), so none are returned.
+        const texts = await translateFromEnglish(
+          out.segments.map((x) => x.text),
+          a.targetLanguage,
+        ).catch((err: unknown) => {
+          if (err instanceof TranslationUnavailable)
+            throw ApplicationFailure.nonRetryable(err.message, AUDIO_FAILURES.translationUnavailable);
+          throw err;
+        });
+        return {
+          language: out.language,
+          segments: out.segments.map((x, i) => ({ ...x, text: texts[i] })),
+          words: [],
+        };
       } finally {
         await rm(chunk, { force: true });
       }

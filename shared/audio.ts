@@ -21,6 +21,8 @@ export const AUDIO_FAILURES = {
   invalid: 'audio_invalid_request',
   unreachable: 'audio_url_unreachable',
   tooLarge: 'audio_too_large',
+  /** The speech host cannot translate into the language asked for (Apertium or its pair missing). */
+  translationUnavailable: 'audio_translation_unavailable',
 } as const;
 
 export const AUDIO_EXTENSIONS = ['.wav', '.mp3', '.m4a', '.webm', '.flac', '.ogg', '.opus', '.aac'];
@@ -113,6 +115,12 @@ export const DEFAULT_SPEECH_MODEL = 'openai/whisper-base';
 
 export type AudioTask = 'transcribe' | 'translate';
 
+/**
+ * The languages a translation may target besides English, each with the Apertium pair that takes
+ * English text into it (providers/speech/apertium.ts; `./dev` installs these pairs).
+ */
+export const TRANSLATION_TARGETS: Readonly<Record<string, string>> = { es: 'eng-spa', ca: 'eng-cat', gl: 'en-gl' };
+
 export interface AudioRequestInput {
   requestId: string;
   projectId: string;
@@ -121,6 +129,8 @@ export interface AudioRequestInput {
   /** Where the audio is: an uploaded blob, or a URL the worker fetches. */
   source: { blobKey: string } | { url: string };
   language?: string;
+  /** A translation into a language other than English: its ISO 639-1 code (a key of TRANSLATION_TARGETS). */
+  targetLanguage?: string;
   prompt?: string;
   temperature?: number;
   diarize?: boolean;

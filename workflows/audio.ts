@@ -80,6 +80,7 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
             backend: model.backend,
             task: input.task,
             language: input.language,
+            targetLanguage: input.targetLanguage,
             prompt: input.prompt,
             temperature: input.temperature,
           }),

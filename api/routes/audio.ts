@@ -19,6 +19,7 @@ import {
   AUDIO_LIMITS,
   audioWorkflowId,
   findSpeechModel,
+  TRANSLATION_TARGETS,
   type AudioRequestInput,
   type AudioResult,
   type AudioTask,
@@ -95,8 +96,11 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       throw badRequest('language is an ISO 639-1 code (two letters) or auto.', 'language');
     if (task === 'translate') {
       if (!model.translates) throw badRequest(`${model.id} cannot translate; use openai/whisper-base.`, 'model');
-      if (language && language !== 'en' && language !== 'auto')
-        throw badRequest(`${model.id} translates into English only.`, 'language');
+      if (language && language !== 'en' && language !== 'auto' && !TRANSLATION_TARGETS[language])
+        throw badRequest(
+          `Translations are into English, or on from English into ${Object.keys(TRANSLATION_TARGETS).join(', ')}; not '${language}'.`,
+          'language',
+        );
     } else if (language && language !== 'auto' && model.languages && !model.languages.includes(language)) {
       throw badRequest(`${model.id} recognizes ${model.languages.join(', ')} only.`, 'language');
     }
@@ -110,8 +114,9 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       task,
       model: model.id,
       source,
-      // For translation `language` names the target (English): the spoken language is detected.
+      // For translation `language` names the target (English when left out): the spoken language is detected.
       language: task === 'transcribe' && language && language !== 'auto' ? language : undefined,
+      targetLanguage: task === 'translate' && language && TRANSLATION_TARGETS[language] ? language : undefined,
       prompt: body.prompt,
       temperature: body.temperature,
       diarize: body.diarize,
@@ -157,7 +162,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       summary:
         task === 'transcribe'
           ? 'Transcribe audio (upload or URL): text, segments, words, speakers'
-          : 'Translate speech into English text',
+          : 'Translate speech into English text (or on into es, ca or gl)',
       tags: ['audio'],
       bodyTypes: ['multipart'],
       body: task === 'transcribe' ? TranscriptionBody : TranscriptionFields,
@@ -218,6 +223,8 @@ function audioFailure(err: unknown, input: AudioRequestInput): unknown {
       return badRequest(failure.message, 'file', 'audio_url_unreachable');
     case AUDIO_FAILURES.invalid:
       return badRequest(failure.message, null, 'invalid_request');
+    case AUDIO_FAILURES.translationUnavailable:
+      return serviceUnavailable(`${failure.message} Its operator installs it; retry later.`, 30);
   }
   return err;
 }

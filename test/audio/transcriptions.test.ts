@@ -4,8 +4,8 @@
  * speaks itself with espeak-ng: word error rate under 25% in every accepted
  * format, word timings in order and inside the audio, two speakers found
  * where a male and a female voice alternate, German speech translated into
- * English, long audio cut into chunks whose timings stitch together, and
- * every limit and bad input of the spec.
+ * English and on into Spanish, long audio cut into chunks whose timings
+ * stitch together, and every limit and bad input of the spec.
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, writeFile } from 'node:fs/promises';
@@ -223,7 +223,7 @@ describe('audio transcription', () => {
     assert.equal(new Set(one.body.speaker_segments.map((g: { speaker_id: string }) => g.speaker_id)).size, 1);
   });
 
-  test('translation: German speech comes back in English', async () => {
+  test('translation: German speech comes back in English, or on in Spanish', async () => {
     const german = path.join(dir, 'german.wav');
     await speak(
       german,
@@ -242,9 +242,25 @@ describe('audio transcription', () => {
     const english = await transcribe({ model: 'openai/whisper-tiny.en' }, german, 'translations');
     assert.equal(english.status, 400);
     assert.equal(english.body.error.param, 'model');
+    // Into another language: into English by the recognizer, then on with Apertium (eng-spa).
+    const spanish = await transcribe(
+      { model: 'openai/whisper-base', language: 'es', response_format: 'verbose_json' },
+      german,
+      'translations',
+    );
+    assert.equal(spanish.status, 200, JSON.stringify(spanish.body));
+    const es = spanish.body.text.toLowerCase();
+    assert.ok(es.includes('alemania') && es.includes('café') && !es.includes('coffee'), spanish.body.text);
+    assert.equal(
+      spanish.body.segments.map((s: { text: string }) => s.text).join(' '),
+      spanish.body.text,
+      'the segments are translated too',
+    );
+    // A language no installed pair reaches is refused, naming the ones that are.
     const target = await transcribe({ model: 'openai/whisper-base', language: 'fr' }, german, 'translations');
     assert.equal(target.status, 400);
     assert.equal(target.body.error.param, 'language');
+    assert.match(target.body.error.message, /es, ca, gl/);
   });
 
   test('limits and bad input', async () => {
