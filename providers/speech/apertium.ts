@@ -54,15 +54,17 @@ async function apertium(mode: string, input: string): Promise<string> {
   }
 }
 
-/** Each line of English text in `language` (a key of TRANSLATION_TARGETS), in order. */
+/** Each line of English text in `language` (a key of TRANSLATION_TARGETS), in order; blank lines stay blank. */
 export async function translateFromEnglish(lines: string[], language: string): Promise<string[]> {
   const mode = TRANSLATION_TARGETS[language];
   if (!mode) throw new TranslationUnavailable(`No translation from English into '${language}'.`);
-  if (!lines.length) return [];
-  // One process for all the lines; Apertium keeps line breaks, and a line is never empty here.
-  const flat = lines.map((l) => l.replace(/\s+/g, ' ').trim() || '.');
-  const out = (await apertium(mode, `${flat.join('\n')}\n`)).replace(/\n$/, '').split('\n');
-  if (out.length === flat.length) return out.map((l) => l.trim());
+  const flat = lines.map((l) => l.replace(/\s+/g, ' ').trim());
+  const filled = flat.filter(Boolean);
+  if (!filled.length) return flat;
+  // One process for all the lines; Apertium keeps line breaks.
+  let out = (await apertium(mode, `${filled.join('\n')}\n`)).replace(/\n$/, '').split('\n');
   // A line Apertium split or joined: translate each on its own instead.
-  return Promise.all(flat.map(async (l) => (await apertium(mode, `${l}\n`)).trim()));
+  if (out.length !== filled.length) out = await Promise.all(filled.map((l) => apertium(mode, `${l}\n`)));
+  const translated = out.map((l) => l.trim());
+  return flat.map((l) => (l ? translated.shift()! : ''));
 }
