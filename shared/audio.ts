@@ -119,7 +119,12 @@ export type AudioTask = 'transcribe' | 'translate';
  * The languages a translation may target besides English, each with the Apertium pair that takes
  * English text into it (providers/speech/apertium.ts; `./dev` installs these pairs).
  */
-export const TRANSLATION_TARGETS: Readonly<Record<string, string>> = { es: 'eng-spa', ca: 'eng-cat', gl: 'en-gl' };
+export const TRANSLATION_TARGETS: Readonly<Record<string, string>> = {
+  es: 'eng-spa',
+  ca: 'eng-cat',
+  gl: 'en-gl',
+  eo: 'en-eo',
+};
 
 export interface AudioRequestInput {
   requestId: string;

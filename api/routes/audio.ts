@@ -162,7 +162,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       summary:
         task === 'transcribe'
           ? 'Transcribe audio (upload or URL): text, segments, words, speakers'
-          : 'Translate speech into English text (or on into es, ca or gl)',
+          : 'Translate speech into English text (or on into es, ca, gl or eo)',
       tags: ['audio'],
       bodyTypes: ['multipart'],
       body: task === 'transcribe' ? TranscriptionBody : TranscriptionFields,

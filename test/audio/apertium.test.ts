@@ -20,6 +20,7 @@ test('each line is translated, in order, and none is lost or merged', async () =
   assert.ok(es[3].includes('frases') && es[3].split('.').length === 3, es[3]);
   assert.deepEqual(await translateFromEnglish([], 'es'), []);
   assert.equal((await translateFromEnglish(['Hello world.'], 'gl'))[0], 'Ola Mundo.');
+  assert.match((await translateFromEnglish(['I like to drink coffee.'], 'eo'))[0], /kafon/);
 });
 
 test('without Apertium, or for a language without a pair, the step says so', async () => {
