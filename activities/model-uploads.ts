@@ -65,15 +65,13 @@ function formatOf(url: URL): 'tar' | 'tar.gz' | 'tar.zst' | 'file' {
   return 'file';
 }
 
-/**
- * How much one import may store: the platform's limit on a download, or what the project's storage
- * quota leaves, whichever is less; `what` names it in a refusal.
- */
+/** A limit on what one import stores, and how a refusal names it. */
 interface ImportLimit {
   bytes: number;
   what: string;
 }
 
+/** The platform's limit on a download, or what the project's storage quota leaves, whichever is less. */
 async function importLimit(db: Db, policy: RemoteFetchPolicy, quotaBytes: number, projectId: string) {
   const room = quotaBytes > 0 ? quotaBytes - (await projectStoredBytes(db, projectId)) : Infinity;
   return room < policy.maxBytes
