@@ -16,6 +16,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { searchedAsItEnded } from '../helpers/operator-view';
+import { recordHistoryIfAsked } from '../helpers/workflow-env';
+import { audioWorkflowId } from '../../shared/audio';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { ffmpeg, speak, wordErrorRate } from '../helpers/speech';
@@ -255,6 +257,11 @@ describe('audio transcription', () => {
       spanish.body.segments.map((s: { text: string }) => s.text).join(' '),
       spanish.body.text,
       'the segments are translated too',
+    );
+    await recordHistoryIfAsked(
+      p.temporal.workflow.getHandle(audioWorkflowId(String(spanish.headers.get('x-gantry-audio-request')))),
+      'audioRequest',
+      'translated-on-into-spanish',
     );
     // A language no installed pair reaches is refused, naming the ones that are.
     const target = await transcribe({ model: 'openai/whisper-base', language: 'fr' }, german, 'translations');
