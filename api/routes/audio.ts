@@ -151,7 +151,8 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
     } catch (err) {
       throw audioFailure(err, input);
     }
-    return shape(result, body);
+    // A translation's `language` is its target (the SDKs' "target language of the translation"), not the one spoken.
+    return shape(task === 'translate' ? { ...result, language: input.targetLanguage ?? 'en' } : result, body);
   }
 
   for (const task of ['transcribe', 'translate'] as const) {

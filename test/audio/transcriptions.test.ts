@@ -239,6 +239,7 @@ describe('audio transcription', () => {
     );
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(res.body.task, 'translate');
+    assert.equal(res.body.language, 'en', "a translation's language is its target");
     const text = res.body.text.toLowerCase();
     assert.ok(text.includes('germany') && text.includes('coffee'), res.body.text);
     const english = await transcribe({ model: 'openai/whisper-tiny.en' }, german, 'translations');
@@ -251,6 +252,7 @@ describe('audio transcription', () => {
       'translations',
     );
     assert.equal(spanish.status, 200, JSON.stringify(spanish.body));
+    assert.equal(spanish.body.language, 'es');
     const es = spanish.body.text.toLowerCase();
     assert.ok(es.includes('alemania') && es.includes('café') && !es.includes('coffee'), spanish.body.text);
     assert.equal(

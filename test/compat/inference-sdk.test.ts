@@ -170,5 +170,14 @@ describe('official SDK: endpoints, rollouts, configs, models, audio', () => {
       model: 'openai/whisper-base' as 'openai/whisper-large-v3',
     });
     assert.match((translated as { text: string }).text.toLowerCase(), /germany/);
+    // The SDK's `language`, "target output language": on from English into Spanish.
+    const spanish = (await client.audio.translations.create({
+      file: createReadStream(german),
+      model: 'openai/whisper-base' as 'openai/whisper-large-v3',
+      language: 'es',
+      response_format: 'verbose_json',
+    })) as { text: string; language: string };
+    assert.equal(spanish.language, 'es');
+    assert.match(spanish.text.toLowerCase(), /alemania/);
   });
 });
