@@ -20,12 +20,12 @@ import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { recordRevision } from '../db/deployment-revisions';
 import {
   deleteDeploymentRow,
-  listReplicas,
   projectDeployment,
   requestsSince,
   meanRequestMsSince,
   sealedSecrets,
   updateReplicaStatus,
+  runningReplicaOrigins,
   upsertReplica,
   type ReplicaRecord,
   recordReplicaCrash,
@@ -233,7 +233,14 @@ export function createReplicaActivities(deps: {
           },
           () => heartbeat(),
         );
-        await recordReplicaStatus(db, { ...base, status: 'Running', port, host: deps.hostQueue, ready: true });
+        await recordReplicaStatus(db, {
+          ...base,
+          status: 'Running',
+          port,
+          address: runtime.address,
+          host: deps.hostQueue,
+          ready: true,
+        });
         return { replicaId: l.replicaId, hostQueue: deps.hostQueue, port };
       } catch (err) {
         if (!(err instanceof ReplicaFailed)) throw err;
@@ -243,17 +250,17 @@ export function createReplicaActivities(deps: {
     },
 
     /**
-     * The CustomMetric signal: scrapes `/metrics` (Prometheus text format) of
-     * every running replica on this host and sums the named metric over them.
+     * The CustomMetric signal: scrapes `/metrics` (Prometheus text format) of every running replica
+     * of the deployment, on whichever host (at its address), and sums the named metric over them.
      */
     async scrapeReplicaMetric({ deploymentId, metricName }: { deploymentId: string; metricName: string }) {
-      const running = (await listReplicas(db, deploymentId)).filter((r) => r.status === 'Running' && r.port);
+      const running = await runningReplicaOrigins(db, deploymentId);
       let total = 0;
       let scraped = 0;
       await Promise.all(
-        running.map(async (r) => {
+        running.map(async (origin) => {
           try {
-            const res = await fetch(`http://127.0.0.1:${r.port}/metrics`, { signal: AbortSignal.timeout(2000) });
+            const res = await fetch(`${origin}/metrics`, { signal: AbortSignal.timeout(2000) });
             if (!res.ok) return;
             const family = parsePrometheusTextFormat(await res.text()).find((f) => f.name === metricName);
             for (const sample of family?.metrics ?? []) total += Number(sample.value ?? 0);

@@ -26,7 +26,7 @@ import { freePort } from '../scripts/lib/ports';
 import { benchNodeArgs, runBench, UNTRIPPABLE_RATE_LIMITS, withBenchPlatform } from './lib/platform';
 import { nginxAvailable, startNginxProxy } from './lib/nginx';
 import { compareInRounds, percentile } from './lib/rounds';
-import { runningReplicaPorts } from '../db/deployments';
+import { runningReplicaOrigins } from '../db/deployments';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const CLIENTS = 8;
@@ -96,7 +96,8 @@ async function main() {
         [dep.body.id],
       );
       const container = rows[0].container_deployment_id as string;
-      const [port] = await runningReplicaPorts(platform.db, container);
+      const [origin] = await runningReplicaOrigins(platform.db, container);
+      const port = Number(new URL(origin).port); // the bench's platform runs its replicas on 127.0.0.1
       const named = await platform.db.query('SELECT name FROM deployments WHERE id = $1', [container]);
       const containerName = named.rows[0].name as string;
       say(`replica ready on port ${port} (${ready.status.message})`);
@@ -109,10 +110,9 @@ async function main() {
           headers: auth,
           body: body(`${tenant.projectSlug}/bench`),
         });
-      const direct = () =>
-        fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: auth, body: body('model') });
+      const direct = () => fetch(`${origin}/v1/completions`, { method: 'POST', headers: auth, body: body('model') });
       const healthViaGateway = () => fetch(`${gatewayUrl}/v1/deployments/${containerName}/health`, { headers: auth });
-      const healthDirect = () => fetch(`http://127.0.0.1:${port}/health`);
+      const healthDirect = () => fetch(`${origin}/health`);
 
       const nginx = await startNginxProxy(port);
       const healthViaNginx = () => fetch(`${nginx.url}/health`);

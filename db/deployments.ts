@@ -1,5 +1,5 @@
 /** Read model of container deployments, their replicas, and deployment secrets. */
-import type { DeploymentState, DeploymentStatus } from '../shared/deployments';
+import { replicaOrigin, type DeploymentState, type DeploymentStatus } from '../shared/deployments';
 import type { Queryable } from './pool';
 
 export interface DeploymentRow {
@@ -23,6 +23,8 @@ export interface ReplicaRow {
   message: string | null;
   ready_since: Date | null;
   port: number | null;
+  /** The address its container host publishes it on (null: recorded before addresses, 127.0.0.1). */
+  address: string | null;
   /** The container host's own task queue, where the replica is supervised. */
   host: string | null;
   updated_at: Date;
@@ -116,16 +118,19 @@ export interface ReplicaRecord {
   message?: string;
   host?: string;
   port?: number;
+  /** The address the replica's host publishes it on (GANTRY_CONTAINER_HOST_ADDRESS). */
+  address?: string;
   ready?: boolean;
 }
 
 export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<void> {
   await db.query(
-    `INSERT INTO deployment_replicas (deployment_id, replica_id, revision, image, status, reason, message, host, port, ready_since)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN now() END)
+    `INSERT INTO deployment_replicas (deployment_id, replica_id, revision, image, status, reason, message, host, port, address, ready_since)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, CASE WHEN $10 THEN now() END)
      ON CONFLICT (deployment_id, replica_id) DO UPDATE
        SET status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
            host = coalesce(EXCLUDED.host, deployment_replicas.host), port = coalesce(EXCLUDED.port, deployment_replicas.port),
+           address = coalesce(EXCLUDED.address, deployment_replicas.address),
            ready_since = CASE WHEN $10 THEN coalesce(deployment_replicas.ready_since, now()) END, updated_at = now()`,
     [
       r.deploymentId,
@@ -138,6 +143,7 @@ export async function upsertReplica(db: Queryable, r: ReplicaRecord): Promise<vo
       r.host ?? null,
       r.port ?? null,
       r.ready ?? false,
+      r.address ?? null,
     ],
   );
 }
@@ -210,7 +216,7 @@ export async function updateReplicaStatus(
 
 export async function listReplicas(db: Queryable, deploymentId: string): Promise<ReplicaRow[]> {
   const { rows } = await db.query<ReplicaRow>(
-    `SELECT replica_id, revision, image, status, reason, message, ready_since, port, host, updated_at
+    `SELECT replica_id, revision, image, status, reason, message, ready_since, port, address, host, updated_at
        FROM deployment_replicas WHERE deployment_id = $1 ORDER BY replica_id`,
     [deploymentId],
   );
@@ -305,11 +311,30 @@ export async function meanRequestMsSince(db: Queryable, deploymentId: string, se
   return rows[0].mean === null ? null : Number(rows[0].mean);
 }
 
-/** The running replicas a request can go to (host and port), for the gateway. */
-export async function runningReplicaPorts(db: Queryable, deploymentId: string): Promise<number[]> {
-  const { rows } = await db.query<{ port: number }>(
-    `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running' AND port IS NOT NULL ORDER BY replica_id`,
+/**
+ * Where the deployment's running replicas answer (replicaOrigin), in replica order: for the gateway,
+ * metric scrapes and adapter loads. `onHost`: only those supervised on that container host's queue.
+ */
+export async function runningReplicaOrigins(db: Queryable, deploymentId: string, onHost?: string): Promise<string[]> {
+  const { rows } = await db.query<{ address: string | null; port: number }>(
+    `SELECT address, port FROM deployment_replicas
+      WHERE deployment_id = $1 AND status = 'Running' AND port IS NOT NULL AND ($2::text IS NULL OR host = $2)
+      ORDER BY replica_id`,
+    [deploymentId, onHost ?? null],
+  );
+  return rows.map((r) => replicaOrigin(r.address, r.port));
+}
+
+/** The container hosts (their own task queues) that hold running replicas of the deployment, with how many each. */
+export async function hostsOfRunningReplicas(
+  db: Queryable,
+  deploymentId: string,
+): Promise<Array<{ hostQueue: string; replicas: number }>> {
+  const { rows } = await db.query<{ host: string; replicas: number }>(
+    `SELECT host, count(*)::int AS replicas FROM deployment_replicas
+      WHERE deployment_id = $1 AND status = 'Running' AND port IS NOT NULL AND host IS NOT NULL
+      GROUP BY host ORDER BY host`,
     [deploymentId],
   );
-  return rows.map((r) => r.port);
+  return rows.map((r) => ({ hostQueue: r.host, replicas: r.replicas }));
 }

@@ -14,7 +14,7 @@
  * the adapter applied (503 if that replica has not loaded it yet).
  */
 import getRawBody from 'raw-body';
-import { runningReplicaPorts } from '../db/deployments';
+import { runningReplicaOrigins } from '../db/deployments';
 import {
   findEndpointBySlug,
   listEndpointDeployments,
@@ -64,7 +64,7 @@ export function inferenceRoutes(
 ): (call: GatewayCall, path: InferencePath) => Promise<void> {
   const turn = new Map<string, number>();
   const routes = ttlCache<{ endpoint: EndpointRow; deployments: EndpointDeploymentRow[] } | null>(ROUTE_TTL_MS);
-  const replicas = ttlCache<number[]>(ROUTE_TTL_MS);
+  const replicas = ttlCache<string[]>(ROUTE_TTL_MS);
 
   return async (call, path) => {
     const { req, res, principal } = call;
@@ -135,19 +135,19 @@ export function inferenceRoutes(
       );
     }
 
-    let ports = await replicas(containerId, () => runningReplicaPorts(db, containerId));
+    let origins = await replicas(containerId, () => runningReplicaOrigins(db, containerId));
     const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
-    while (!ports.length && Date.now() < deadline && !req.socket.destroyed) {
+    while (!origins.length && Date.now() < deadline && !req.socket.destroyed) {
       await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
-      ports = await runningReplicaPorts(db, containerId);
+      origins = await runningReplicaOrigins(db, containerId);
     }
-    if (!ports.length) {
+    if (!origins.length) {
       throw serviceUnavailable(
         `Endpoint '${model}' has no ready replica yet (it is starting or waking from zero); retry in a few seconds.`,
         5,
       );
     }
-    const i = (turn.get(containerId) ?? 0) % ports.length;
+    const i = (turn.get(containerId) ?? 0) % origins.length;
     turn.set(containerId, i + 1);
     const body = adapterId ? Buffer.from(JSON.stringify({ ...parsed, model: adapterId })) : bytes;
     // Only the gateway chooses the adapter: a client's own header is dropped.
@@ -156,9 +156,9 @@ export function inferenceRoutes(
     // The body is in hand, so a replica that turned out to be gone is replaced by another.
     const tap = new UsageTap(parsed?.stream === true);
     const write = (chunk: Buffer) => tap.write(chunk);
-    if ((await forwardToReplica(call, ports[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
+    if ((await forwardToReplica(call, origins[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
       replicas.invalidate(containerId);
-      const fresh = (await runningReplicaPorts(db, containerId)).filter((p) => p !== ports[i]);
+      const fresh = (await runningReplicaOrigins(db, containerId)).filter((o) => o !== origins[i]);
       if (!fresh.length)
         throw serviceUnavailable(`Endpoint '${model}' has no ready replica right now; retry shortly.`, 2);
       await forwardToReplica(call, fresh[0], `/v1${path}`, { body, tap: write });

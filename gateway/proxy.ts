@@ -10,7 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 import type { Principal } from '../db/accounts';
-import { findDeploymentByName, runningReplicaPorts } from '../db/deployments';
+import { findDeploymentByName, runningReplicaOrigins } from '../db/deployments';
 import type { Db } from '../db/pool';
 import { ApiError, notFound, serviceUnavailable } from '../api/errors';
 import type { RequestCounter } from './request-counter';
@@ -55,30 +55,30 @@ export function deploymentProxy(
 ): (call: GatewayCall, name: string, path: string) => Promise<void> {
   const turn = new Map<string, number>();
   const deployments = ttlCache<{ id: string } | null>(ROUTE_TTL_MS);
-  const replicas = ttlCache<number[]>(ROUTE_TTL_MS);
+  const replicas = ttlCache<string[]>(ROUTE_TTL_MS);
 
   return async (call, name, path) => {
     const projectId = call.principal.projectId;
     const deployment = await deployments(`${projectId}/${name}`, () => findDeploymentByName(db, projectId, name));
     if (!deployment) throw notFound(`No deployment named '${name}' in this project.`);
     counter.count(deployment.id);
-    const ports = await replicas(deployment.id, () => runningReplicaPorts(db, deployment.id));
-    if (!ports.length) {
+    const origins = await replicas(deployment.id, () => runningReplicaOrigins(db, deployment.id));
+    if (!origins.length) {
       throw serviceUnavailable(
         `Deployment '${name}' has no running replica yet (scaled to zero or starting); retry shortly.`,
         2,
       );
     }
-    const i = (turn.get(deployment.id) ?? 0) % ports.length;
+    const i = (turn.get(deployment.id) ?? 0) % origins.length;
     turn.set(deployment.id, i + 1);
     // From here to the answer's last byte: the HTTPAvgRequestDuration signal (a caller that goes away
     // before the answer ends counts for nothing).
     const started = performance.now();
     call.res.once('finish', () => counter.answered(deployment.id, performance.now() - started));
     // A request without a body can go again if the replica turned out to be gone.
-    if ((await forwardToReplica(call, ports[i], path, { retryable: !hasBody(call.req) })) === 'refused') {
+    if ((await forwardToReplica(call, origins[i], path, { retryable: !hasBody(call.req) })) === 'refused') {
       replicas.invalidate(deployment.id);
-      const fresh = (await runningReplicaPorts(db, deployment.id)).filter((p) => p !== ports[i]);
+      const fresh = (await runningReplicaOrigins(db, deployment.id)).filter((o) => o !== origins[i]);
       if (!fresh.length)
         throw serviceUnavailable(`Deployment '${name}' has no running replica right now; retry shortly.`, 2);
       await forwardToReplica(call, fresh[0], path);
@@ -87,13 +87,14 @@ export function deploymentProxy(
 }
 
 /**
- * Sends the request to a replica on this host and streams its answer back as it comes (server-sent
+ * Sends the request to a replica (at its host's address: replicaOrigin) and streams its answer back as it comes (server-sent
  * events included), without the caller's API key or hop-by-hop headers. The replica's request is
  * aborted when the caller goes away. Throws a 502 when the replica cannot be reached.
  */
 export async function forwardToReplica(
   call: GatewayCall,
-  port: number,
+  /** `http://<address>:<port>` of the replica. */
+  origin: string,
   /** The replica's path, with the query as it came. */
   path: string,
   opts: {
@@ -123,7 +124,7 @@ export async function forwardToReplica(
     let answer;
     try {
       answer = await replicaAgent.request({
-        origin: `http://127.0.0.1:${port}`,
+        origin,
         path,
         method: (req.method ?? 'GET') as 'GET',
         headers,

@@ -4,6 +4,7 @@
  */
 import type { ClusterSettings } from '../shared/clusters';
 import path from 'node:path';
+import { isIP } from 'node:net';
 import { Keyring } from './keyring';
 import { z } from 'zod';
 import { GPU_TYPES, type GpuType } from '../shared/gpu-types';
@@ -275,6 +276,16 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, dots, dashes and underscores')
     .optional(),
+  /**
+   * Deployments: the address this container host publishes its replicas' ports on, and where the
+   * gateway and the other hosts reach them (recorded with each replica). 127.0.0.1 serves one
+   * machine; with container hosts on several machines, each names its own address on a private
+   * network the gateway shares (the replicas behind it take no API key).
+   */
+  GANTRY_CONTAINER_HOST_ADDRESS: z
+    .string()
+    .refine((a) => isIP(a) !== 0 && a !== '0.0.0.0' && a !== '::', 'one IP address of this host (not 0.0.0.0)')
+    .default('127.0.0.1'),
   /** Deployments: main-loop rounds of one workflow run before it continues as new. */
   GANTRY_DEPLOYMENT_ROUNDS_PER_RUN: z.coerce.number().int().positive().default(1000),
 });
@@ -364,6 +375,7 @@ export interface GantryConfig {
   containerQueueWaitSeconds: number;
   replicaAdoptionSeconds: number;
   containerHostId?: string;
+  containerHostAddress: string;
   clusterSettings: ClusterSettings;
 }
 
@@ -453,6 +465,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
     replicaAdoptionSeconds: e.GANTRY_REPLICA_ADOPTION_SECONDS,
     containerHostId: e.GANTRY_CONTAINER_HOST_ID,
+    containerHostAddress: e.GANTRY_CONTAINER_HOST_ADDRESS,
     clusterSettings: {
       healthCheckIntervalSeconds: e.GANTRY_CLUSTER_HEALTH_CHECK_SECONDS,
       autoscaleCooldownSeconds: e.GANTRY_CLUSTER_AUTOSCALE_COOLDOWN_SECONDS,

@@ -173,3 +173,14 @@ export function autoscaleDecision(
   if (down < s.current && observed.at - s.lastScaleAt >= s.cooldownSeconds * 1000) return down;
   return undefined;
 }
+
+/**
+ * Where a running replica answers: `http://<its host's address>:<port>`. Everything that calls a
+ * replica (the gateway, metric scrapes, adapter loads, health checks) goes through this, so a
+ * replica on another container host is reached there and never at this machine's loopback.
+ */
+export function replicaOrigin(address: string | null, port: number): string {
+  const host = address ?? '127.0.0.1';
+  // An IPv6 address (the only form with a colon) goes in brackets.
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}

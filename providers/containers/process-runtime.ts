@@ -30,7 +30,9 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { HeldReplicas, type HeldReplica } from './held-replicas';
-import { freePort, waitUntilHealthy } from './replica-health';
+import { replicaOrigin } from '../../shared/deployments';
+import { freePort } from '../../scripts/lib/ports';
+import { waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 
 export { ReplicaFailed };
@@ -67,11 +69,13 @@ export class ProcessRuntime implements ContainerRuntime {
    * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
    * keeps a record of each running replica under it, and a worker restarted with the same name
    * adopts the replicas that outlived the previous one. Without it nothing is kept: two workers
-   * sharing a data directory must never take each other's replicas.
+   * sharing a data directory must never take each other's replicas. `address`: where replicas
+   * listen (their HOST) and are reached (GANTRY_CONTAINER_HOST_ADDRESS).
    */
   constructor(
     readonly logDir: string,
     private readonly hostId?: string,
+    readonly address = '127.0.0.1',
   ) {}
 
   private recordFile(replicaId: string): string | undefined {
@@ -128,7 +132,7 @@ export class ProcessRuntime implements ContainerRuntime {
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
     const argv = [...r.command, ...r.args];
     if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
-    const port = await freePort();
+    const port = await freePort(this.address);
     const logFile = this.logFile(r.deploymentId, r.replicaId);
     mkdirSync(path.dirname(logFile), { recursive: true });
     const root = this.prepareRoot(r);
@@ -137,7 +141,7 @@ export class ProcessRuntime implements ContainerRuntime {
     const log = openSync(logFile, 'a');
     const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
-      env: { PATH: process.env.PATH ?? '', ...r.env, PORT: String(port), GANTRY_MOUNT_ROOT: root },
+      env: { PATH: process.env.PATH ?? '', ...r.env, HOST: this.address, PORT: String(port), GANTRY_MOUNT_ROOT: root },
       stdio: ['ignore', log, log],
     });
     closeSync(log);
@@ -167,7 +171,7 @@ export class ProcessRuntime implements ContainerRuntime {
     this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited, release: () => child.unref() });
     try {
       await waitUntilHealthy({
-        port,
+        origin: replicaOrigin(this.address, port),
         healthPath: r.healthPath,
         timeoutMs: r.healthTimeoutMs,
         exited,

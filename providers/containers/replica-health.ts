@@ -1,30 +1,17 @@
 /**
- * What every container runtime does the same way around a launch: pick a free
- * host port for the replica, and wait until its health check answers.
+ * What every container runtime does the same way around a launch: wait until the replica's
+ * health check answers.
  */
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { ReplicaFailed, type ReplicaExit } from './runtime';
 
-/** A TCP port free on the loopback address right now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
- * Resolves once `http://127.0.0.1:<port><healthPath>` answers 2xx. Fails when the replica exits
+ * Resolves once `<origin><healthPath>` answers 2xx (the replica's origin: replicaOrigin). Fails when the replica exits
  * first, or when `timeoutMs` passes (after calling `onTimeout`, which stops it).
  */
 export async function waitUntilHealthy(opts: {
-  port: number;
+  origin: string;
   healthPath: string;
   timeoutMs: number;
   exited: Promise<ReplicaExit>;
@@ -41,7 +28,7 @@ export async function waitUntilHealthy(opts: {
       throw new ReplicaFailed(`The replica exited before it was healthy (code ${e.code}, signal ${e.signal}).`);
     }
     try {
-      const res = await fetch(`http://127.0.0.1:${opts.port}${opts.healthPath}`, { signal: AbortSignal.timeout(2000) });
+      const res = await fetch(`${opts.origin}${opts.healthPath}`, { signal: AbortSignal.timeout(2000) });
       if (res.ok) return;
     } catch {
       // not listening yet

@@ -20,7 +20,7 @@ export interface ReplicaToLaunch {
   /** Limits: CPU cores and memory in GiB, as the deployment states them; absent, none. */
   cpu?: number;
   memoryGiB?: number;
-  /** Plain values and resolved secrets; the runtime adds PORT. */
+  /** Plain values and resolved secrets; the runtime adds PORT (and, for a host process, HOST). */
   env: Record<string, string>;
   healthPath: string;
   healthTimeoutMs: number;
@@ -37,6 +37,11 @@ export class ReplicaFailed extends Error {}
 
 export interface ContainerRuntime {
   readonly kind: string;
+  /**
+   * The address this host publishes its replicas on (GANTRY_CONTAINER_HOST_ADDRESS): a replica
+   * answers at this address and the port launch returns, from this host and from the gateway.
+   */
+  readonly address: string;
   /** Starts the replica and resolves once its health check answers 2xx, with the port it serves on. */
   launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number>;
   /** Resolves when the replica exits; null when this host does not hold it (it was lost). */

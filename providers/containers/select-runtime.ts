@@ -16,6 +16,7 @@ export async function selectContainerRuntime(
     containerRuntime: 'podman' | 'process' | 'none';
     dataDir: string;
     containerHostId?: string;
+    containerHostAddress: string;
     insecureRegistries: string[];
     replicaApiUrl: string;
     replicaDefaultLimits: { cpus: number; memoryGiB: number };
@@ -32,7 +33,7 @@ export async function selectContainerRuntime(
           "this worker's user and rights (its data directory, keys and database are within reach) and ignores " +
           'images. Use it only where one trusted user holds every API key; tenants need GANTRY_CONTAINER_RUNTIME=podman.',
       );
-      return new ProcessRuntime(logDir, config.containerHostId);
+      return new ProcessRuntime(logDir, config.containerHostId, config.containerHostAddress);
     case 'podman': {
       const why = await PodmanEngine.unavailable();
       if (why) throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${why}.`);
@@ -43,6 +44,7 @@ export async function selectContainerRuntime(
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
         defaultLimits: config.replicaDefaultLimits,
+        address: config.containerHostAddress,
       });
     }
   }

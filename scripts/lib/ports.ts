@@ -1,12 +1,12 @@
 import net from 'node:net';
 
-/** A TCP port free on 127.0.0.1 right now (the OS picks it). */
-export function freePort(): Promise<number> {
+/** A TCP port free on `address` right now (the OS picks it). */
+export function freePort(address = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
     server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(0, address, () => {
       const { port } = server.address() as net.AddressInfo;
       server.close(() => resolve(port));
     });

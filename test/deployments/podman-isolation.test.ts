@@ -30,6 +30,15 @@ let a: Tenant;
 let b: Tenant;
 let image: string;
 let queueWorkerImage: string;
+/**
+ * Where the host publishes replicas (GANTRY_CONTAINER_HOST_ADDRESS): this machine's own network
+ * address, as a container host among several would (127.0.0.2 where it has none), so a published
+ * port is on an address other hosts' containers could route to.
+ */
+const publishAddress =
+  Object.values(networkInterfaces())
+    .flat()
+    .find((i) => i && i.family === 'IPv4' && !i.internal)?.address ?? '127.0.0.2';
 /** A service on every address of this host, as PostgreSQL or Temporal would be on a real one. */
 let hostService: Server;
 let hostServicePort: number;
@@ -43,6 +52,7 @@ before(async () => {
     containerRuntime: 'podman',
     env: {
       GANTRY_INSECURE_REGISTRIES: registry.address,
+      GANTRY_CONTAINER_HOST_ADDRESS: publishAddress,
       GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1',
       GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1',
     },
@@ -238,6 +248,20 @@ describe('container deployments (podman runtime)', () => {
     }
     assert.notEqual(await connectFrom(a.key, 'web', containerIp(b1), 8080), 'connected', "project B's replica");
     assert.notEqual(await connectFrom(b.key, 'web', a1Ip, 8080), 'connected', "project A's replica");
+    // Replicas are published on the host's address (where the gateway reaches them), and a port
+    // published there is no way around the rules: B's container does not reach A's replica through it.
+    const published = await p.db.query<{ address: string; port: number }>(
+      `SELECT address, port FROM deployment_replicas WHERE replica_id = $1`,
+      [a1],
+    );
+    assert.equal(published.rows[0].address, publishAddress);
+    const aPublished = await fetch(`http://${publishAddress}:${published.rows[0].port}/health`);
+    assert.equal(aPublished.status, 200, 'the host reaches the published port');
+    assert.notEqual(
+      await connectFrom(b.key, 'web', publishAddress, published.rows[0].port),
+      'connected',
+      "project A's replica through its published port",
+    );
 
     // The secret travelled in no command line on this host.
     for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { PodmanEngine } from '../../providers/containers/podman/podman-engine';
-import { freePort } from '../../providers/containers/replica-health';
+import { freePort } from '../../scripts/lib/ports';
 import { buildExampleImage, localTag, pushExampleImage, type ExampleImage } from '../../scripts/build-example-images';
 
 export interface LocalRegistry {

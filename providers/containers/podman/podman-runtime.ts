@@ -27,7 +27,9 @@ import path from 'node:path';
 
 import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
-import { freePort, waitUntilHealthy } from '../replica-health';
+import { replicaOrigin } from '../../../shared/deployments';
+import { freePort } from '../../../scripts/lib/ports';
+import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
 import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
@@ -51,6 +53,7 @@ export function registryOf(image: string): string | undefined {
 
 export class PodmanRuntime implements ContainerRuntime {
   readonly kind = 'podman';
+  readonly address: string;
   private readonly running = new HeldReplicas<HeldReplica>();
 
   /**
@@ -67,8 +70,12 @@ export class PodmanRuntime implements ContainerRuntime {
       hostId?: string;
       insecureRegistries?: string[];
       defaultLimits?: { cpus: number; memoryGiB: number };
+      /** Where replicas' ports are published (GANTRY_CONTAINER_HOST_ADDRESS); 127.0.0.1 without it. */
+      address?: string;
     } = {},
-  ) {}
+  ) {
+    this.address = opts.address ?? '127.0.0.1';
+  }
 
   logFile(deploymentId: string, replicaId: string): string {
     return path.join(this.logDir, deploymentId, `${replicaId}.log`);
@@ -107,7 +114,7 @@ export class PodmanRuntime implements ContainerRuntime {
     const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
     });
-    const port = await freePort();
+    const port = await freePort(this.address);
     const name = this.containerName(r.replicaId);
     const cpus = r.cpu ?? this.opts.defaultLimits?.cpus;
     const memoryGiB = r.memoryGiB ?? this.opts.defaultLimits?.memoryGiB;
@@ -130,7 +137,7 @@ export class PodmanRuntime implements ContainerRuntime {
       '--network',
       network,
       '--publish',
-      `127.0.0.1:${port}:${r.containerPort}`,
+      `${this.address.includes(':') ? `[${this.address}]` : this.address}:${port}:${r.containerPort}`,
       '--label',
       `gantry.deployment=${r.deploymentId}`,
       '--label',
@@ -171,7 +178,7 @@ export class PodmanRuntime implements ContainerRuntime {
     this.running.set(r.replicaId, { exited, release: () => client.unref() });
     try {
       await waitUntilHealthy({
-        port,
+        origin: replicaOrigin(this.address, port),
         healthPath: r.healthPath,
         timeoutMs: r.healthTimeoutMs,
         exited,

@@ -22,7 +22,8 @@ A deployment profile (config) adds `--dtype bfloat16` (weights held in
 bfloat16) and `--max-tokens-limit N` (requests asking for more are refused).
 
 `model` names an adapter to use it; anything else is the base model. The port
-is $PORT (Gantry's container runtime assigns it).
+is $PORT and the address $HOST (Gantry's container runtime assigns both; the
+address is the container host's, GANTRY_CONTAINER_HOST_ADDRESS).
 """
 from __future__ import annotations
 
@@ -358,6 +359,7 @@ def main(argv=None) -> int:
     ap.add_argument("--base-seed", type=int, default=0)
     ap.add_argument("--name", default="model")
     ap.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    ap.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     # Deployment profile (config) settings.
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="the weights' dtype in memory")
     ap.add_argument("--max-tokens-limit", type=int, default=None, help="refuse requests asking for more tokens")
@@ -376,8 +378,8 @@ def main(argv=None) -> int:
         params = jax.tree_util.tree_map(lambda x: x.astype(jnp.bfloat16), params)
     engine = Engine(cfg, params, args.name, args.max_tokens_limit)
     engine.logits([BOS], None)  # compile before reporting healthy
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(engine, Metrics()))
-    print(f"serving {args.name} on 127.0.0.1:{args.port}", flush=True)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, Metrics()))
+    print(f"serving {args.name} on {args.host}:{args.port}", flush=True)
     server.serve_forever()
     return 0
 
