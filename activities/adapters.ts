@@ -1,11 +1,12 @@
 /**
- * Activities of the adapter load workflow. On a container host (queue
- * `containers`): put an adapter revision's files on the host and ask every
- * running replica of the deployment's model server to load it (or unload
- * it), counting which replicas took it. On the control queue: project the
- * load state into PostgreSQL.
+ * Activities of the adapter load workflow. On a container host (its own queue,
+ * `containers@<host>`): put an adapter revision's files on the host and ask each
+ * running replica of the deployment's model server on that host to load it (or
+ * unload it), counting which replicas took it; the files are on this host's disk,
+ * so only its own replicas can read them. On the control queue: which hosts hold
+ * the deployment's replicas, and the load state projected into PostgreSQL.
  */
-import { listReplicas } from '../db/deployments';
+import { hostsOfRunningReplicas, runningReplicaOrigins } from '../db/deployments';
 import { deleteAdapterRow, recordAdapterLoad } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { getRevision, listRevisionFiles } from '../db/models';
@@ -19,19 +20,31 @@ export interface AdapterLoadResult {
   reason?: string;
 }
 
-async function runningPorts(db: Db, containerDeploymentId: string): Promise<number[]> {
-  return (await listReplicas(db, containerDeploymentId))
-    .filter((r) => r.status === 'Running' && r.port)
-    .map((r) => r.port!);
+/** On a host: `thisHostOnly`, the replicas it holds; without it (runs from before hosts were told apart), all. */
+interface OnHost {
+  containerDeploymentId: string;
+  thisHostOnly?: boolean;
 }
 
-export function createAdapterHostActivities({ db, volumes }: { db: Db; volumes: VolumeStore }) {
+export function createAdapterHostActivities({
+  db,
+  volumes,
+  hostQueue,
+}: {
+  db: Db;
+  volumes: VolumeStore;
+  /** This host's own task queue (the `host` of the replicas it holds). */
+  hostQueue: string;
+}) {
+  const replicasOf = (a: OnHost) =>
+    runningReplicaOrigins(db, a.containerDeploymentId, a.thisHostOnly ? hostQueue : undefined);
   return {
-    async loadAdapter(a: {
-      containerDeploymentId: string;
-      adapterModelId: string;
-      revisionId: string;
-    }): Promise<AdapterLoadResult> {
+    async loadAdapter(
+      a: OnHost & {
+        adapterModelId: string;
+        revisionId: string;
+      },
+    ): Promise<AdapterLoadResult> {
       const revision = await getRevision(db, a.adapterModelId, a.revisionId);
       if (!revision) return { ready: 0, failed: 0, total: 0, reason: `revision ${a.revisionId} no longer exists` };
       const files = (await listRevisionFiles(db, revision.id)).map((f) => ({
@@ -39,12 +52,12 @@ export function createAdapterHostActivities({ db, volumes }: { db: Db; volumes: 
         blob_key: `${revision.blob_prefix}/${f.path}`,
       }));
       const dir = await volumes.materialize(revision.id, 1, files);
-      const ports = await runningPorts(db, a.containerDeploymentId);
-      const result: AdapterLoadResult = { ready: 0, failed: 0, total: ports.length };
+      const origins = await replicasOf(a);
+      const result: AdapterLoadResult = { ready: 0, failed: 0, total: origins.length };
       await Promise.all(
-        ports.map(async (port) => {
+        origins.map(async (origin) => {
           try {
-            const res = await fetch(`http://127.0.0.1:${port}/adapters`, {
+            const res = await fetch(`${origin}/adapters`, {
               method: 'POST',
               headers: { 'content-type': 'application/json' },
               body: JSON.stringify({ name: a.adapterModelId, dir }),
@@ -65,23 +78,27 @@ export function createAdapterHostActivities({ db, volumes }: { db: Db; volumes: 
       return result;
     },
 
-    async unloadAdapter(a: { containerDeploymentId: string; adapterModelId: string }): Promise<number> {
-      const ports = await runningPorts(db, a.containerDeploymentId);
+    async unloadAdapter(a: OnHost & { adapterModelId: string }): Promise<number> {
+      const origins = await replicasOf(a);
       await Promise.all(
-        ports.map((port) =>
-          fetch(`http://127.0.0.1:${port}/adapters/${encodeURIComponent(a.adapterModelId)}`, {
+        origins.map((origin) =>
+          fetch(`${origin}/adapters/${encodeURIComponent(a.adapterModelId)}`, {
             method: 'DELETE',
             signal: AbortSignal.timeout(10_000),
           }).catch(() => undefined),
         ),
       );
-      return ports.length;
+      return origins.length;
     },
   };
 }
 
 export function createAdapterControlActivities({ db }: { db: Db }) {
   return {
+    /** The container hosts holding running replicas of the model server, with how many each. */
+    async replicaHosts(a: { containerDeploymentId: string }) {
+      return hostsOfRunningReplicas(db, a.containerDeploymentId);
+    },
     async recordAdapterLoad(a: Parameters<typeof recordAdapterLoad>[1]) {
       await recordAdapterLoad(db, a);
     },

@@ -257,7 +257,7 @@ export async function createContainerWorkers(
       adoptionSeconds: deps.replicaAdoptionSeconds,
       restartsInPlace: deps.hostId !== undefined,
     }),
-    ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes }),
+    ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes, hostQueue }),
   };
   return Promise.all(
     [CONTAINERS_TASK_QUEUE, hostQueue].map((taskQueue) =>

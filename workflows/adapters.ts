@@ -16,10 +16,12 @@ import {
   setHandler,
   setCurrentDetails,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
-import type { AdapterControlActivities, AdapterHostActivities } from '../activities/adapters';
+import { failureMessage } from './failures';
+import type { AdapterControlActivities, AdapterHostActivities, AdapterLoadResult } from '../activities/adapters';
 import { CONTAINERS_TASK_QUEUE } from '../shared/deployments';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
@@ -32,17 +34,25 @@ export interface AdapterLoadInput {
   resyncSeconds: number;
   /** Rounds of one run before it continues as new. */
   maxRounds?: number;
+  /**
+   * History events of one run before it continues as new (runs with the adapterLoadPerHost patch):
+   * a round costs a few events per host that holds replicas, so many hosts fill a run sooner.
+   */
+  maxHistoryEvents?: number;
 }
 
 export const setRevisionSignal = defineSignal<[{ revisionId: string; etag: string }]>('setRevision');
 export const detachSignal = defineSignal('detach');
 
-const host = proxyActivities<AdapterHostActivities>({
-  taskQueue: CONTAINERS_TASK_QUEUE,
+const HOST_OPTIONS = {
   startToCloseTimeout: '2 minutes',
   scheduleToStartTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
-});
+} as const;
+/** Runs from before the adapterLoadPerHost patch: one task on the shared queue, for every replica. */
+const host = proxyActivities<AdapterHostActivities>({ ...HOST_OPTIONS, taskQueue: CONTAINERS_TASK_QUEUE });
+/** The activities of one container host, on its own queue. */
+const onHost = (hostQueue: string) => proxyActivities<AdapterHostActivities>({ ...HOST_OPTIONS, taskQueue: hostQueue });
 // Projections retry until PostgreSQL answers: a database outage of any length pauses the load's
 // bookkeeping, never ends the load (retries add no history events).
 const control = proxyActivities<AdapterControlActivities>({
@@ -50,6 +60,41 @@ const control = proxyActivities<AdapterControlActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
+
+/**
+ * Loads the revision on every host that holds replicas, each on its own queue, and adds up what they
+ * report. A host that cannot be reached (it died, or is busy past the wait) counts its replicas as
+ * failed, with the reason: the next resync tries again, and a host that is gone for good loses its
+ * replicas meanwhile.
+ */
+async function loadOnEachHost(a: {
+  containerDeploymentId: string;
+  adapterModelId: string;
+  revisionId: string;
+}): Promise<AdapterLoadResult> {
+  const hosts = await control.replicaHosts({ containerDeploymentId: a.containerDeploymentId });
+  const results = await Promise.all(
+    hosts.map((h) =>
+      onHost(h.hostQueue)
+        .loadAdapter({ ...a, thisHostOnly: true })
+        .catch((err: unknown): AdapterLoadResult => ({
+          ready: 0,
+          failed: h.replicas,
+          total: h.replicas,
+          reason: `container host ${h.hostQueue} did not take the load: ${failureMessage(err)}`,
+        })),
+    ),
+  );
+  return results.reduce<AdapterLoadResult>(
+    (sum, r) => ({
+      ready: sum.ready + r.ready,
+      failed: sum.failed + r.failed,
+      total: sum.total + r.total,
+      reason: sum.reason ?? r.reason,
+    }),
+    { ready: 0, failed: 0, total: 0 },
+  );
+}
 
 export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> {
   let desired = { revisionId: input.revisionId, etag: input.etag };
@@ -77,15 +122,21 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
         state: 'ADAPTER_LOAD_STATE_LOADING',
         message: `Loading revision ${loading.revisionId}.`,
       });
-    let result;
-    try {
-      result = await host.loadAdapter({
-        containerDeploymentId: input.containerDeploymentId,
-        adapterModelId: input.adapterModelId,
-        revisionId: loading.revisionId,
-      });
-    } catch (err) {
-      result = { ready: 0, failed: 0, total: 0, reason: `no container host took the load: ${(err as Error).message}` };
+    const load = { containerDeploymentId: input.containerDeploymentId, adapterModelId: input.adapterModelId };
+    let result: AdapterLoadResult;
+    if (patched(PATCHES.adapterLoadPerHost.id)) {
+      result = await loadOnEachHost({ ...load, revisionId: loading.revisionId });
+    } else {
+      try {
+        result = await host.loadAdapter({ ...load, revisionId: loading.revisionId });
+      } catch (err) {
+        result = {
+          ready: 0,
+          failed: 0,
+          total: 0,
+          reason: `no container host took the load: ${(err as Error).message}`,
+        };
+      }
     }
     const state =
       result.failed > 0
@@ -116,7 +167,9 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
     }
     setCurrentDetails(`${input.adapterModelId}: ${state} (${result.ready}/${result.total})`);
     await condition(() => detached || changed, `${input.resyncSeconds} seconds`);
-    if (round + 1 >= maxRounds && !detached && !changed) {
+    const historyFull =
+      patched(PATCHES.adapterLoadPerHost.id) && workflowInfo().historyLength >= (input.maxHistoryEvents ?? 8000);
+    if ((round + 1 >= maxRounds || historyFull) && !detached && !changed) {
       await continueAsNew<typeof adapterLoad>({ ...input, revisionId: desired.revisionId, etag: desired.etag });
     }
   }
@@ -125,9 +178,19 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
     state: 'ADAPTER_LOAD_STATE_REMOVING',
     message: 'Unloading from every replica.',
   });
-  await host
-    .unloadAdapter({ containerDeploymentId: input.containerDeploymentId, adapterModelId: input.adapterModelId })
-    .catch(() => 0);
+  const unload = { containerDeploymentId: input.containerDeploymentId, adapterModelId: input.adapterModelId };
+  if (patched(PATCHES.adapterLoadPerHost.id)) {
+    const hosts = await control.replicaHosts(unload);
+    await Promise.all(
+      hosts.map((h) =>
+        onHost(h.hostQueue)
+          .unloadAdapter({ ...unload, thisHostOnly: true })
+          .catch(() => 0),
+      ),
+    );
+  } else {
+    await host.unloadAdapter(unload).catch(() => 0);
+  }
   await control.removeAdapter(ids);
   return 'detached';
 }

@@ -68,6 +68,11 @@ export const PATCHES = {
    * The probe of an unserved queue asks the same question instead of sending a task to the queue.
    */
   busyAcceleratorQueue: { id: 'busy-accelerator-queue', workflow: 'cluster' },
+  /**
+   * An adapter loads on each container host that holds replicas of the deployment, on that host's
+   * own queue (its files on that host's disk), not on whichever host takes the shared queue's task.
+   */
+  adapterLoadPerHost: { id: 'adapter-load-per-host', workflow: 'adapterLoad' },
 } as const;
 
 export type PatchName = keyof typeof PATCHES;
