@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
+import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const QUOTA = 4;
@@ -25,8 +25,8 @@ const deploy = (name: string, max: number, tenant = t) =>
     key: tenant.key,
     json: { name, image: 'gantry-examples/http-replica', gpu_type: 'h100-80gb', min_replicas: 0, max_replicas: max },
   });
-const update = (name: string, json: Record<string, unknown>) =>
-  call(p.baseUrl, 'PATCH', `/v1/deployments/${name}`, { key: t.key, json });
+const update = (name: string, json: Record<string, unknown>, tenant = t) =>
+  call(p.baseUrl, 'PATCH', `/v1/deployments/${name}`, { key: tenant.key, json });
 
 function refused(res: { status: number; body: any }, param: string) {
   assert.equal(res.status, 403, JSON.stringify(res.body));
@@ -63,4 +63,31 @@ test('deployments, updates and endpoint deployments stop at the project replica 
   // Another project has a quota of its own.
   const other = await createTenant(p.db);
   assert.equal((await deploy('a', QUOTA, other)).status, 200);
+});
+
+test('a rollback to a revision with a higher ceiling is held to the quota too', async () => {
+  const u = await createTenant(p.db);
+  assert.equal((await deploy('r', 3, u)).status, 200);
+  const revisions = (name: string) =>
+    call(p.baseUrl, 'GET', `/v1/deployments/${name}/revisions`, { key: u.key }).then((r) => r.body.data as unknown[]);
+  // Revision 1 (max_replicas 3) is kept once its workflow has projected it.
+  await eventually(
+    () => revisions('r'),
+    (data) => data.length === 1,
+  );
+  const changed = await update('r', { image: 'gantry-examples/http-replica:2', max_replicas: 1 }, u);
+  assert.equal(changed.status, 200, JSON.stringify(changed.body));
+  assert.equal((await deploy('s', 3, u)).status, 200, '1 + 3: the quota, not past it');
+  await eventually(
+    () => revisions('r'),
+    (data) => data.length === 2,
+  );
+
+  const rollback = () =>
+    call(p.baseUrl, 'POST', '/v1/deployments/r/rollback', { key: u.key, json: { revision_identifier: '1' } });
+  refused(await rollback(), 'max_replicas');
+  assert.equal((await update('s', { max_replicas: 1 }, u)).status, 200);
+  const back = await rollback();
+  assert.equal(back.status, 200, JSON.stringify(back.body));
+  assert.equal(back.body.max_replicas, 3);
 });
