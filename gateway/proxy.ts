@@ -7,7 +7,6 @@
  * is what makes the autoscaler start one.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 import type { Principal } from '../db/accounts';
 import { findDeploymentByName, runningReplicaOrigins } from '../db/deployments';
@@ -15,6 +14,7 @@ import type { Db } from '../db/pool';
 import { ApiError, notFound, serviceUnavailable } from '../api/errors';
 import type { RequestCounter } from './request-counter';
 import { ttlCache } from './ttl-cache';
+import { ForwardFailed, forwardedHeaders, forwardRequest, hasBody } from '../platform/http-forward';
 
 /** One request to the gateway, authenticated. */
 export interface GatewayCall {
@@ -33,21 +33,6 @@ export interface GatewayCall {
 const replicaAgent = new Agent({ connections: 256, headersTimeout: 0, bodyTimeout: 0 });
 /** How long the proxy reuses a deployment's lookup and its running replicas (see ttl-cache.ts). */
 const ROUTE_TTL_MS = 500;
-
-const hasBody = (req: IncomingMessage) =>
-  Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
-
-/** Headers that are about one connection, not the request (RFC 9110 §7.6.1), and so are not passed on. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'expect', // answered by this server (100 Continue), not the replica's to answer again
-]);
 
 export function deploymentProxy(
   db: Db,
@@ -87,9 +72,9 @@ export function deploymentProxy(
 }
 
 /**
- * Sends the request to a replica (at its host's address: replicaOrigin) and streams its answer back as it comes (server-sent
- * events included), without the caller's API key or hop-by-hop headers. The replica's request is
- * aborted when the caller goes away. Throws a 502 when the replica cannot be reached.
+ * Sends the request to a replica (at its host's address: replicaOrigin) and streams its answer
+ * back as it comes (platform/http-forward.ts), without the caller's API key: the customer's Gantry
+ * key never reaches their container. Throws a 502 when the replica cannot be reached.
  */
 export async function forwardToReplica(
   call: GatewayCall,
@@ -106,77 +91,16 @@ export async function forwardToReplica(
     tap?: (chunk: Buffer) => void;
   } = {},
 ): Promise<'sent' | 'refused'> {
-  const { req, res } = call;
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-  }
-  delete headers.authorization; // the customer's Gantry key never reaches their container
-  delete headers.host;
-  headers['x-forwarded-for'] = call.clientAddress;
-  if (opts.body) headers['content-length'] = String(opts.body.length);
-  const gone = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) gone.abort();
-  };
-  res.once('close', onClose);
   try {
-    let answer;
-    try {
-      answer = await replicaAgent.request({
-        origin,
-        path,
-        method: (req.method ?? 'GET') as 'GET',
-        headers,
-        body: opts.body ?? (hasBody(req) ? req : null),
-        signal: gone.signal,
-      });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (opts.retryable && code === 'ECONNREFUSED') return 'refused';
-      if (gone.signal.aborted) return 'sent'; // the caller left: nobody to answer
-      throw new ApiError(
-        502,
-        `The replica did not answer: ${(err as Error).message}`,
-        'api_error',
-        null,
-        'bad_gateway',
-      );
-    }
-    const out: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(answer.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
-    }
-    res.writeHead(answer.statusCode, out);
-    if (opts.tap) answer.body.on('data', opts.tap);
-    await relay(answer.body, res);
-    return 'sent';
-  } finally {
-    res.off('close', onClose);
-  }
-}
-
-/**
- * Streams the replica's answer to the caller; a replica that fails mid-answer, or a caller that
- * leaves, ends the other side too. (Not stream.pipeline: it costs an AbortController and an
- * AbortError per call, a fifth of the gateway's own time on a small answer.)
- */
-function relay(body: Readable, res: ServerResponse): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      res.off('close', callerLeft);
-      resolve();
-    };
-    const callerLeft = () => {
-      body.destroy();
-      done();
-    };
-    body.once('error', () => {
-      res.destroy();
-      done();
+    return await forwardRequest(call.req, call.res, {
+      ...opts,
+      agent: replicaAgent,
+      origin,
+      path,
+      headers: forwardedHeaders(call.req, { forwardedFor: call.clientAddress, drop: ['authorization'] }),
     });
-    body.once('end', done);
-    res.once('close', callerLeft);
-    body.pipe(res);
-  });
+  } catch (err) {
+    if (!(err instanceof ForwardFailed)) throw err;
+    throw new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
+  }
 }

@@ -39,7 +39,11 @@ export async function selectContainerRuntime(
       if (why) throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${why}.`);
       const engine = new PodmanEngine(path.join(config.dataDir, 'podman'));
       const api = new URL(config.replicaApiUrl);
-      const target = { host: api.hostname, port: Number(api.port || (api.protocol === 'https:' ? 443 : 80)) };
+      // (An IPv6 hostname comes in brackets; the forwarder wants the address.)
+      const target = {
+        host: api.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: Number(api.port || (api.protocol === 'https:' ? 443 : 80)),
+      };
       return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
