@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { AdapterControlActivities, AdapterHostActivities } from '../../activities/adapters';
 import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
-import type { adapterLoad as adapterLoadWorkflow } from '../../workflows/adapters';
+import type { AdapterLoadInput, adapterLoad as adapterLoadWorkflow } from '../../workflows/adapters';
 import {
   createWorkflowTestEnv,
   historyLengths,
@@ -23,8 +23,28 @@ import {
 const HOST_A = 'containers@ts-host-a';
 const HOST_B = 'containers@ts-host-b';
 
+let t: WorkflowTestEnv;
+
+/** Starts an adapter load of revision rev-1 as the API would, with `input`'s own settings. */
+function startLoad(workflowId: string, input: Pick<AdapterLoadInput, 'resyncSeconds'> & Partial<AdapterLoadInput>) {
+  return t.env.client.workflow.start<typeof adapterLoadWorkflow>('adapterLoad', {
+    taskQueue: CONTROL_TASK_QUEUE,
+    workflowId,
+    args: [
+      {
+        deploymentId: 'ts-dep',
+        containerDeploymentId: 'ts-container',
+        adapterModelId: 'ts-adapter',
+        revisionId: 'rev-1',
+        etag: 'etag-1',
+        ...input,
+      },
+    ],
+    typedSearchAttributes: statusSearchAttributes('ADAPTER_LOAD_STATE_PENDING'),
+  });
+}
+
 describe('adapter load workflow decisions (time-skipping)', () => {
-  let t: WorkflowTestEnv;
   afterEach(() => t?.teardown());
 
   test(
@@ -57,21 +77,7 @@ describe('adapter load workflow decisions (time-skipping)', () => {
       };
       const workers = [await t.worker(CONTROL_TASK_QUEUE, control), await t.worker(HOST_A, host)];
       await runWorkers(workers, async () => {
-        const handle = await t.env.client.workflow.start<typeof adapterLoadWorkflow>('adapterLoad', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: 'adapter-load/ts-dep/ts-adapter',
-          args: [
-            {
-              deploymentId: 'ts-dep',
-              containerDeploymentId: 'ts-container',
-              adapterModelId: 'ts-adapter',
-              revisionId: 'rev-1',
-              etag: 'etag-1',
-              resyncSeconds: 3600,
-            },
-          ],
-          typedSearchAttributes: statusSearchAttributes('ADAPTER_LOAD_STATE_PENDING'),
-        });
+        const handle = await startLoad('adapter-load/ts-dep/ts-adapter', { resyncSeconds: 3600 });
         // The retries back off to 30 s: about 25 simulated minutes of refusals.
         for (let i = 0; i < 120 && !states.includes('ADAPTER_LOAD_STATE_READY'); i++) await t.advance(30_000, 5_000);
         await until(
@@ -131,21 +137,7 @@ describe('adapter load workflow decisions (time-skipping)', () => {
       ];
       const last = () => records.filter((r) => r.state !== 'ADAPTER_LOAD_STATE_LOADING').at(-1);
       await runWorkers(workers, async () => {
-        const handle = await t.env.client.workflow.start<typeof adapterLoadWorkflow>('adapterLoad', {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId: 'adapter-load/ts-dep/ts-adapter-hosts',
-          args: [
-            {
-              deploymentId: 'ts-dep',
-              containerDeploymentId: 'ts-container',
-              adapterModelId: 'ts-adapter',
-              revisionId: 'rev-1',
-              etag: 'etag-1',
-              resyncSeconds: 600,
-            },
-          ],
-          typedSearchAttributes: statusSearchAttributes('ADAPTER_LOAD_STATE_PENDING'),
-        });
+        const handle = await startLoad('adapter-load/ts-dep/ts-adapter-hosts', { resyncSeconds: 600 });
         t.watch(handle);
         // The retries back off from 1 s to 30 s: the first round ends within a simulated minute or two.
         for (let i = 0; i < 20 && !last(); i++) await t.advance(10_000, 5_000);
@@ -193,22 +185,10 @@ describe('adapter load workflow decisions (time-skipping)', () => {
       ...(await Promise.all(hosts.map((q) => t.worker(q, host)))),
     ];
     await runWorkers(workers, async () => {
-      const handle = await t.env.client.workflow.start<typeof adapterLoadWorkflow>('adapterLoad', {
-        taskQueue: CONTROL_TASK_QUEUE,
-        workflowId: 'adapter-load/ts-dep/ts-adapter-many-hosts',
-        args: [
-          {
-            deploymentId: 'ts-dep',
-            containerDeploymentId: 'ts-container',
-            adapterModelId: 'ts-adapter',
-            revisionId: 'rev-1',
-            etag: 'etag-1',
-            resyncSeconds: 60,
-            maxRounds: 500,
-            maxHistoryEvents: 200,
-          },
-        ],
-        typedSearchAttributes: statusSearchAttributes('ADAPTER_LOAD_STATE_PENDING'),
+      const handle = await startLoad('adapter-load/ts-dep/ts-adapter-many-hosts', {
+        resyncSeconds: 60,
+        maxRounds: 500,
+        maxHistoryEvents: 200,
       });
       t.watch(handle);
       // A round here is some 30 events (six hosts' loads, the host list, the projection, the timer).
