@@ -18,7 +18,7 @@ import { addEndpointEvent, getEndpointDeployment, newEtag, updateEndpoint, type 
 import { withTransaction, type Db } from '../db/pool';
 import { recordRolloutSnapshot } from '../db/rollouts';
 import { routerSeconds, routerTotals } from '../db/router-stats';
-import { deploymentState } from '../shared/endpoint-state';
+import { canTakeTraffic, deploymentState } from '../shared/endpoint-state';
 import { measureMetric } from './rollout-metrics';
 
 export interface RolloutPair {
@@ -45,9 +45,9 @@ export function createRolloutActivities({ db }: { db: Db }) {
     });
 
   /**
-   * Whether the target can take traffic: a deployment that is ready (scaled to
-   * zero counts: it wakes), with at least `minReady` replicas serving when a
-   * step asks for them.
+   * Whether the target can take traffic (canTakeTraffic): ready (scaled to zero
+   * counts: it wakes), or changing its replica count with enough already serving;
+   * at least `minReady` replicas serving when a step asks for them.
    */
   async function targetHealth(pair: RolloutPair & { minReady?: number }): Promise<{ ready: boolean; message: string }> {
     const d = await getEndpointDeployment(db, pair.endpointId, pair.targetDeploymentId);
@@ -55,7 +55,7 @@ export function createRolloutActivities({ db }: { db: Db }) {
     const { state, message } = deploymentState(d);
     const enough = pair.minReady === undefined || d.ready_replicas >= pair.minReady;
     return {
-      ready: state === 'DEPLOYMENT_STATE_READY' && enough,
+      ready: canTakeTraffic(d, pair.minReady),
       message: `target ${d.name}: ${state} (${message})${enough ? '' : `, ${d.ready_replicas} of ${pair.minReady} replicas ready`}`,
     };
   }

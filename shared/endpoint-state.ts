@@ -39,6 +39,18 @@ export function deploymentState(d: EndpointDeploymentRow): { state: DeploymentSt
   }
 }
 
+/**
+ * Whether a rollout's target can take its traffic: READY, or moving its replica count while at least
+ * `minReady` replicas (1 when the step names none) already serve. A target the autoscaler is
+ * growing, or still starting one replica beyond what a step needs, is serving, not unready.
+ */
+export function canTakeTraffic(d: EndpointDeploymentRow, minReady?: number): boolean {
+  const { state } = deploymentState(d);
+  const needed = Math.max(1, minReady ?? 1);
+  if (state === 'DEPLOYMENT_STATE_READY') return minReady === undefined || d.ready_replicas >= minReady;
+  return state === 'DEPLOYMENT_STATE_SCALING' && d.ready_replicas >= needed;
+}
+
 /** Each deployment's share of traffic: the split's weights, or an even share of the ready ones. */
 export function trafficShares(e: EndpointRow, deployments: EndpointDeploymentRow[]): Map<string, number> {
   const live = deployments.filter((d) => !d.failure && !d.deleting);

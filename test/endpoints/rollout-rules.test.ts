@@ -1,13 +1,16 @@
 /**
  * The rules a rollout gate applies, on values whose right answer is known
  * from the data itself: percentiles of latencies 1..100 ms, thresholds that
- * gate nothing, regression budgets, and the steps each strategy walks.
+ * gate nothing, regression budgets, the steps each strategy walks, and when a
+ * target counts as able to take traffic.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { measureMetric } from '../../activities/rollout-metrics';
 import { histogramPercentile } from '../../db/router-stats';
 import { checkMetricRule, judgeMetric, planSteps, type MetricRule } from '../../shared/rollouts';
+import { canTakeTraffic } from '../../shared/endpoint-state';
+import type { EndpointDeploymentRow } from '../../db/endpoints';
 import { ROUTER_LATENCY_BUCKETS_MS, type RouterSecond } from '../../db/router-stats';
 
 /** One second of gateway records holding the given latencies (and `errors` failures). */
@@ -97,5 +100,33 @@ describe('rollout gate rules', () => {
       { traffic: 67, replicas: 2 },
       { traffic: 100, replicas: 3 },
     ]);
+  });
+});
+
+describe('a rollout target that can take traffic', () => {
+  /** An endpoint deployment whose container deployment has this status and these counts. */
+  const target = (container_status: string, ready_replicas: number, desired_replicas: number, max = 2) =>
+    ({
+      container_deployment_id: 'dep_c',
+      container_status,
+      ready_replicas,
+      desired_replicas,
+      failure: null,
+      deleting: false,
+      autoscaling: { minReplicas: 1, maxReplicas: max },
+    }) as unknown as EndpointDeploymentRow;
+
+  test('ready, or growing with the replicas a step needs already serving', () => {
+    assert.equal(canTakeTraffic(target('Ready', 2, 2)), true);
+    assert.equal(canTakeTraffic(target('Ready', 1, 1), 2), false, 'a step that needs 2 waits for 2');
+    // A rolling step needs 1 replica; the target is starting a second (its minimum was 2 before
+    // the rollout, or the autoscaler asked): it serves, and the step goes on.
+    assert.equal(canTakeTraffic(target('Scaling', 1, 2)), true);
+    assert.equal(canTakeTraffic(target('Scaling', 1, 2), 1), true);
+    assert.equal(canTakeTraffic(target('Scaling', 1, 3), 2), false);
+    assert.equal(canTakeTraffic(target('Scaling', 0, 2)), false, 'nothing serves yet');
+    assert.equal(canTakeTraffic(target('Failed', 1, 2)), false);
+    assert.equal(canTakeTraffic(target('ScaledToZero', 0, 0)), true, 'scaled to zero: a request wakes it');
+    assert.equal(canTakeTraffic(target('ScaledToZero', 0, 0, 0)), false, 'drained to 0 by a rollout: stopped');
   });
 });
