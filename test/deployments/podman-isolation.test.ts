@@ -36,9 +36,11 @@ let queueWorkerImage: string;
  * port is on an address other hosts' containers could route to.
  */
 const publishAddress =
-  Object.values(networkInterfaces())
-    .flat()
-    .find((i) => i && i.family === 'IPv4' && !i.internal)?.address ?? '127.0.0.2';
+  Object.entries(networkInterfaces())
+    // Not a bridge of containers (Podman's own, or another engine's), which comes and goes with them.
+    .filter(([name]) => !/^(cni|podman|veth|docker|br-|virbr)/.test(name))
+    .flatMap(([, addresses]) => addresses ?? [])
+    .find((i) => i.family === 'IPv4' && !i.internal)?.address ?? '127.0.0.2';
 /** A service on every address of this host, as PostgreSQL or Temporal would be on a real one. */
 let hostService: Server;
 let hostServicePort: number;
