@@ -189,8 +189,9 @@ export function createGpuWorkers(
         // so a cancelled training run stops within about a second.
         maxHeartbeatThrottleInterval: '1 second',
         // Trainings beyond the host's slots wait on it (TrainingSlots); taking only a few more tasks
-        // than that (room for probes and node tests) leaves the rest queued for other hosts.
-        maxConcurrentActivityTaskExecutions: deps.trainingSlots + 4,
+        // than that (room for probes and node tests: the host's checkSlots) leaves the rest queued
+        // for other hosts.
+        maxConcurrentActivityTaskExecutions: deps.trainingSlots + deps.host.checkSlots,
       }),
     ),
   );
