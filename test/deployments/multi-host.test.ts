@@ -12,6 +12,7 @@ import { call, eventually, startTestPlatform, type TestPlatform } from '../helpe
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { deployHttpReplica } from '../helpers/deployments';
+import { ConfigError, loadConfig } from '../../platform/config';
 
 const ADDRESS_A = '127.0.0.2';
 const ADDRESS_B = '127.0.0.3';
@@ -118,4 +119,22 @@ test('replicas on two hosts are each reached at their own host address: gateway,
   );
   assert.equal(scaled.ready_replicas, 2);
   for (const r of await replicasOf(onB.id)) assert.ok([ADDRESS_A, ADDRESS_B].includes(r.address), r.address);
+});
+
+test('a container host address must be one IP address of the host', () => {
+  const withAddress = (a: string) => loadConfig({ ...process.env, GANTRY_CONTAINER_HOST_ADDRESS: a });
+  assert.equal(withAddress('10.0.0.5').containerHostAddress, '10.0.0.5');
+  assert.equal(withAddress('fd00::5').containerHostAddress, 'fd00::5');
+  assert.equal(
+    loadConfig({ ...process.env, GANTRY_CONTAINER_HOST_ADDRESS: undefined }).containerHostAddress,
+    '127.0.0.1',
+  );
+  // Every address at once is no address to reach a replica at; a name would be resolved elsewhere.
+  for (const bad of ['0.0.0.0', '::', 'host-a.internal', '10.0.0.5:8080']) {
+    assert.throws(
+      () => withAddress(bad),
+      (err) => err instanceof ConfigError && /GANTRY_CONTAINER_HOST_ADDRESS/.test(err.message),
+      bad,
+    );
+  }
 });
