@@ -25,6 +25,8 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd podman runc iptables \
     apertium apertium-eng-spa apertium-eng-cat apertium-en-gl apertium-eo-en \
     && rm -rf /var/lib/apt/lists/*
+# The container host gives each replica its own user namespace from these ids (podman-engine.ts).
+RUN echo 'containers:2147483647:2147483648' | tee -a /etc/subuid >> /etc/subgid
 COPY trainers/reference/requirements.txt trainers/reference/requirements.txt
 RUN python3 -m venv /app/.venv \
     && /app/.venv/bin/pip install --no-cache-dir --disable-pip-version-check -r trainers/reference/requirements.txt

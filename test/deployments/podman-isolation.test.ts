@@ -193,6 +193,31 @@ describe('container deployments (podman runtime)', () => {
     assert.equal((await viaGateway(a.key, 'web', '/env?name=TOKEN')).text, secretValue);
     assert.equal((await viaGateway(a.key, 'web', '/env?name=DATABASE_URL')).text, '');
 
+    // Its own users: each container's ids are a range of unprivileged host ids, its root among
+    // them, which no other container shares; its processes run as those ids on the host.
+    const idRange = (uidMap: string) => {
+      const [inside, host, size] = uidMap.trim().split(/\s+/).map(Number);
+      return { inside, host, size };
+    };
+    const ranges = [a1, a2, b1].map((replica) => {
+      const pid = podman(['inspect', `gantry-${replica}`, '--format', '{{.State.Pid}}']).trim();
+      const range = idRange(readFileSync(`/proc/${pid}/uid_map`, 'utf8'));
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+      assert.equal(range.inside, 0, `${replica}: ${JSON.stringify(range)}`);
+      assert.ok(range.host > 0 && range.size >= 1024, `${replica}: ${JSON.stringify(range)}`);
+      assert.ok(uid >= range.host && uid < range.host + range.size, `${replica} runs as host uid ${uid}`);
+      return range;
+    });
+    for (const [i, r] of ranges.entries())
+      for (const other of ranges.slice(i + 1))
+        assert.ok(r.host + r.size <= other.host || other.host + other.size <= r.host, 'two containers share ids');
+    // The container sees the same map (the probe answers from one of A's two replicas).
+    const seen = idRange((await readFrom(a.key, 'web', '/proc/self/uid_map')).text);
+    assert.ok(
+      ranges.slice(0, 2).some((r) => r.host === seen.host && r.size === seen.size),
+      JSON.stringify(seen),
+    );
+
     // Nothing of Gantry's data directory: a canary beside the keys, another project's blob, the repository.
     const canary = path.join(p.config.dataDir, 'isolation-canary');
     writeFileSync(canary, 'host secret\n');

@@ -11,6 +11,10 @@
  * - runc rather than crun where the cgroup hierarchy is hybrid (v1 controllers
  *   with an empty v2 mount): crun 1.8 refuses that layout outright.
  * - cgroupfs, not systemd, as the cgroup manager: a container host need not run systemd.
+ *
+ * Each container gets its own user namespace (podman-runtime.ts), carved from the subordinate
+ * ids /etc/subuid and /etc/subgid give the user `containers`: `unavailable()` refuses to start
+ * without them rather than run tenants' containers as the host's root.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -29,6 +33,27 @@ function hardLimit(limits: string, label: string): number | undefined {
   const line = limits.split('\n').find((l) => l.startsWith(label));
   const hard = line?.slice(label.length).trim().split(/\s+/)[1];
   return hard && /^\d+$/.test(hard) ? Number(hard) : undefined;
+}
+
+/**
+ * The user whose subordinate ids Podman's `--userns=auto` hands out, and the range ./dev and the
+ * Dockerfile give it: the upper half of the 32-bit ids, far from any real account's.
+ */
+export const SUBORDINATE_USER = 'containers';
+export const SUBORDINATE_RANGE = '2147483647:2147483648';
+
+/** Why a subordinate id file gives `containers` no usable range, or undefined when it does. */
+export function subordinateIdsMissing(file: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return `${file} does not exist`;
+  }
+  // user:first:count, with at least 65,536 ids: one container's worth (Podman's default size).
+  const ranges = text.split('\n').map((l) => l.trim().split(':'));
+  const usable = ranges.some((r) => r.length === 3 && r[0] === SUBORDINATE_USER && Number(r[2]) >= 65536);
+  return usable ? undefined : `${file} gives the user ${SUBORDINATE_USER} no range of at least 65536 ids`;
 }
 
 /** Whether cgroup v1 controllers are mounted (v2 may be mounted beside them, empty: the hybrid layout). */
@@ -96,6 +121,9 @@ export class PodmanEngine {
     if (!found) return 'podman is not installed (Debian: apt-get install podman runc)';
     if (cgroupV1() && !['/usr/bin/runc', '/usr/sbin/runc'].some(existsSync))
       return 'this machine has cgroup v1 controllers, which crun refuses: install runc (Debian: apt-get install runc)';
+    const missing = subordinateIdsMissing('/etc/subuid') ?? subordinateIdsMissing('/etc/subgid');
+    if (missing)
+      return `each replica runs in its own user namespace, and ${missing}: add the line ${SUBORDINATE_USER}:${SUBORDINATE_RANGE} to /etc/subuid and /etc/subgid (./dev does)`;
     return undefined;
   }
 }

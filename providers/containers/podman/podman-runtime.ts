@@ -8,9 +8,16 @@
  *   revisions the deployment declares, read-only;
  * - its own network namespace on its project's bridge, which reaches nothing
  *   beyond that bridge (replica-networks.ts), with its port published on this
- *   host's loopback for the gateway, the health checks and the metric scrapes;
+ *   host's address (GANTRY_CONTAINER_HOST_ADDRESS) for the gateway, the health
+ *   checks and the metric scrapes;
  * - the deployment's `cpu` and `memory` as cgroup limits, a bound on its
- *   processes, and no privilege escalation.
+ *   processes, and no privilege escalation;
+ * - its own user namespace (`--userns=auto`): Podman runs as root, but the
+ *   container's root, and every other user in it, is an unprivileged id of
+ *   this host, from a range no other container has (the `containers` ranges of
+ *   /etc/subuid and /etc/subgid). A process that broke out of its container
+ *   would be nobody on the host, and would not share an id with another
+ *   tenant's files or processes.
  *
  * The image is pulled from its registry (`GANTRY_INSECURE_REGISTRIES` names
  * the ones reached over plain HTTP, such as a local one). The container writes
@@ -151,6 +158,7 @@ export class PodmanRuntime implements ContainerRuntime {
       String(PIDS_LIMIT),
       '--security-opt',
       'no-new-privileges',
+      '--userns=auto',
       ...(cpus ? ['--cpus', String(cpus)] : []),
       ...(memoryGiB ? ['--memory', `${Math.ceil(memoryGiB * 1024)}m`] : []),
       ...r.mounts.flatMap((m) => ['--volume', `${m.hostDir}:${m.mountPath}:ro`]),
