@@ -4,10 +4,16 @@
  * (`<root>/<volume id>/v<version>`), which replicas then mount. Built under a
  * temporary name and renamed when complete, so a replica never sees half a
  * version and two launches racing build it at most twice, never mixed.
+ *
+ * Modes: a version's tree is readable by every user (directories 0755, files
+ * 0444), whatever the process's umask, because a podman replica reads it as an
+ * unprivileged id of its own user namespace. Its parents stay this user's only
+ * (0700), so no other account of the host reaches it: only the replicas it is
+ * mounted into see it.
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { BlobStore } from '../storage/blob-store';
@@ -39,6 +45,7 @@ export class VolumeStore {
     const dir = path.join(this.root, volumeId, `v${version}`);
     if (existsSync(dir)) return dir;
     const temp = `${dir}.partial-${randomBytes(6).toString('hex')}`;
+    await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
     try {
       for (const f of files) {
         if (!isSafeVolumePath(f.name)) throw new Error(`volume file name ${JSON.stringify(f.name)} is not a safe path`);
@@ -47,8 +54,8 @@ export class VolumeStore {
         await mkdir(path.dirname(target), { recursive: true });
         await pipeline(this.blobs.read(f.blob_key), createWriteStream(target, { flags: 'wx', mode: 0o444 }));
       }
-      // Files are read-only (0444); directories stay writable by the host, so it can clean up.
       await mkdir(temp, { recursive: true });
+      await readableByReplicas(temp);
       await rename(temp, dir);
     } catch (err) {
       await rm(temp, { recursive: true, force: true });
@@ -57,5 +64,16 @@ export class VolumeStore {
       throw err;
     }
     return dir;
+  }
+}
+
+/**
+ * Files read-only for all (0444); directories readable and searchable by all, and writable by
+ * this user only, so the host can clean up (0755). Set explicitly: the umask (077) masks modes given at creation.
+ */
+async function readableByReplicas(root: string): Promise<void> {
+  await chmod(root, 0o755);
+  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
+    await chmod(path.join(entry.parentPath, entry.name), entry.isDirectory() ? 0o755 : 0o444);
   }
 }

@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import path from 'node:path';
@@ -190,6 +190,12 @@ describe('container deployments (podman runtime)', () => {
     assert.equal((await readFrom(a.key, 'web', '/etc/os-release')).status, 404, 'not the host root filesystem');
     assert.equal((await readFrom(a.key, 'web', '/data/assets/assets-a.jsonl')).text, line(1));
     assert.equal((await readFrom(a.key, 'web', '/models/m/model.safetensors')).text, weights.toString());
+    // The container reads them as an unprivileged id of its own; on the host they sit in a
+    // directory of the host's user only, which no other account of the machine can enter.
+    const volumeDir = path.join(p.config.dataDir, 'deployment-volumes', volume.body.id);
+    assert.equal(statSync(volumeDir).mode & 0o777, 0o700);
+    assert.equal(statSync(path.join(volumeDir, 'v1')).mode & 0o777, 0o755);
+    assert.equal(statSync(path.join(volumeDir, 'v1', 'assets-a.jsonl')).mode & 0o777, 0o444);
     assert.equal((await viaGateway(a.key, 'web', '/env?name=TOKEN')).text, secretValue);
     assert.equal((await viaGateway(a.key, 'web', '/env?name=DATABASE_URL')).text, '');
 

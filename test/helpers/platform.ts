@@ -16,6 +16,7 @@ import { createGatewayHandler } from '../../gateway/app';
 import { loadConfig, requireDatabaseUrl, type GantryConfig } from '../../platform/config';
 import type { GpuType } from '../../shared/gpu-types';
 import { createLogger } from '../../platform/logger';
+import { ownerOnlyFiles } from '../../platform/lifecycle';
 import { temporalConnectionOptions } from '../../platform/temporal';
 import { createPool, type Db } from '../../db/pool';
 import { QueueWakeups } from '../../db/queue-wakeups';
@@ -82,6 +83,9 @@ export async function startTestPlatform(
     containerRuntime?: 'process' | 'podman';
   } = {},
 ): Promise<TestPlatform> {
+  // The file modes every Gantry process has (0600/0700): what its workers write here is as
+  // private as in production, so a reader of another user (a container's) meets the same modes.
+  ownerOnlyFiles();
   const base = loadConfig({
     ...process.env,
     GANTRY_GPU_QUEUE_WAIT_SECONDS: String(opts.queueWaitSeconds ?? 3),
