@@ -40,10 +40,12 @@ ENV GANTRY_SPEECH_PYTHON=/app/.venv-speech/bin/python
 
 COPY . .
 
-# State directories: the admin API key (bootstrap) and blobs (API, control
-# and GPU workers). Created here, owned by `node`, so named volumes mounted on them
-# start out writable by that user.
-RUN mkdir -p /var/lib/gantry/blobs && chown -R node:node /var/lib/gantry
+# State directories: the admin API key (bootstrap), blobs (API, control
+# and GPU workers) and replica logs (written by the container host, which runs as
+# root, and read by the API). Created here, owned by `node`, so named volumes
+# mounted on them start out owned by that user: the container host hands each
+# replica's log to the log directory's owner (providers/containers/replica-log.ts).
+RUN mkdir -p /var/lib/gantry/blobs /var/lib/gantry/deployments && chown -R node:node /var/lib/gantry
 
 # In a container the servers must listen beyond loopback to be reachable at all.
 ENV GANTRY_HOST=0.0.0.0 \

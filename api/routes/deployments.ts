@@ -5,7 +5,6 @@
  * deployment is the entity workflow `deployment/<id>`; reads come from
  * PostgreSQL (the workflow's projection and the replicas' own records).
  */
-import path from 'node:path';
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { REVISION_ENV, type DeploymentSpec } from '../../shared/deployments';
 import { getRevision, listRevisions, type RevisionRow } from '../../db/deployment-revisions';
@@ -28,6 +27,7 @@ import { tailLines } from '../../providers/containers/log-tail';
 import { followLogs } from '../replica-logs';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { replicaLogDir, replicaLogFile } from '../../providers/containers/replica-log';
 import {
   changeContainerDeployment,
   deployContainer,
@@ -405,7 +405,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         if (query.revision) replicas = replicas.filter((r) => String(r.revision) === query.revision);
         return replicas.map((r) => ({
           replicaId: r.replica_id,
-          file: path.join(config.dataDir, 'deployments', row.id, `${r.replica_id}.log`),
+          file: replicaLogFile(replicaLogDir(config.dataDir), row.id, r.replica_id),
         }));
       };
       const first = await sources();

@@ -19,7 +19,6 @@ import {
   closeSync,
   existsSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -30,6 +29,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { HeldReplicas, type HeldReplica } from './held-replicas';
+import { openReplicaLog, replicaLogFile } from './replica-log';
 import { replicaOrigin } from '../../shared/deployments';
 import { freePort } from '../../scripts/lib/ports';
 import { waitUntilHealthy } from './replica-health';
@@ -120,7 +120,7 @@ export class ProcessRuntime implements ContainerRuntime {
   }
 
   logFile(deploymentId: string, replicaId: string): string {
-    return path.join(this.logDir, deploymentId, `${replicaId}.log`);
+    return replicaLogFile(this.logDir, deploymentId, replicaId);
   }
 
   /** The replica's root: its working directory, where mount paths appear. */
@@ -134,11 +134,10 @@ export class ProcessRuntime implements ContainerRuntime {
     if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
     const port = await freePort(this.address);
     const logFile = this.logFile(r.deploymentId, r.replicaId);
-    mkdirSync(path.dirname(logFile), { recursive: true });
-    const root = this.prepareRoot(r);
     // The replica writes to its log file itself (no pipe through this process), so it outlives a
     // crash of this worker and a restarted one can adopt it (adoptSurvivors).
-    const log = openSync(logFile, 'a');
+    const log = openReplicaLog(this.logDir, logFile);
+    const root = this.prepareRoot(r);
     const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', ...r.env, HOST: this.address, PORT: String(port), GANTRY_MOUNT_ROOT: root },

@@ -10,6 +10,7 @@ import { PodmanRuntime } from './podman/podman-runtime';
 import { ReplicaNetworks } from './podman/replica-networks';
 import { ProcessRuntime } from './process-runtime';
 import type { ContainerRuntime } from './runtime';
+import { replicaLogDir } from './replica-log';
 
 export async function selectContainerRuntime(
   config: {
@@ -23,7 +24,7 @@ export async function selectContainerRuntime(
   },
   logger: Logger,
 ): Promise<ContainerRuntime | null> {
-  const logDir = path.join(config.dataDir, 'deployments');
+  const logDir = replicaLogDir(config.dataDir);
   switch (config.containerRuntime) {
     case 'none':
       return null;

@@ -29,11 +29,11 @@
  * (`--env NAME`), never through its command line.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, closeSync, mkdirSync, openSync } from 'node:fs';
-import path from 'node:path';
+import { appendFileSync, closeSync } from 'node:fs';
 
 import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
+import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
@@ -85,7 +85,7 @@ export class PodmanRuntime implements ContainerRuntime {
   }
 
   logFile(deploymentId: string, replicaId: string): string {
-    return path.join(this.logDir, deploymentId, `${replicaId}.log`);
+    return replicaLogFile(this.logDir, deploymentId, replicaId);
   }
 
   /** The container's name: replica ids are unique per deployment id, and so per installation. */
@@ -168,8 +168,7 @@ export class PodmanRuntime implements ContainerRuntime {
       ...r.args,
     ];
     const logFile = this.logFile(r.deploymentId, r.replicaId);
-    mkdirSync(path.dirname(logFile), { recursive: true });
-    const log = openSync(logFile, 'a');
+    const log = openReplicaLog(this.logDir, logFile);
     const client = spawn('podman', args, { env: this.engine.env(clientEnv), stdio: ['ignore', log, log] });
     closeSync(log);
     const exited = new Promise<ReplicaExit>((resolve) => {
