@@ -2,7 +2,9 @@
  * The control worker: every workflow, and the activities that need no
  * accelerator, on task queue `control`. SIGINT/SIGTERM drain it: polling stops,
  * in-flight activities get the shutdown grace time, then are handed back to
- * Temporal (cancelled and retried elsewhere).
+ * Temporal (cancelled and retried elsewhere). With GANTRY_CONTAINER_RUNTIME it is
+ * also a container host (container-host-workers.ts), as under `./dev up`; a
+ * container host can also run alone (container-host.ts).
  */
 import { Connection } from '@temporalio/client';
 import { loadConfig, requireDatabaseUrl } from '../platform/config';
@@ -13,10 +15,8 @@ import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { LocalFleet } from '../providers/compute/local-fleet';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
-import path from 'node:path';
-import { VolumeStore } from '../providers/containers/volume-store';
-import { selectContainerRuntime } from '../providers/containers/select-runtime';
-import { connectWorkerConnection, createContainerWorkers, createControlWorker, installRuntime } from './runtime';
+import { startContainerHost } from './container-host-workers';
+import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
 
 async function main() {
   ownerOnlyFiles();
@@ -47,32 +47,14 @@ async function main() {
     keyring: config.keyring,
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
-  const runtime = await selectContainerRuntime(config, logger);
-  const containers = runtime
-    ? await createContainerWorkers({
-        connection,
-        namespace: config.temporal.namespace,
-        shutdownGraceSeconds: config.workerShutdownGraceSeconds,
-        db,
-        runtime,
-        volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
-        keyring: config.keyring,
-        replicaAdoptionSeconds: config.replicaAdoptionSeconds,
-        hostId: config.containerHostId,
-      })
-    : [];
+  const host = await startContainerHost({ config, logger, connection, db, blobs });
   logger.info(
     { taskQueue: 'control', containerRuntime: config.containerRuntime },
-    runtime ? `control worker polling; container host with the ${runtime.kind} runtime` : 'control worker polling',
+    host ? `control worker polling; container host with the ${host.runtime.kind} runtime` : 'control worker polling',
   );
   // resolves after a shutdown signal has drained the workers
-  await Promise.all([worker.run(), ...containers.map((w) => w.run())]);
-  // A host that keeps its name across restarts leaves its replicas to the next process, which
-  // adopts them (their deployments re-attach); a host that is new each time stops what it started.
-  if (runtime && config.containerHostId) {
-    runtime.release();
-    logger.info({ host: config.containerHostId }, 'replicas left running for the next process of this host');
-  } else await runtime?.stopAll();
+  await Promise.all([worker.run(), ...(host?.workers ?? []).map((w) => w.run())]);
+  await host?.finish();
   await connection.close();
   await db.end();
   logger.info('control worker stopped');

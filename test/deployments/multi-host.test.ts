@@ -2,9 +2,10 @@
  * Container hosts on several machines: each publishes its replicas on its own address
  * (GANTRY_CONTAINER_HOST_ADDRESS), records it with each replica, and everything that calls a
  * replica goes there: the gateway, the CustomMetric scrape (on whichever host takes it), and the
- * health check. Two real worker processes stand for two machines, at 127.0.0.2 and 127.0.0.3
- * (loopback addresses other than 127.0.0.1: a replica there does not answer at 127.0.0.1, so a
- * caller that still assumed "this machine" would miss it).
+ * health check. Two real container host processes (workers/container-host.ts, as docker-compose
+ * runs them: the container queues only, beside a control worker) stand for two machines, at
+ * 127.0.0.2 and 127.0.0.3 (loopback addresses other than 127.0.0.1: a replica there does not
+ * answer at 127.0.0.1, so a caller that still assumed "this machine" would miss it).
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -22,7 +23,7 @@ const workers: StartedProcess[] = [];
 
 before(async () => {
   p = await startTestPlatform({
-    controlWorker: false,
+    containers: false,
     env: { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' },
   });
   t = await createTenant(p.db);
@@ -33,16 +34,16 @@ after(async () => {
   await p.stop();
 });
 
-/** A container host (a control worker process) named `name`, publishing its replicas on `address`. */
+/** A container host process named `name`, publishing its replicas on `address`. */
 async function startHost(name: string, address: string): Promise<StartedProcess> {
-  const w = startProcess('workers/control.ts', {
+  const w = startProcess('workers/container-host.ts', {
     GANTRY_CONTAINER_RUNTIME: 'process',
     GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1',
     GANTRY_CONTAINER_HOST_ID: `${name}-${process.pid}`,
     GANTRY_CONTAINER_HOST_ADDRESS: address,
   });
   workers.push(w);
-  await w.waitFor(/control worker polling/);
+  await w.waitFor(/container host polling with the process runtime/);
   return w;
 }
 
