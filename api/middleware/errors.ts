@@ -17,7 +17,9 @@ interface BodyParserError extends Error {
 
 const PG_UNAVAILABLE = /^(08|57P0)/; // connection exceptions, admin/crash shutdown
 const UNIQUE_VIOLATION = '23505';
-const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH']);
+// The database's host refused, dropped, or cannot be found (its DNS entry gone, as a compose
+// service's is while it restarts): all outages of the moment, worth a retry.
+const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
 function isTemporalUnavailable(err: unknown): boolean {
   // @temporalio/client wraps gRPC failures in ServiceError; 14 = UNAVAILABLE, 4 = DEADLINE_EXCEEDED.

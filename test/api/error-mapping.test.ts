@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import express from 'express';
+import pg from 'pg';
 import { tooManyRequests } from '../../api/errors';
 import { errorHandler, routeNotFound } from '../../api/middleware/errors';
 import { requestLogging } from '../../api/middleware/request-context';
@@ -28,6 +29,13 @@ describe('error mapping', () => {
     });
     app.get('/db-down', () => {
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    });
+    // The database's host name does not resolve (a compose service whose DNS entry is gone):
+    // what the real pg pool throws. `.invalid` never resolves (RFC 2606).
+    app.get('/db-unresolvable', async (_req, _res, next) => {
+      const pool = new pg.Pool({ host: 'postgres.invalid', connectionTimeoutMillis: 5000 });
+      await pool.query('SELECT 1').catch(next);
+      await pool.end();
     });
     app.get('/taken', () => {
       // What pg throws when a write loses a race for a unique name.
@@ -71,6 +79,12 @@ describe('error mapping', () => {
     assert.equal(res.status, 503);
     assert.ok(res.headers.get('retry-after'));
     assert.match(res.body.error.message, /database is unavailable/);
+  });
+
+  test('a database whose host name does not resolve is a 503 too', async () => {
+    const res = await call(base, 'GET', '/db-unresolvable');
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    assert.ok(res.headers.get('retry-after'));
   });
 
   test('a unique constraint lost to a concurrent write is a 409, not a 500', async () => {
