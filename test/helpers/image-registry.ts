@@ -57,18 +57,23 @@ export async function startLocalRegistry(dataDir: string): Promise<LocalRegistry
     await sleep(100);
   }
   const engine = new PodmanEngine(path.join(dataDir, 'podman'));
+  const published: string[] = [];
   return {
     address,
     async publish(name) {
       await buildExampleImage(engine, name);
       const ref = await pushExampleImage(engine, name, address, true);
       await engine.podman(['rmi', '--ignore', localTag(name), ref]);
+      published.push(ref);
       return ref;
     },
     async stop() {
       server.kill();
       await exited;
       rmSync(dir, { recursive: true, force: true });
+      // What replicas pulled from this registry: its address dies with it, so every run would
+      // leave another copy in Podman's storage. (Still in use by a container: left to Podman.)
+      await engine.podman(['rmi', '--ignore', ...published]).catch(() => undefined);
     },
   };
 }
