@@ -1,7 +1,8 @@
 /**
  * Activities of the adapter load workflow. On a container host (its own queue,
- * `containers@<host>`): put an adapter revision's files on the host and ask each
- * running replica of the deployment's model server on that host to load it (or
+ * `containers@<host>`): put an adapter revision's files on the host, in the
+ * directory its replicas of the deployment have mounted, and ask each running
+ * replica of the deployment's model server on that host to load it from there (or
  * unload it), counting which replicas took it; the files are on this host's disk,
  * so only its own replicas can read them. On the control queue: which hosts hold
  * the deployment's replicas, and the load state projected into PostgreSQL.
@@ -10,7 +11,7 @@ import { hostsOfRunningReplicas, runningReplicaOrigins } from '../db/deployments
 import { deleteAdapterRow, recordAdapterLoad } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { getRevision, listRevisionFiles } from '../db/models';
-import type { VolumeStore } from '../providers/containers/volume-store';
+import type { AdapterFiles } from '../providers/containers/adapter-files';
 
 export interface AdapterLoadResult {
   ready: number;
@@ -28,11 +29,11 @@ interface OnHost {
 
 export function createAdapterHostActivities({
   db,
-  volumes,
+  adapters,
   hostQueue,
 }: {
   db: Db;
-  volumes: VolumeStore;
+  adapters: AdapterFiles;
   /** This host's own task queue (the `host` of the replicas it holds). */
   hostQueue: string;
 }) {
@@ -51,7 +52,8 @@ export function createAdapterHostActivities({
         name: f.path,
         blob_key: `${revision.blob_prefix}/${f.path}`,
       }));
-      const dir = await volumes.materialize(revision.id, 1, files);
+      // Where the replicas see it: their deployment's adapter mount (adapter-files.ts).
+      const dir = await adapters.put(a.containerDeploymentId, revision.id, files);
       const origins = await replicasOf(a);
       const result: AdapterLoadResult = { ready: 0, failed: 0, total: origins.length };
       await Promise.all(

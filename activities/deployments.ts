@@ -10,6 +10,7 @@ import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { SealedValueUnreadable, type Keyring } from '../platform/keyring';
 import {
+  ADAPTERS_MOUNT_PATH,
   HOST_RESTARTING,
   REVISION_ENV,
   type DeploymentState,
@@ -36,6 +37,7 @@ import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './
 import type { Db } from '../db/pool';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
+import type { AdapterFiles } from '../providers/containers/adapter-files';
 import { isSafeVolumePath, type VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
 import { fillEmptyVersion, filesWithPrefix, getVolume, getVolumeVersion } from '../db/deployment-volumes';
@@ -116,6 +118,7 @@ export function createReplicaActivities(deps: {
   /** What `runtime.adoptSurvivors()` took over when this host's worker started. */
   survivors: Array<{ deploymentId: string; replicaId: string }>;
   volumes: VolumeStore;
+  adapters: AdapterFiles;
   hostQueue: string;
   /** Opens sealed values (platform/keyring.ts). */
   keyring?: Keyring;
@@ -179,6 +182,8 @@ export function createReplicaActivities(deps: {
       // A model revision is immutable, like a volume version: one directory per revision and host.
       mounts.push({ mountPath: m.mount_path, hostDir: await deps.volumes.materialize(revision.id, 1, files) });
     }
+    // Adapters attached later appear there while the replica runs.
+    mounts.push({ mountPath: ADAPTERS_MOUNT_PATH, hostDir: await deps.adapters.dirOf(l.deploymentId) });
     return mounts;
   }
 

@@ -3,9 +3,10 @@
  * volumes (a version of a deployment volume) and model mounts (a revision of a
  * registered model's files). Each is pinned, the current version or newest
  * usable revision unless named, so every replica of a revision sees the same
- * files. Mount paths are absolute, plain and do not overlap.
+ * files. Mount paths are absolute, plain and do not overlap, nor overlap
+ * ADAPTERS_MOUNT_PATH, which every replica has.
  */
-import type { DeploymentSpec } from '../shared/deployments';
+import { ADAPTERS_MOUNT_PATH, type DeploymentSpec } from '../shared/deployments';
 import { getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions } from '../db/models';
@@ -16,7 +17,8 @@ type Volumes = NonNullable<DeploymentSpec['volumes']>;
 type ModelMounts = NonNullable<DeploymentSpec['model_mounts']>;
 
 function checkMountPaths(spec: { volumes?: Volumes; model_mounts?: ModelMounts }) {
-  const seen: string[] = [];
+  // Every replica has its deployment's adapters mounted there (providers/containers/adapter-files.ts).
+  const seen: string[] = [ADAPTERS_MOUNT_PATH];
   const all = [
     ...(spec.volumes ?? []).map((m, i) => ({ path: m.mount_path, param: `volumes[${i}].mount_path` })),
     ...(spec.model_mounts ?? []).map((m, i) => ({ path: m.mount_path, param: `model_mounts[${i}].mount_path` })),

@@ -13,6 +13,7 @@ import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/models';
 import { findCatalogModel } from '../fine-tunes/models';
 import { REFERENCE_TRAINER_DIR } from '../providers/trainer/process-trainer';
+import { MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH } from '../shared/model-server-image';
 
 /** The endpoint autoscaling of the SDK (DeploymentAutoscaling). */
 export interface EndpointAutoscaling {
@@ -125,7 +126,7 @@ export async function planServing(
     model: name,
     modelId: model.id,
     revisionId: revision.id,
-    args: ['--model-dir', 'model', '--name', model.id],
+    args: ['--model-dir', '/model', '--name', model.id],
     mounts: [{ model_id: model.id, revision_id: revision.id, mount_path: '/model' }],
   };
 }
@@ -162,6 +163,29 @@ export function profileArgs(selectors: Array<{ key: string; value: string }>): s
   return selectors.flatMap((s) => PROFILE_SELECTORS[s.key]?.args(s.value) ?? []);
 }
 
+/**
+ * What runs the model server: its image (GANTRY_MODEL_SERVER_IMAGE, with Python and the trainer's
+ * code where the Gantry image has them), or, without one, this installation's own trainer Python
+ * as a host process (the process runtime only; the image is then a name and nothing more).
+ */
+function modelServerProgram(
+  config: GantryConfig,
+  args: string[],
+): Pick<DeploymentSpec, 'image' | 'command' | 'environment_variables'> {
+  const serve = ['-m', 'gantry_trainer.serve', ...args];
+  const [image, python, code] = config.modelServerImage
+    ? [config.modelServerImage, MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH]
+    : ['gantry/reference-model-server', config.trainerPython, REFERENCE_TRAINER_DIR];
+  return {
+    image,
+    command: [python, ...serve],
+    environment_variables: [
+      { name: 'PYTHONPATH', value: code },
+      { name: 'JAX_PLATFORMS', value: 'cpu' },
+    ],
+  };
+}
+
 /** The container deployment that serves an endpoint deployment. */
 export function modelServerSpec(
   config: GantryConfig,
@@ -176,8 +200,7 @@ export function modelServerSpec(
   return {
     name: d.containerName,
     description: `Model server for ${d.plan.model}`,
-    image: 'gantry/reference-model-server',
-    command: [config.trainerPython, '-m', 'gantry_trainer.serve', ...d.plan.args],
+    ...modelServerProgram(config, d.plan.args),
     port: 8000,
     health_check_path: '/health',
     gpu_type: 'h100-80gb',
@@ -185,10 +208,6 @@ export function modelServerSpec(
     min_replicas: min,
     max_replicas: max,
     termination_grace_period_seconds: 5,
-    environment_variables: [
-      { name: 'PYTHONPATH', value: REFERENCE_TRAINER_DIR },
-      { name: 'JAX_PLATFORMS', value: 'cpu' },
-    ],
     model_mounts: d.plan.mounts,
     autoscaling: inflight
       ? {

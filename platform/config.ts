@@ -162,6 +162,7 @@ const EnvSchema = z.object({
   GANTRY_TRAINING_SLOTS: z.coerce.number().int().positive().default(1),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
+  GANTRY_MODEL_SERVER_IMAGE: z.string().trim().min(1).optional(),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
   GANTRY_SPEECH_PYTHON: z.string().default('.venv-speech/bin/python'),
   /**
@@ -344,6 +345,12 @@ export interface GantryConfig {
   };
   gpuTypes: GpuType[];
   trainerPython: string;
+  /**
+   * The image endpoints' model servers run from (scripts/build-model-server-image.ts, or the
+   * Gantry image); unset: they run this installation's trainer Python as a host process, which
+   * only the process runtime can.
+   */
+  modelServerImage?: string;
   speechPython: string;
   speechSlots: number;
   speechModelDir?: string;
@@ -435,6 +442,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
+    modelServerImage: e.GANTRY_MODEL_SERVER_IMAGE,
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
     speechSlots: e.GANTRY_SPEECH_SLOTS,
     speechModelDir: e.GANTRY_SPEECH_MODEL_DIR && path.resolve(e.GANTRY_SPEECH_MODEL_DIR),

@@ -34,12 +34,13 @@ export type ExampleImage = 'http-replica' | 'queue-worker';
 export const localTag = (name: ExampleImage) => `localhost/gantry-examples/${name}:1`;
 
 /** The shared libraries a binary loads, with the dynamic loader, as `ldd` lists them. */
-function sharedLibraries(binary: string): string[] {
+export function sharedLibraries(binary: string): string[] {
   const out = execFileSync('ldd', [binary], { encoding: 'utf8' });
   return [...out.matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]);
 }
 
-function copyInto(rootfs: string, file: string, at = file): void {
+/** Copies `file` into the image's root filesystem at `at` (its own path by default). */
+export function copyInto(rootfs: string, file: string, at = file): void {
   const target = path.join(rootfs, at);
   mkdirSync(path.dirname(target), { recursive: true });
   copyFileSync(file, target);

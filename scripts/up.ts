@@ -24,6 +24,8 @@ import { ensureTemporalCli } from './lib/temporal-cli';
 import { isPortFree } from './lib/ports';
 import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-dev-server';
 import { ownerOnlyFiles } from '../platform/lifecycle';
+import { PodmanEngine } from '../providers/containers/podman/podman-engine';
+import { buildModelServerImage } from './build-model-server-image';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
@@ -126,6 +128,16 @@ async function main() {
         log: (line) => say(`temporal: ${line}`),
       });
       env.TEMPORAL_ADDRESS = temporal.address;
+    }
+
+    if (env.GANTRY_CONTAINER_RUNTIME === 'podman' && !env.GANTRY_MODEL_SERVER_IMAGE) {
+      // Endpoints' model servers run from an image on this runtime: built from this machine's
+      // trainer environment the first time (a minute or so), then found by its content's tag.
+      say('building the model server image (first start, or after the trainer changed)...');
+      env.GANTRY_MODEL_SERVER_IMAGE = await buildModelServerImage(
+        new PodmanEngine(path.join(config.dataDir, 'podman')),
+      );
+      say(`model server image ${env.GANTRY_MODEL_SERVER_IMAGE}`);
     }
 
     const db = createPool(env.DATABASE_URL!);

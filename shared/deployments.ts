@@ -175,6 +175,13 @@ export function autoscaleDecision(
 }
 
 /**
+ * Where each replica of a deployment finds the adapters attached to it (a read-only mount of its
+ * host's directory for the deployment, providers/containers/adapter-files.ts). Empty unless the
+ * deployment is an endpoint's model server; no declared mount may overlap it.
+ */
+export const ADAPTERS_MOUNT_PATH = '/gantry/adapters';
+
+/**
  * Where a running replica answers: `http://<its host's address>:<port>`. Everything that calls a
  * replica (the gateway, metric scrapes, adapter loads, health checks) goes through this, so a
  * replica on another container host is reached there and never at this machine's loopback.

@@ -31,6 +31,7 @@ const COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'to
  */
 const LONGEST_FIRST = [
   'test/deployments/podman-isolation.test.ts',
+  'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
   'test/workflows/cluster-decisions.test.ts',
   'test/api/openapi-fuzz.test.ts',
   'test/audio/transcriptions.test.ts',

@@ -12,6 +12,7 @@ import type { Db } from '../db/pool';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { ContainerRuntime } from '../providers/containers/runtime';
 import { selectContainerRuntime } from '../providers/containers/select-runtime';
+import { AdapterFiles } from '../providers/containers/adapter-files';
 import { VolumeStore } from '../providers/containers/volume-store';
 import { createContainerWorkers } from './runtime';
 
@@ -20,6 +21,14 @@ export interface ContainerHost {
   workers: Worker[];
   /** After the workers have drained: leave the replicas to the next process of a named host, or stop them. */
   finish(): Promise<void>;
+}
+
+/** Where a container host keeps the files its replicas mount: volumes and model revisions, and adapters. */
+export function hostFileStores(dataDir: string, blobs: BlobStore): { volumes: VolumeStore; adapters: AdapterFiles } {
+  return {
+    volumes: new VolumeStore(path.join(dataDir, 'deployment-volumes'), blobs),
+    adapters: new AdapterFiles(path.join(dataDir, 'deployment-adapters'), blobs),
+  };
 }
 
 /** The container host this process's configuration asks for, or null with GANTRY_CONTAINER_RUNTIME=none. */
@@ -44,7 +53,7 @@ export async function startContainerHost({
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
     runtime,
-    volumes: new VolumeStore(path.join(config.dataDir, 'deployment-volumes'), blobs),
+    ...hostFileStores(config.dataDir, blobs),
     keyring: config.keyring,
     replicaAdoptionSeconds: config.replicaAdoptionSeconds,
     hostId: config.containerHostId,

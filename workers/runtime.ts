@@ -40,6 +40,7 @@ import { createDeploymentControlActivities, createReplicaActivities } from '../a
 import { containerHostQueue, CONTAINERS_TASK_QUEUE } from '../shared/deployments';
 import type { ContainerRuntime } from '../providers/containers/runtime';
 import type { VolumeStore } from '../providers/containers/volume-store';
+import type { AdapterFiles } from '../providers/containers/adapter-files';
 import type { ComputeProvider } from '../providers/compute/compute';
 import type { BlobStore } from '../providers/storage/blob-store';
 import type { Trainers } from '../providers/trainer/process-trainer';
@@ -236,6 +237,7 @@ export async function createContainerWorkers(
     db: Db;
     runtime: ContainerRuntime;
     volumes: VolumeStore;
+    adapters: AdapterFiles;
     keyring?: Keyring;
     replicaAdoptionSeconds: number;
     /** The host's stable name (GANTRY_CONTAINER_HOST_ID); absent: this process is a new host. */
@@ -253,12 +255,13 @@ export async function createContainerWorkers(
       runtime: deps.runtime,
       survivors,
       volumes: deps.volumes,
+      adapters: deps.adapters,
       hostQueue,
       keyring: deps.keyring,
       adoptionSeconds: deps.replicaAdoptionSeconds,
       restartsInPlace: deps.hostId !== undefined,
     }),
-    ...createAdapterHostActivities({ db: deps.db, volumes: deps.volumes, hostQueue }),
+    ...createAdapterHostActivities({ db: deps.db, adapters: deps.adapters, hostQueue }),
   };
   return Promise.all(
     [CONTAINERS_TASK_QUEUE, hostQueue].map((taskQueue) =>

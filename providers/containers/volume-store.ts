@@ -8,8 +8,8 @@
  * Modes: a version's tree is readable by every user (directories 0755, files
  * 0444), whatever the process's umask, because a podman replica reads it as an
  * unprivileged id of its own user namespace. Its parents stay this user's only
- * (0700), so no other account of the host reaches it: only the replicas it is
- * mounted into see it.
+ * (0700; the store's root is too), so no other account of the host reaches it:
+ * only the replicas it is mounted into see it.
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -27,9 +27,15 @@ export function isSafeVolumePath(name: string): boolean {
 }
 
 export class VolumeStore {
+  /**
+   * `parentMode`: of each version's parent directory. 0700 where a version is mounted on its own
+   * (volumes, model revisions); 0755 where the whole store is mounted (adapter-files.ts), so a
+   * replica can reach the versions below.
+   */
   constructor(
     readonly root: string,
     private readonly blobs: BlobStore,
+    private readonly parentMode: 0o700 | 0o755 = 0o700,
   ) {}
 
   /**
@@ -45,7 +51,8 @@ export class VolumeStore {
     const dir = path.join(this.root, volumeId, `v${version}`);
     if (existsSync(dir)) return dir;
     const temp = `${dir}.partial-${randomBytes(6).toString('hex')}`;
-    await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
+    await mkdir(path.dirname(dir), { recursive: true });
+    await chmod(path.dirname(dir), this.parentMode);
     try {
       for (const f of files) {
         if (!isSafeVolumePath(f.name)) throw new Error(`volume file name ${JSON.stringify(f.name)} is not a safe path`);

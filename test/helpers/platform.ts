@@ -31,7 +31,7 @@ import {
   createSpeechWorkers,
 } from '../../workers/runtime';
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
-import { VolumeStore } from '../../providers/containers/volume-store';
+import { hostFileStores } from '../../workers/container-host-workers';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
 
@@ -147,7 +147,7 @@ export async function startTestPlatform(
         ...common,
         db,
         runtime: containerRuntime,
-        volumes: new VolumeStore(path.join(base.dataDir, 'deployment-volumes'), blobs),
+        ...hostFileStores(base.dataDir, blobs),
         keyring: base.keyring,
         replicaAdoptionSeconds: base.replicaAdoptionSeconds,
       })),

@@ -15,6 +15,7 @@ Routes (OpenAI-compatible where OpenAI has one):
     POST /v1/chat/completions    {model, messages, ...}; the reference chat template
     GET  /v1/models              the base model and loaded adapters
     POST /adapters               {name, dir}: load adapter.safetensors + config.json from dir
+                                 (a mount path: under /gantry/adapters)
     DELETE /adapters/<name>
     GET  /metrics                Prometheus text: requests, tokens, in-flight requests
 
@@ -89,6 +90,7 @@ class Engine:
         self._lora_step = jax.jit(step)
 
     def load_adapter(self, name: str, directory: str) -> None:
+        directory = mounted(directory)
         with open(os.path.join(directory, "config.json")) as f:
             config = json.load(f)
         lora_cfg = config.get("lora") or {}
@@ -352,6 +354,16 @@ def make_handler(engine: Engine, metrics: Metrics):
     return Handler
 
 
+def mounted(path: str) -> str:
+    """Where a mount path (`/model`, an adapter under /gantry/adapters) is for this process.
+
+    In a container, where it says; under Gantry's process runtime, which has no container
+    filesystem, inside the replica's own root (GANTRY_MOUNT_ROOT).
+    """
+    root = os.environ.get("GANTRY_MOUNT_ROOT")
+    return os.path.join(root, path.lstrip("/")) if root and os.path.isabs(path) else path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model-dir", help="a directory with model.safetensors and config.json (the trainer's output)")
@@ -365,9 +377,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens-limit", type=int, default=None, help="refuse requests asking for more tokens")
     args = ap.parse_args(argv)
     if args.model_dir:
-        with open(os.path.join(args.model_dir, "config.json")) as f:
+        model_dir = mounted(args.model_dir)
+        with open(os.path.join(model_dir, "config.json")) as f:
             cfg = ModelConfig.from_dict(json.load(f)["model"])
-        params = load_params(os.path.join(args.model_dir, "model.safetensors"))
+        params = load_params(os.path.join(model_dir, "model.safetensors"))
     elif args.base_config:
         cfg = ModelConfig.from_dict(json.loads(args.base_config))
         params = init_params(cfg, args.base_seed)

@@ -1,0 +1,45 @@
+/**
+ * Adapters' files on a container host, where a deployment's replicas can read them: each
+ * deployment has a directory, mounted read-only into each of its replicas at
+ * ADAPTERS_MOUNT_PATH, and an adapter revision attached to it is materialized below it (once per
+ * revision, as volume-store.ts does volumes). A replica is told the path it sees, inside its
+ * container; under the process runtime, inside its root (GANTRY_MOUNT_ROOT).
+ *
+ * The directory of every deployment sits in one this user's only (0700), so no other account of
+ * the host reaches it; it and what is below are readable by all, for the replicas' own ids.
+ */
+import { chmod, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+
+import { ADAPTERS_MOUNT_PATH } from '../../shared/deployments';
+import type { BlobStore } from '../storage/blob-store';
+import { VolumeStore } from './volume-store';
+
+export class AdapterFiles {
+  constructor(
+    readonly root: string,
+    private readonly blobs: BlobStore,
+  ) {}
+
+  /** The host directory mounted at ADAPTERS_MOUNT_PATH in the deployment's replicas (made if need be). */
+  async dirOf(deploymentId: string): Promise<string> {
+    if (!/^[A-Za-z0-9_-]+$/.test(deploymentId)) throw new Error(`unexpected deployment id ${deploymentId}`);
+    await mkdir(this.root, { recursive: true });
+    await chmod(this.root, 0o700);
+    const dir = path.join(this.root, deploymentId);
+    await mkdir(dir, { recursive: true });
+    await chmod(dir, 0o755);
+    return dir;
+  }
+
+  /** Puts an adapter revision's files in the deployment's directory; answers where its replicas see them. */
+  async put(
+    deploymentId: string,
+    revisionId: string,
+    files: Array<{ name: string; blob_key: string }>,
+  ): Promise<string> {
+    const dir = await this.dirOf(deploymentId);
+    const hostDir = await new VolumeStore(dir, this.blobs, 0o755).materialize(revisionId, 1, files);
+    return path.posix.join(ADAPTERS_MOUNT_PATH, ...path.relative(dir, hostDir).split(path.sep));
+  }
+}
