@@ -83,6 +83,9 @@ describe('deployment volumes', () => {
       [[{ name: 'assets', mount_path: '/' }], 'volumes[0].mount_path'],
       [[{ name: 'nope', mount_path: '/data' }], 'volumes[0].name'],
       [[{ name: 'assets', mount_path: '/data', version: 7 }], 'volumes[0].version'],
+      // Where every replica finds its deployment's adapters.
+      [[{ name: 'assets', mount_path: '/gantry' }], 'volumes[0].mount_path'],
+      [[{ name: 'assets', mount_path: '/gantry/adapters/x' }], 'volumes[0].mount_path'],
       [
         [
           { name: 'assets', mount_path: '/data' },
