@@ -52,6 +52,17 @@ function contentTag(basePrefix: string, version: string): string {
   return `localhost/gantry/reference-model-server:${hash.digest('hex').slice(0, 16)}`;
 }
 
+/** Earlier builds (some 660 MB each), but for those a replica still runs from: Podman keeps those. */
+async function removeEarlierBuilds(engine: PodmanEngine, tag: string): Promise<void> {
+  const [repository] = tag.split(':');
+  const tags = (
+    await engine.podman(['images', '--filter', `reference=${repository}`, '--format', '{{.Repository}}:{{.Tag}}'])
+  )
+    .split('\n')
+    .filter((t) => t && t !== tag);
+  for (const old of tags) await engine.podman(['rmi', old]).catch(() => undefined);
+}
+
 /** Builds the image unless this content's is already there; answers its tag. */
 export async function buildModelServerImage(engine: PodmanEngine): Promise<string> {
   const basePrefix = python('import sys; print(sys.base_prefix)');
@@ -124,6 +135,7 @@ export async function buildModelServerImage(engine: PodmanEngine): Promise<strin
       ].join('\n'),
     );
     await engine.podman(['build', '--quiet', '--network=none', '--tag', tag, context], { timeoutMs: 20 * 60_000 });
+    await removeEarlierBuilds(engine, tag);
     return tag;
   } finally {
     rmSync(context, { recursive: true, force: true });
