@@ -182,6 +182,9 @@ function modelServerProgram(
     environment_variables: [
       { name: 'PYTHONPATH', value: code },
       { name: 'JAX_PLATFORMS', value: 'cpu' },
+      // In its container it listens on every address of its own network (where its port is
+      // published from); the Gantry image, unlike the model server's, does not say so itself.
+      ...(config.modelServerImage ? [{ name: 'HOST', value: '0.0.0.0' }] : []),
     ],
   };
 }

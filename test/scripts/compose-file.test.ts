@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import { Ajv } from 'ajv';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES } from '../../platform/config';
+import { MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH } from '../../shared/model-server-image';
 
 const ROOT = path.resolve(__dirname, '../..');
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
@@ -79,4 +80,16 @@ test("every variable docker-compose.yml gives a Gantry process is one Gantry's c
       assert.ok(CONFIG_VARIABLES.has(variable), `${name} sets ${variable}, which Gantry does not read`);
     }
   }
+});
+
+test('the Gantry image has the model server where GANTRY_MODEL_SERVER_IMAGE is run from', () => {
+  // docker-compose serves endpoints from the Gantry image itself: the command and PYTHONPATH
+  // endpoint-serving.ts gives an image must be where the Dockerfile puts the trainer's Python and code.
+  const dockerfile = read('Dockerfile');
+  const venv = path.posix.dirname(path.posix.dirname(MODEL_SERVER_PYTHON));
+  assert.match(dockerfile, new RegExp(`python3 -m venv ${venv}\\b`));
+  assert.match(dockerfile, /^WORKDIR \/app$/m);
+  assert.match(dockerfile, /^COPY \. \.$/m);
+  assert.equal(MODEL_SERVER_PYTHONPATH, '/app/trainers/reference');
+  assert.ok(existsSync(path.join(ROOT, 'trainers/reference/gantry_trainer/serve.py')));
 });
