@@ -5,7 +5,8 @@
  *
  * - its own root filesystem from the image, its own PID, mount, IPC and UTS
  *   namespaces; nothing of the host is mounted but the volumes and model
- *   revisions the deployment declares, read-only;
+ *   revisions the deployment declares, and its deployment's adapter directory
+ *   (adapter-files.ts), read-only;
  * - its own network namespace on its project's bridge, which reaches nothing
  *   beyond that bridge (replica-networks.ts), with its port published on this
  *   host's address (GANTRY_CONTAINER_HOST_ADDRESS) for the gateway, the health
