@@ -139,3 +139,13 @@ test('a container host address must be one IP address of the host', () => {
     );
   }
 });
+
+test('a container host without a container runtime refuses to start, and says which setting', async () => {
+  const w = startProcess('workers/container-host.ts', { GANTRY_CONTAINER_RUNTIME: 'none' });
+  const { code } = await w.exited;
+  assert.notEqual(code, 0);
+  assert.ok(
+    w.lines.some((l) => /a container host needs GANTRY_CONTAINER_RUNTIME/.test(JSON.stringify(l))),
+    JSON.stringify(w.lines),
+  );
+});
