@@ -162,7 +162,8 @@ const EnvSchema = z.object({
   GANTRY_TRAINING_SLOTS: z.coerce.number().int().positive().default(1),
   /** Python with the reference trainer's packages (./dev creates .venv). */
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
-  GANTRY_MODEL_SERVER_IMAGE: z.string().trim().min(1).optional(),
+  // Empty is unset: compose passes `${GANTRY_MODEL_SERVER_IMAGE:-}` through as ''.
+  GANTRY_MODEL_SERVER_IMAGE: z.string().trim().optional(),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
   GANTRY_SPEECH_PYTHON: z.string().default('.venv-speech/bin/python'),
   /**
@@ -442,7 +443,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     },
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
-    modelServerImage: e.GANTRY_MODEL_SERVER_IMAGE,
+    modelServerImage: e.GANTRY_MODEL_SERVER_IMAGE || undefined,
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
     speechSlots: e.GANTRY_SPEECH_SLOTS,
     speechModelDir: e.GANTRY_SPEECH_MODEL_DIR && path.resolve(e.GANTRY_SPEECH_MODEL_DIR),

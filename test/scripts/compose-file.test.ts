@@ -11,7 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Ajv } from 'ajv';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES } from '../../platform/config';
+import { CONFIG_VARIABLES, loadConfig } from '../../platform/config';
 import { MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH } from '../../shared/model-server-image';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -79,6 +79,19 @@ test("every variable docker-compose.yml gives a Gantry process is one Gantry's c
     for (const variable of Object.keys(s.environment ?? {})) {
       assert.ok(CONFIG_VARIABLES.has(variable), `${name} sets ${variable}, which Gantry does not read`);
     }
+  }
+});
+
+test("each Gantry service's environment, as compose gives it with nothing set but the secret, is a configuration Gantry starts with", () => {
+  // `${VAR:-default}` becomes its default ('' for `${VAR:-}`, which YAML then reads as null), as
+  // compose interpolates it unset.
+  const text = read('docker-compose.yml')
+    .replace(/\$\{(\w+):\?[^}]*\}/g, 'x'.repeat(64))
+    .replace(/\$\{\w+:-([^}]*)\}/g, '$1');
+  const { services } = parse(text, { merge: true }) as ComposeFile;
+  for (const [name, s] of Object.entries(services).filter(([, s]) => s.image === 'gantry:local')) {
+    const env = Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, String(v ?? '')]));
+    assert.doesNotThrow(() => loadConfig(env), `${name}: ${JSON.stringify(env)}`);
   }
 });
 
