@@ -27,9 +27,17 @@ async function main() {
     () => Connection.connect(temporalConnectionOptions(config.temporal)),
     logger,
   );
-  await ensureSearchAttributes(connection, config.temporal.namespace);
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
-  await ensureUsageMeteringSchedule(temporal, config.usageMeterSeconds, logger);
+  // A server that takes connections may still be starting its services (a fresh docker-compose
+  // Temporal answered "Not enough hosts to serve the request" to the schedule's creation).
+  await retryUntilReady(
+    `Temporal namespace ${config.temporal.namespace}`,
+    async () => {
+      await ensureSearchAttributes(connection, config.temporal.namespace);
+      await ensureUsageMeteringSchedule(temporal, config.usageMeterSeconds, logger);
+    },
+    logger,
+  );
 
   if (!config.keyring) {
     logger.warn('GANTRY_SIGNING_SECRET is not set: pre-signed upload URLs (POST /v1/files) are refused');

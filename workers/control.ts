@@ -30,7 +30,12 @@ async function main() {
   // API must not run them against a namespace that lacks a new attribute (the API registers too).
   const operator = await Connection.connect(temporalConnectionOptions(config.temporal));
   try {
-    const added = await ensureSearchAttributes(operator, config.temporal.namespace);
+    // As in the API: a server that takes connections may still be starting its services.
+    const added = await retryUntilReady(
+      `Temporal namespace ${config.temporal.namespace}`,
+      () => ensureSearchAttributes(operator, config.temporal.namespace),
+      logger,
+    );
     if (added.length) logger.info({ added }, 'search attributes registered');
   } finally {
     await operator.close();

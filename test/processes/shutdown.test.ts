@@ -3,7 +3,7 @@
  * (workers drain: polling stops and the worker reports it stopped before exit).
  */
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { after, describe, test } from 'node:test';
 import { createPool } from '../../db/pool';
 import { freePort } from '../../scripts/lib/ports';
@@ -51,5 +51,28 @@ describe('process lifecycle', () => {
     // The key used above never reached any process's log.
     const allLogs = JSON.stringify([api.lines, control.lines, gpu.lines]);
     assert.ok(!allLogs.includes(tenant.key));
+  });
+  test('the API waits for a Temporal namespace that is not there yet, and starts once it is', async () => {
+    // As a fresh docker-compose Temporal that takes connections before it serves its namespace.
+    const namespace = `late-${Date.now().toString(36)}`;
+    const apiPort = String(await freePort());
+    const api = startProcess('api/server.ts', { GANTRY_API_PORT: apiPort, TEMPORAL_NAMESPACE: namespace });
+    children.push(api.child);
+    await api.waitFor(new RegExp(`waiting for Temporal namespace ${namespace}`));
+    assert.equal(api.child.exitCode, null, 'still running, not crashed');
+
+    execFileSync(process.env.TEMPORAL_CLI ?? 'temporal', [
+      'operator',
+      'namespace',
+      'create',
+      '--address',
+      process.env.TEMPORAL_ADDRESS!,
+      '--namespace',
+      namespace,
+    ]);
+    await api.waitFor(/API listening/, 90_000);
+    assert.equal((await call(`http://127.0.0.1:${apiPort}`, 'GET', '/healthz')).status, 200);
+    api.child.kill('SIGTERM');
+    assert.equal((await api.exited).code, 0);
   });
 });
