@@ -270,6 +270,12 @@ const EnvSchema = z.object({
    */
   GANTRY_REPLICA_ADOPTION_SECONDS: z.coerce.number().positive().default(120),
   /**
+   * Deployments: how long a container host keeps files its replicas mounted (volume versions, model
+   * revisions, adapters) once no replica of it mounts them, for a replica started again to find
+   * them without fetching them anew; then they are removed.
+   */
+  GANTRY_HOST_FILES_KEEP_SECONDS: z.coerce.number().nonnegative().default(3600),
+  /**
    * Deployments: this container host's stable name. With it, the host's queue keeps its name across
    * restarts and a restarted worker adopts the replicas that outlived the previous one; without it
    * each worker process is a new host. One worker process per name.
@@ -382,6 +388,7 @@ export interface GantryConfig {
   deploymentRoundsPerRun: number;
   containerQueueWaitSeconds: number;
   replicaAdoptionSeconds: number;
+  hostFilesKeepSeconds: number;
   containerHostId?: string;
   containerHostAddress: string;
   clusterSettings: ClusterSettings;
@@ -473,6 +480,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     deploymentRoundsPerRun: e.GANTRY_DEPLOYMENT_ROUNDS_PER_RUN,
     containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
     replicaAdoptionSeconds: e.GANTRY_REPLICA_ADOPTION_SECONDS,
+    hostFilesKeepSeconds: e.GANTRY_HOST_FILES_KEEP_SECONDS,
     containerHostId: e.GANTRY_CONTAINER_HOST_ID,
     containerHostAddress: e.GANTRY_CONTAINER_HOST_ADDRESS,
     clusterSettings: {

@@ -14,11 +14,14 @@ import type { ContainerRuntime } from '../providers/containers/runtime';
 import { selectContainerRuntime } from '../providers/containers/select-runtime';
 import { AdapterFiles } from '../providers/containers/adapter-files';
 import { VolumeStore } from '../providers/containers/volume-store';
+import { HostFileSweeper } from '../providers/containers/host-file-sweep';
 import { createContainerWorkers } from './runtime';
 
 export interface ContainerHost {
   runtime: ContainerRuntime;
   workers: Worker[];
+  /** Removes the files of volumes, models and adapters no replica of this host has used for a while. */
+  files: HostFileSweeper;
   /** After the workers have drained: leave the replicas to the next process of a named host, or stop them. */
   finish(): Promise<void>;
 }
@@ -47,21 +50,26 @@ export async function startContainerHost({
 }): Promise<ContainerHost | null> {
   const runtime = await selectContainerRuntime(config, logger);
   if (!runtime) return null;
+  const stores = hostFileStores(config.dataDir, blobs);
+  const files = new HostFileSweeper(runtime, [stores.volumes, stores.adapters], config.hostFilesKeepSeconds, logger);
   const workers = await createContainerWorkers({
     connection,
     namespace: config.temporal.namespace,
     shutdownGraceSeconds: config.workerShutdownGraceSeconds,
     db,
     runtime,
-    ...hostFileStores(config.dataDir, blobs),
+    ...stores,
     keyring: config.keyring,
     replicaAdoptionSeconds: config.replicaAdoptionSeconds,
     hostId: config.containerHostId,
   });
+  files.start();
   return {
     runtime,
     workers,
+    files,
     async finish() {
+      await files.stop();
       // A host that keeps its name across restarts leaves its replicas to the next process, which
       // adopts them (their deployments re-attach); a host that is new each time stops what it started.
       if (config.containerHostId) {

@@ -7,15 +7,21 @@
  *
  * The directory of every deployment sits in one this user's only (0700), so no other account of
  * the host reaches it; it and what is below are readable by all, for the replicas' own ids.
+ *
+ * A deployment's directory that no replica of this host has mounted for
+ * GANTRY_HOST_FILES_KEEP_SECONDS is removed with what is below it (sweep, host-file-uses.ts).
  */
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir, readdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 
 import { ADAPTERS_MOUNT_PATH } from '../../shared/deployments';
 import type { BlobStore } from '../storage/blob-store';
 import { VolumeStore } from './volume-store';
+import { HostFileUses, isBeingRemoved } from './host-file-uses';
 
 export class AdapterFiles {
+  private readonly uses = new HostFileUses();
+
   constructor(
     readonly root: string,
     private readonly blobs: BlobStore,
@@ -27,9 +33,25 @@ export class AdapterFiles {
     await mkdir(this.root, { recursive: true });
     await chmod(this.root, 0o700);
     const dir = path.join(this.root, deploymentId);
-    await mkdir(dir, { recursive: true });
-    await chmod(dir, 0o755);
+    // Made (again, if a sweep took it) and claimed in turn with a sweep's decisions.
+    await this.uses.exclusive(async () => {
+      await mkdir(dir, { recursive: true });
+      await chmod(dir, 0o755);
+      const now = new Date();
+      await utimes(dir, now, now);
+    });
     return dir;
+  }
+
+  /**
+   * Removes the directories of deployments no replica of this host mounts (`inUse`, real paths)
+   * that were not claimed for `keepMs`; answers those removed.
+   */
+  async sweep(inUse: ReadonlySet<string>, keepMs: number): Promise<string[]> {
+    const names = await readdir(this.root).catch(() => []);
+    const dirs = names.filter((n) => !isBeingRemoved(n)).map((n) => path.join(this.root, n));
+    const leftovers = names.filter(isBeingRemoved).map((n) => path.join(this.root, n));
+    return this.uses.sweep(dirs, leftovers, inUse, keepMs);
   }
 
   /** Puts an adapter revision's files in the deployment's directory; answers where its replicas see them. */

@@ -21,6 +21,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -64,6 +65,8 @@ function runsCommand(pid: number, command: string): boolean {
 export class ProcessRuntime implements ContainerRuntime {
   readonly kind = 'process';
   private readonly running = new HeldReplicas<Held>();
+  /** The root of each replica held, where its mounts are links (mountedHostDirs). */
+  private readonly roots = new Map<string, string>();
 
   /**
    * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
@@ -114,6 +117,7 @@ export class ProcessRuntime implements ContainerRuntime {
         }
       };
       this.running.set(r.replicaId, { kill, exited });
+      this.roots.set(r.replicaId, this.rootDir(r.deploymentId, r.replicaId));
       adopted.push(r);
     }
     return adopted;
@@ -168,6 +172,7 @@ export class ProcessRuntime implements ContainerRuntime {
       writeFileSync(record, JSON.stringify(onDisk));
     }
     this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited, release: () => child.unref() });
+    this.roots.set(r.replicaId, root);
     try {
       await waitUntilHealthy({
         origin: replicaOrigin(this.address, port),
@@ -197,6 +202,21 @@ export class ProcessRuntime implements ContainerRuntime {
       symlinkSync(m.hostDir, at, 'dir');
     }
     return root;
+  }
+
+  /** What the links in the roots of the replicas held point to. */
+  async mountedHostDirs(): Promise<string[]> {
+    const dirs: string[] = [];
+    for (const [replicaId, root] of this.roots) {
+      if (!this.running.has(replicaId)) {
+        this.roots.delete(replicaId);
+        continue;
+      }
+      for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
+        if (entry.isSymbolicLink()) dirs.push(readlinkSync(path.join(entry.parentPath, entry.name)));
+      }
+    }
+    return dirs;
   }
 
   waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {

@@ -48,6 +48,12 @@ export interface ContainerRuntime {
   waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null>;
   /** Stops the replica: a polite signal, then a forced one after the grace period. */
   stop(replicaId: string, graceSeconds: number): Promise<void>;
+  /**
+   * The host directories mounted into the replicas of this host, including those still being
+   * launched: what a sweep of the host's files must leave (host-file-uses.ts). Throws when it
+   * cannot tell, so that nothing is removed on a guess.
+   */
+  mountedHostDirs(): Promise<string[]>;
   /** Where the replica's output is kept (the logs route reads it). */
   logFile(deploymentId: string, replicaId: string): string;
   stopAll(): Promise<void>;

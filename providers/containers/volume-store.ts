@@ -10,13 +10,17 @@
  * unprivileged id of its own user namespace. Its parents stay this user's only
  * (0700; the store's root is too), so no other account of the host reaches it:
  * only the replicas it is mounted into see it.
+ *
+ * A version no replica of this host has mounted for GANTRY_HOST_FILES_KEEP_SECONDS is removed
+ * (sweep, host-file-uses.ts); a launch that wants it again builds it again.
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { chmod, mkdir, readdir, rename, rm, rmdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { BlobStore } from '../storage/blob-store';
+import { HostFileUses, isBeingRemoved } from './host-file-uses';
 
 /** A path inside a volume: relative segments of ordinary characters, nothing hidden, nothing that climbs. */
 const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._ +=@-]{0,254}$/;
@@ -26,7 +30,14 @@ export function isSafeVolumePath(name: string): boolean {
   return name.length <= 1024 && segments.every((s) => SEGMENT.test(s) && s !== '..' && !s.endsWith('.'));
 }
 
+const VERSION_DIR = /^v\d+$/;
+const PARTIAL = '.partial-';
+
 export class VolumeStore {
+  private readonly uses = new HostFileUses();
+  /** Versions this process is building now (never swept as leftovers, however long a download takes). */
+  private readonly building = new Set<string>();
+
   /**
    * `parentMode`: of each version's parent directory. 0700 where a version is mounted on its own
    * (volumes, model revisions); 0755 where the whole store is mounted (adapter-files.ts), so a
@@ -49,11 +60,15 @@ export class VolumeStore {
   ): Promise<string> {
     if (!/^[A-Za-z0-9_-]+$/.test(volumeId)) throw new Error(`unexpected volume id ${volumeId}`);
     const dir = path.join(this.root, volumeId, `v${version}`);
-    if (existsSync(dir)) return dir;
-    const temp = `${dir}.partial-${randomBytes(6).toString('hex')}`;
-    await mkdir(path.dirname(dir), { recursive: true });
-    await chmod(path.dirname(dir), this.parentMode);
+    if (await this.uses.claim(dir)) return dir;
+    const temp = `${dir}${PARTIAL}${randomBytes(6).toString('hex')}`;
+    this.building.add(temp);
     try {
+      // In turn with a sweep, which removes a volume's directory once it holds no version.
+      await this.uses.exclusive(async () => {
+        await mkdir(path.dirname(dir), { recursive: true });
+        await chmod(path.dirname(dir), this.parentMode);
+      });
       for (const f of files) {
         if (!isSafeVolumePath(f.name)) throw new Error(`volume file name ${JSON.stringify(f.name)} is not a safe path`);
         const target = path.resolve(temp, f.name);
@@ -63,14 +78,47 @@ export class VolumeStore {
       }
       await mkdir(temp, { recursive: true });
       await readableByReplicas(temp);
-      await rename(temp, dir);
+      // Claimed as it appears: a long download must not leave it looking long unused.
+      await this.uses.exclusive(async () => {
+        await rename(temp, dir);
+        const now = new Date();
+        await utimes(dir, now, now);
+      });
     } catch (err) {
       await rm(temp, { recursive: true, force: true });
       // Another launch finished the same version first: theirs is as good as ours.
-      if (existsSync(dir)) return dir;
+      if (await this.uses.claim(dir)) return dir;
       throw err;
+    } finally {
+      this.building.delete(temp);
     }
     return dir;
+  }
+
+  /**
+   * Removes the versions no replica mounts (`inUse`, real paths) that no launch has claimed for
+   * `keepMs`, and what a crash left half built or half removed; answers the versions removed.
+   */
+  async sweep(inUse: ReadonlySet<string>, keepMs: number): Promise<string[]> {
+    const versions: string[] = [];
+    const leftovers: string[] = [];
+    const sets = await readdir(this.root).catch(() => []);
+    for (const set of sets) {
+      for (const name of await readdir(path.join(this.root, set)).catch(() => [])) {
+        const entry = path.join(this.root, set, name);
+        if (VERSION_DIR.test(name)) versions.push(entry);
+        else if ((name.includes(PARTIAL) && !this.building.has(entry)) || isBeingRemoved(name)) leftovers.push(entry);
+      }
+    }
+    const removed = await this.uses.sweep(versions, leftovers, inUse, keepMs);
+    // A volume with no version left here goes too, unless a build in it began meanwhile.
+    for (const set of sets) {
+      const dir = path.join(this.root, set);
+      await this.uses.exclusive(async () => {
+        if (![...this.building].some((b) => path.dirname(b) === dir)) await rmdir(dir).catch(() => undefined);
+      });
+    }
+    return removed;
   }
 }
 

@@ -32,6 +32,7 @@ import {
 } from '../../workers/runtime';
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { hostFileStores } from '../../workers/container-host-workers';
+import { HostFileSweeper } from '../../providers/containers/host-file-sweep';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
 
@@ -62,6 +63,8 @@ export interface TestPlatform {
   queueWakeups: QueueWakeups;
   /** Every route the API registered, as its router lists them. */
   routes: RegisteredRoute[];
+  /** The container host's sweep of its replicas' files (started, as in production). */
+  hostFiles: HostFileSweeper;
   stop(): Promise<void>;
 }
 
@@ -137,17 +140,26 @@ export async function startTestPlatform(
     })),
   ];
   const logs = new LogCapture();
+  const hostLogger = createLogger('worker-control', 'warn', logs);
   const containerRuntime = (await selectContainerRuntime(
     { ...base, containerRuntime: opts.containerRuntime ?? 'process', replicaApiUrl: baseUrl },
-    createLogger('worker-control', 'warn', logs),
+    hostLogger,
   ))!;
+  const stores = hostFileStores(base.dataDir, blobs);
+  const hostFiles = new HostFileSweeper(
+    containerRuntime,
+    [stores.volumes, stores.adapters],
+    base.hostFilesKeepSeconds,
+    hostLogger,
+  );
   if (opts.controlWorker !== false && opts.containers !== false) {
+    hostFiles.start();
     workers.push(
       ...(await createContainerWorkers({
         ...common,
         db,
         runtime: containerRuntime,
-        ...hostFileStores(base.dataDir, blobs),
+        ...stores,
         keyring: base.keyring,
         replicaAdoptionSeconds: base.replicaAdoptionSeconds,
       })),
@@ -189,6 +201,7 @@ export async function startTestPlatform(
     blobs,
     logs,
     queueWakeups,
+    hostFiles,
     async stop() {
       // An unexpected error the API answered with a 500 is logged with its stack; the test output
       // keeps it, so a failure in CI can be traced to its cause. (5xx answers the API means, an
@@ -211,6 +224,7 @@ export async function startTestPlatform(
       await new Promise<void>((r) => gateway.close(() => r()));
       for (const w of workers) w.shutdown();
       await Promise.all(running);
+      await hostFiles.stop();
       await containerRuntime.stopAll();
       await principals.stop();
       await queueWakeups.stop();

@@ -1,0 +1,147 @@
+/**
+ * The files a container host builds for its replicas to mount (a volume's version, a model
+ * revision, a deployment's adapters) stay while a replica mounts them, and go once none has for
+ * GANTRY_HOST_FILES_KEEP_SECONDS: a host's disk does not fill with the weights of deployments
+ * long gone. A launch racing a sweep always gets its directory whole, and what a crash left half
+ * built is removed too.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { VolumeStore } from '../../providers/containers/volume-store';
+import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
+const KEEP_SECONDS = 2;
+let p: TestPlatform;
+let t: Tenant;
+
+before(async () => {
+  p = await startTestPlatform({ env: { GANTRY_HOST_FILES_KEEP_SECONDS: String(KEEP_SECONDS) } });
+  t = await createTenant(p.db);
+});
+after(() => p.stop());
+
+const api = (method: string, url: string, json?: unknown) => call(p.baseUrl, method, `/v1${url}`, { key: t.key, json });
+const line = JSON.stringify({ text: 'asset line' }) + '\n';
+
+async function runningPort(deploymentId: string): Promise<number> {
+  const rows = await eventually(
+    () =>
+      p.db
+        .query<{ port: number }>(
+          `SELECT port FROM deployment_replicas WHERE deployment_id = $1 AND status = 'Running'`,
+          [deploymentId],
+        )
+        .then((r) => r.rows),
+    (r) => r.length === 1,
+    60_000,
+  );
+  return rows[0].port;
+}
+const readThrough = async (port: number, file: string) => {
+  const res = await fetch(`http://127.0.0.1:${port}/file?path=${encodeURIComponent(file)}`);
+  return { status: res.status, text: await res.text() };
+};
+
+describe("a container host's files for its replicas", () => {
+  test('stay while mounted, go once no replica has used them for the keep time, and come back when needed', async () => {
+    await uploadValidated(p, t.key, 'assets-a.jsonl', line);
+    const volume = await api('POST', '/deployments/storage/volumes', {
+      name: 'assets',
+      type: 'readOnly',
+      content: { type: 'files', source_prefix: 'assets-' },
+    });
+    assert.equal(volume.status, 200, JSON.stringify(volume.body));
+    const spec = (name: string) => ({
+      name,
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      termination_grace_period_seconds: 1,
+      volumes: [{ name: 'assets', mount_path: '/data/assets' }],
+    });
+    const dep = await api('POST', '/deployments', spec('web'));
+    assert.equal(dep.status, 200, JSON.stringify(dep.body));
+    const port = await runningPort(dep.body.id);
+    assert.deepEqual(await readThrough(port, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
+
+    const volumeDir = path.join(p.config.dataDir, 'deployment-volumes', volume.body.id);
+    const versionDir = path.join(volumeDir, 'v1');
+    const adaptersDir = path.join(p.config.dataDir, 'deployment-adapters', dep.body.id);
+    assert.ok(existsSync(versionDir) && existsSync(adaptersDir));
+
+    // A sweep with no keep time at all leaves what the running replica mounts.
+    const swept = await p.hostFiles.sweep(0);
+    assert.ok(!swept.includes(versionDir) && !swept.includes(adaptersDir), JSON.stringify(swept));
+    assert.deepEqual(await readThrough(port, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
+
+    // The deployment goes: the host's own sweeps remove its files once the keep time has passed.
+    assert.equal((await api('DELETE', '/deployments/web')).status, 200);
+    const gone = Date.now();
+    await eventually(
+      async () => [existsSync(versionDir), existsSync(volumeDir), existsSync(adaptersDir)],
+      (left) => left.every((x) => !x),
+      30_000,
+    );
+    // Its last use is the last sweep that found it mounted: at most one sweep interval (half the
+    // keep time) before the deployment went.
+    assert.ok(Date.now() - gone >= (KEEP_SECONDS * 1000) / 2, 'kept for the keep time first');
+
+    // A new deployment of the same volume builds it again.
+    const again = await api('POST', '/deployments', spec('web-again'));
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    const port2 = await runningPort(again.body.id);
+    assert.deepEqual(await readThrough(port2, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
+    assert.ok(existsSync(versionDir));
+    assert.equal((await api('DELETE', '/deployments/web-again')).status, 200);
+  });
+
+  test('a launch racing a sweep gets its directory whole; what a crash left half built or half removed goes', async () => {
+    const key = `test/host-files/${Date.now()}`;
+    await p.blobs.put(key, Readable.from([Buffer.from('weights')]), { maxBytes: 1024 });
+    const root = mkdtempSync(path.join(tmpdir(), 'gantry-host-files-'));
+    try {
+      const store = new VolumeStore(root, p.blobs);
+      const files = [{ name: 'model.safetensors', blob_key: key }];
+      const longAgo = new Date(Date.now() - 3_600_000);
+      const outcomes = { claimedFirst: 0, sweptFirst: 0 };
+      for (let i = 0; i < 40; i++) {
+        const dir = path.join(root, 'rev', 'v1');
+        if (existsSync(dir)) utimesSync(dir, longAgo, longAgo); // unused for an hour
+        // The launch comes a moment after the sweep begins, or at once: either may decide first.
+        const [swept, given] = await Promise.all([
+          store.sweep(new Set(), 60_000),
+          new Promise((r) => setTimeout(r, i % 3)).then(() => store.materialize('rev', 1, files)),
+        ]);
+        outcomes[swept.includes(dir) ? 'sweptFirst' : 'claimedFirst']++;
+        assert.equal(readFileSync(path.join(given, 'model.safetensors'), 'utf8'), 'weights', `round ${i}`);
+      }
+      assert.ok(outcomes.claimedFirst > 0 && outcomes.sweptFirst > 0, JSON.stringify(outcomes));
+
+      // Leftovers: a build and a removal a crash cut short, an hour ago; and a build of a moment ago.
+      const leftovers = ['v2.partial-0a1b2c3d4e5f', 'v3.removing-0a1b2c3d4e5f'].map((n) => path.join(root, 'rev', n));
+      for (const d of leftovers) {
+        mkdirSync(path.join(d, 'sub'), { recursive: true });
+        utimesSync(d, longAgo, longAgo);
+      }
+      const recent = path.join(root, 'rev', 'v4.partial-0a1b2c3d4e5f');
+      mkdirSync(recent);
+      await store.sweep(new Set([realpathSync(path.join(root, 'rev', 'v1'))]), 60_000);
+      assert.deepEqual(
+        [...leftovers, recent].map((d) => existsSync(d)),
+        [false, false, true],
+      );
+      assert.ok(existsSync(path.join(root, 'rev', 'v1')), 'mounted: kept');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+      await p.blobs.delete(key);
+    }
+  });
+});
