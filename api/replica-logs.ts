@@ -6,7 +6,7 @@
  * (process or podman); a Kubernetes runtime would read the pod log API instead (KUBERNETES.md).
  */
 import type { Request, Response } from 'express';
-import { linesSince, tailLines } from '../providers/containers/log-tail';
+import { linesSince, tailLines, type LogPosition } from '../providers/containers/log-tail';
 
 const POLL_MS = 250;
 /** Which replicas to follow is a database query: asked every this many rounds, not every round. */
@@ -31,7 +31,7 @@ export async function followLogs(
   res.flushHeaders();
   let closed = false;
   req.on('close', () => (closed = true));
-  const offsets = new Map<string, number>();
+  const positions = new Map<string, LogPosition>();
   const send = (replicaId: string, lines: string[]) => {
     // `lines` as well: a follower reads each NDJSON line as it reads the non-following answer.
     for (const line of lines) res.write(JSON.stringify({ replica_id: replicaId, line, lines: [line] }) + '\n');
@@ -41,10 +41,10 @@ export async function followLogs(
     if (round % SOURCES_EVERY_ROUNDS === 0) sources = await opts.sources();
     if (!sources) break; // the deployment is gone
     for (const s of sources) {
-      const seen = offsets.get(s.replicaId);
+      const seen = positions.get(s.replicaId);
       const next = seen === undefined ? await tailLines(s.file, opts.tail) : await linesSince(s.file, seen);
       send(s.replicaId, next.lines);
-      offsets.set(s.replicaId, next.offset);
+      positions.set(s.replicaId, next.position);
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

@@ -168,6 +168,25 @@ export async function pruneEndedReplicas(db: Queryable, deploymentId: string, ke
   );
 }
 
+/**
+ * Of the deployments `ids`, those that still exist, each with the replicas it still lists (what the
+ * logs route can show): a host's log housekeeping removes the rest (replica-log-keeper.ts).
+ */
+export async function listedReplicas(db: Queryable, ids: string[]): Promise<Map<string, Set<string>>> {
+  const { rows } = await db.query<{ id: string; replica_id: string | null }>(
+    `SELECT d.id, r.replica_id FROM deployments d LEFT JOIN deployment_replicas r ON r.deployment_id = d.id
+      WHERE d.id = ANY($1)`,
+    [ids],
+  );
+  const listed = new Map<string, Set<string>>();
+  for (const r of rows) {
+    const replicas = listed.get(r.id) ?? new Set<string>();
+    if (r.replica_id) replicas.add(r.replica_id);
+    listed.set(r.id, replicas);
+  }
+  return listed;
+}
+
 /** How recent another crash of the same revision must be for a crash to be part of a loop. */
 const CRASH_LOOP_WINDOW = "interval '10 minutes'";
 /** The reasons of a replica that crashed (as opposed to one stopped, lost with its host, or refused its config). */

@@ -276,6 +276,15 @@ const EnvSchema = z.object({
    */
   GANTRY_HOST_FILES_KEEP_SECONDS: z.coerce.number().nonnegative().default(3600),
   /**
+   * Deployments: the size past which a replica's log is rotated; a replica keeps at most its log and
+   * the one before, each about this size.
+   */
+  GANTRY_REPLICA_LOG_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(4096)
+    .default(50 * 1024 * 1024),
+  /**
    * Deployments: this container host's stable name. With it, the host's queue keeps its name across
    * restarts and a restarted worker adopts the replicas that outlived the previous one; without it
    * each worker process is a new host. One worker process per name.
@@ -389,6 +398,7 @@ export interface GantryConfig {
   containerQueueWaitSeconds: number;
   replicaAdoptionSeconds: number;
   hostFilesKeepSeconds: number;
+  replicaLogMaxBytes: number;
   containerHostId?: string;
   containerHostAddress: string;
   clusterSettings: ClusterSettings;
@@ -481,6 +491,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     containerQueueWaitSeconds: e.GANTRY_CONTAINER_QUEUE_WAIT_SECONDS,
     replicaAdoptionSeconds: e.GANTRY_REPLICA_ADOPTION_SECONDS,
     hostFilesKeepSeconds: e.GANTRY_HOST_FILES_KEEP_SECONDS,
+    replicaLogMaxBytes: e.GANTRY_REPLICA_LOG_MAX_BYTES,
     containerHostId: e.GANTRY_CONTAINER_HOST_ID,
     containerHostAddress: e.GANTRY_CONTAINER_HOST_ADDRESS,
     clusterSettings: {

@@ -15,12 +15,13 @@ import { selectContainerRuntime } from '../providers/containers/select-runtime';
 import { AdapterFiles } from '../providers/containers/adapter-files';
 import { VolumeStore } from '../providers/containers/volume-store';
 import { HostFileSweeper } from '../providers/containers/host-file-sweep';
+import { ReplicaLogKeeper } from '../providers/containers/replica-log-keeper';
 import { createContainerWorkers } from './runtime';
 
 export interface ContainerHost {
   runtime: ContainerRuntime;
   workers: Worker[];
-  /** Removes the files of volumes, models and adapters no replica of this host has used for a while. */
+  /** Removes the files of volumes, models, adapters and replica logs nothing has used for a while. */
   files: HostFileSweeper;
   /** After the workers have drained: leave the replicas to the next process of a named host, or stop them. */
   finish(): Promise<void>;
@@ -51,7 +52,13 @@ export async function startContainerHost({
   const runtime = await selectContainerRuntime(config, logger);
   if (!runtime) return null;
   const stores = hostFileStores(config.dataDir, blobs);
-  const files = new HostFileSweeper(runtime, [stores.volumes, stores.adapters], config.hostFilesKeepSeconds, logger);
+  const logs = new ReplicaLogKeeper(runtime, db, config.replicaLogMaxBytes, logger);
+  const files = new HostFileSweeper(
+    runtime,
+    [stores.volumes, stores.adapters, logs],
+    config.hostFilesKeepSeconds,
+    logger,
+  );
   const workers = await createContainerWorkers({
     connection,
     namespace: config.temporal.namespace,
@@ -64,12 +71,14 @@ export async function startContainerHost({
     hostId: config.containerHostId,
   });
   files.start();
+  logs.start();
   return {
     runtime,
     workers,
     files,
     async finish() {
       await files.stop();
+      await logs.stop();
       // A host that keeps its name across restarts leaves its replicas to the next process, which
       // adopts them (their deployments re-attach); a host that is new each time stops what it started.
       if (config.containerHostId) {

@@ -6,6 +6,7 @@
 import type { ReplicaExit } from './runtime';
 
 export interface HeldReplica {
+  deploymentId: string;
   /** Resolves when the replica has exited. */
   exited: Promise<ReplicaExit>;
   /** Lets go of whatever keeps this process attached (a child process, a waiter), leaving the replica running. */
@@ -24,6 +25,11 @@ export class HeldReplicas<H extends HeldReplica> extends Map<string, H> {
     if (outcome === 'aborted') throw signal.reason ?? new Error('aborted');
     this.delete(replicaId);
     return outcome;
+  }
+
+  /** The replicas held, by deployment. */
+  list(): Array<{ deploymentId: string; replicaId: string }> {
+    return [...this].map(([replicaId, held]) => ({ deploymentId: held.deploymentId, replicaId }));
   }
 
   /** Leaves every replica running and lets go of it (a graceful restart of a named host). */

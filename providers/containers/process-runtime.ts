@@ -116,7 +116,7 @@ export class ProcessRuntime implements ContainerRuntime {
           // it exited meanwhile
         }
       };
-      this.running.set(r.replicaId, { kill, exited });
+      this.running.set(r.replicaId, { deploymentId: r.deploymentId, kill, exited });
       this.roots.set(r.replicaId, this.rootDir(r.deploymentId, r.replicaId));
       adopted.push(r);
     }
@@ -171,7 +171,12 @@ export class ProcessRuntime implements ContainerRuntime {
       };
       writeFileSync(record, JSON.stringify(onDisk));
     }
-    this.running.set(r.replicaId, { kill: (sig) => child.kill(sig), exited, release: () => child.unref() });
+    this.running.set(r.replicaId, {
+      deploymentId: r.deploymentId,
+      kill: (sig) => child.kill(sig),
+      exited,
+      release: () => child.unref(),
+    });
     this.roots.set(r.replicaId, root);
     try {
       await waitUntilHealthy({
@@ -217,6 +222,10 @@ export class ProcessRuntime implements ContainerRuntime {
       }
     }
     return dirs;
+  }
+
+  heldReplicas(): Array<{ deploymentId: string; replicaId: string }> {
+    return this.running.list();
   }
 
   waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {

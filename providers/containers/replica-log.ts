@@ -1,6 +1,7 @@
 /**
  * A replica's log file: `<log dir>/<deployment id>/<replica id>.log`, which the
- * replica writes itself (its stdout and stderr) and the API's logs route reads.
+ * replica writes itself (its stdout and stderr) and the API's logs route reads, and
+ * `<replica id>.log.1`, what it wrote before the file last outgrew its limit (rotateReplicaLog).
  *
  * The file and its directory are private (0600/0700, the umask of every Gantry
  * process), and they belong to the owner of the log directory. Where the
@@ -10,6 +11,7 @@
  * otherwise the owner is the host's own user and nothing changes.
  */
 import { chownSync, fchownSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chown, copyFile, rename, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Where a container host keeps its replicas' logs, and the API reads them (shared storage across machines). */
@@ -33,4 +35,29 @@ export function openReplicaLog(logDir: string, file: string): number {
     }
   }
   return fd;
+}
+
+/** Where a replica's log went when it last outgrew its limit. */
+export const rotatedLogFile = (file: string): string => `${file}.1`;
+
+/**
+ * Keeps a replica's log near `maxBytes` (plus what it writes between two checks): once it is
+ * larger, the file is copied to `<file>.1`, replacing the one before, and truncated in place. This
+ * is logrotate's "copytruncate": the replica writes through a descriptor of its own, opened for
+ * appending, which nothing can point elsewhere; its appends go on at the new end. Lines written
+ * during the copy are lost. The copy is whole, so a reader's offset in the file holds in the copy
+ * (log-tail.ts). Answers whether it rotated.
+ */
+export async function rotateReplicaLog(logDir: string, file: string, maxBytes: number): Promise<boolean> {
+  const st = await stat(file).catch(() => null);
+  if (!st || st.size <= maxBytes) return false;
+  const temp = `${rotatedLogFile(file)}.partial`;
+  await copyFile(file, temp);
+  if (process.getuid?.() === 0) {
+    const owner = statSync(logDir);
+    if (owner.uid !== 0 || owner.gid !== 0) await chown(temp, owner.uid, owner.gid);
+  }
+  await rename(temp, rotatedLogFile(file));
+  await truncate(file, 0);
+  return true;
 }

@@ -42,8 +42,12 @@ export interface ContainerRuntime {
    * answers at this address and the port launch returns, from this host and from the gateway.
    */
   readonly address: string;
+  /** Where replicas' log files are (replica-log.ts): shared with the API, which reads them. */
+  readonly logDir: string;
   /** Starts the replica and resolves once its health check answers 2xx, with the port it serves on. */
   launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number>;
+  /** The replicas this host holds (launched, or adopted from an earlier process of it). */
+  heldReplicas(): Array<{ deploymentId: string; replicaId: string }>;
   /** Resolves when the replica exits; null when this host does not hold it (it was lost). */
   waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null>;
   /** Stops the replica: a polite signal, then a forced one after the grace period. */

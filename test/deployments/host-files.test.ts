@@ -3,10 +3,12 @@
  * revision, a deployment's adapters) stay while a replica mounts them, and go once none has for
  * GANTRY_HOST_FILES_KEEP_SECONDS: a host's disk does not fill with the weights of deployments
  * long gone. A launch racing a sweep always gets its directory whole, and what a crash left half
- * built is removed too.
+ * built is removed too. Replicas' logs are kept within GANTRY_REPLICA_LOG_MAX_BYTES (a log and
+ * the one before it), the logs route and its followers reading across a rotation, and go with
+ * their deployment.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -17,11 +19,14 @@ import { createTenant, type Tenant } from '../helpers/tenants';
 
 const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
 const KEEP_SECONDS = 2;
+const LOG_MAX_BYTES = 8192;
 let p: TestPlatform;
 let t: Tenant;
 
 before(async () => {
-  p = await startTestPlatform({ env: { GANTRY_HOST_FILES_KEEP_SECONDS: String(KEEP_SECONDS) } });
+  p = await startTestPlatform({
+    env: { GANTRY_HOST_FILES_KEEP_SECONDS: String(KEEP_SECONDS), GANTRY_REPLICA_LOG_MAX_BYTES: String(LOG_MAX_BYTES) },
+  });
   t = await createTenant(p.db);
 });
 after(() => p.stop());
@@ -75,7 +80,8 @@ describe("a container host's files for its replicas", () => {
     const volumeDir = path.join(p.config.dataDir, 'deployment-volumes', volume.body.id);
     const versionDir = path.join(volumeDir, 'v1');
     const adaptersDir = path.join(p.config.dataDir, 'deployment-adapters', dep.body.id);
-    assert.ok(existsSync(versionDir) && existsSync(adaptersDir));
+    const logsDir = path.join(p.config.dataDir, 'deployments', dep.body.id);
+    assert.ok(existsSync(versionDir) && existsSync(adaptersDir) && existsSync(logsDir));
 
     // A sweep with no keep time at all leaves what the running replica mounts.
     const swept = await p.hostFiles.sweep(0);
@@ -86,7 +92,7 @@ describe("a container host's files for its replicas", () => {
     assert.equal((await api('DELETE', '/deployments/web')).status, 200);
     const gone = Date.now();
     await eventually(
-      async () => [existsSync(versionDir), existsSync(volumeDir), existsSync(adaptersDir)],
+      async () => [existsSync(versionDir), existsSync(volumeDir), existsSync(adaptersDir), existsSync(logsDir)],
       (left) => left.every((x) => !x),
       30_000,
     );
@@ -101,6 +107,97 @@ describe("a container host's files for its replicas", () => {
     assert.deepEqual(await readThrough(port2, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
     assert.ok(existsSync(versionDir));
     assert.equal((await api('DELETE', '/deployments/web-again')).status, 200);
+  });
+
+  test("a replica's log stays within its limit; the logs route and a follower read across rotations and miss nothing", async () => {
+    const dep = await api('POST', '/deployments', {
+      name: 'chatty',
+      image: 'example/http-replica:1',
+      gpu_type: 'h100-80gb',
+      command: [process.execPath, SERVER],
+      health_check_path: '/health',
+      min_replicas: 1,
+      termination_grace_period_seconds: 1,
+    });
+    assert.equal(dep.status, 200, JSON.stringify(dep.body));
+    const port = await runningPort(dep.body.id);
+    const [{ replica_id: replicaId }] = (
+      await p.db.query<{ replica_id: string }>('SELECT replica_id FROM deployment_replicas WHERE deployment_id = $1', [
+        dep.body.id,
+      ])
+    ).rows;
+    const logFile = path.join(p.config.dataDir, 'deployments', dep.body.id, `${replicaId}.log`);
+    const rotatedInode = () => (existsSync(`${logFile}.1`) ? statSync(`${logFile}.1`).ino : 0);
+
+    const stream = await fetch(`${p.baseUrl}/v1/deployments/chatty/logs?follow=true`, {
+      headers: { authorization: `Bearer ${t.key}` },
+    });
+    assert.equal(stream.status, 200);
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let received = '';
+    // False when the stream ends, or has not brought the needle within 30 s.
+    const readUntil = async (needle: string) => {
+      const giveUp = setTimeout(() => void reader.cancel(), 30_000);
+      try {
+        while (!received.includes(needle)) {
+          const { value, done } = await reader.read();
+          if (done) return false;
+          received += value;
+        }
+        return true;
+      } finally {
+        clearTimeout(giveUp);
+      }
+    };
+    assert.ok(await readUntil('listening on'), 'the tail comes first');
+
+    // Three batches of lines, each more than the limit, with a rotation after each of the first two.
+    const text = (i: number) => `line-${String(i).padStart(4, '0')}-${'x'.repeat(100)}`;
+    let written = 0;
+    const batch = async () => {
+      for (const end = written + 100; written < end; written++)
+        await fetch(`http://127.0.0.1:${port}/log?text=${text(written)}`, { method: 'POST' });
+    };
+    for (let round = 0; round < 2; round++) {
+      const before = rotatedInode();
+      await batch();
+      await eventually(
+        async () => rotatedInode(),
+        (ino) => ino !== 0 && ino !== before,
+        20_000,
+      );
+    }
+    await batch();
+    assert.ok(await readUntil(text(written - 1)), 'the follower got the last line');
+    const followed = received
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).line as string)
+      .filter((l) => l.includes(': line-'));
+    assert.deepEqual(
+      followed.map((l) => l.slice(l.indexOf('line-'))),
+      Array.from({ length: written }, (_, i) => text(i)),
+      'every line once, in order, across two rotations',
+    );
+    await reader.cancel();
+
+    // The log and the one before it stay near the limit (plus one batch written between two checks).
+    await eventually(
+      async () => statSync(logFile).size,
+      (size) => size <= LOG_MAX_BYTES,
+      20_000,
+    );
+    assert.ok(statSync(`${logFile}.1`).size <= LOG_MAX_BYTES + 100 * 200, String(statSync(`${logFile}.1`).size));
+    // The route's tail reads across the rotation (the last batch is now in the rotated log): the
+    // newest lines, whole and in order.
+    const tail = (await api('GET', `/deployments/chatty/logs?replica_id=${replicaId}`)).body.lines as string[];
+    const shown = tail.filter((l) => l.includes(': line-')).map((l) => l.slice(l.indexOf('line-')));
+    assert.ok(shown.length >= 100, `${shown.length} lines shown`);
+    assert.deepEqual(
+      shown,
+      Array.from({ length: shown.length }, (_, i) => text(written - shown.length + i)),
+    );
+    assert.equal((await api('DELETE', '/deployments/chatty')).status, 200);
   });
 
   test('a launch racing a sweep gets its directory whole; what a crash left half built or half removed goes', async () => {

@@ -5,13 +5,18 @@
  * log directory of root's own stays root's.
  */
 import assert from 'node:assert/strict';
-import { chownSync, closeSync, mkdtempSync, statSync, writeSync } from 'node:fs';
+import { chownSync, closeSync, mkdtempSync, readFileSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import { ownerOnlyFiles } from '../../platform/lifecycle';
-import { openReplicaLog, replicaLogFile } from '../../providers/containers/replica-log';
+import {
+  openReplicaLog,
+  replicaLogFile,
+  rotateReplicaLog,
+  rotatedLogFile,
+} from '../../providers/containers/replica-log';
 
 ownerOnlyFiles();
 const isRoot = process.getuid?.() === 0;
@@ -29,7 +34,7 @@ const owner = (p: string) => {
   return { uid: s.uid, gid: s.gid, mode: s.mode & 0o777 };
 };
 
-test("a replica's log goes to the log directory's owner, readable by it alone", () => {
+test("a replica's log goes to the log directory's owner, readable by it alone", async () => {
   const logDir = mkdtempSync(path.join(tmpdir(), 'gantry-logs-'));
   // The API's user on compose (node, 1000); as another user than root, that user itself.
   const api = isRoot ? { uid: 1000, gid: 1000 } : { uid: process.getuid!(), gid: process.getgid!() };
@@ -42,6 +47,13 @@ test("a replica's log goes to the log directory's owner, readable by it alone", 
   const again = logIn(logDir);
   assert.deepEqual(owner(again.file), { ...api, mode: 0o600 });
   assert.equal(statSync(again.file).size, 'listening\n'.length * 2);
+
+  // Rotated past its limit: the log before is the owner's too, as private, and the log starts again.
+  assert.equal(await rotateReplicaLog(logDir, file, 8), true);
+  assert.deepEqual(owner(rotatedLogFile(file)), { ...api, mode: 0o600 });
+  assert.equal(readFileSync(rotatedLogFile(file), 'utf8'), 'listening\n'.repeat(2));
+  assert.deepEqual({ ...owner(file), size: statSync(file).size }, { ...api, mode: 0o600, size: 0 });
+  assert.equal(await rotateReplicaLog(logDir, file, 8), false, 'under its limit: left alone');
 });
 
 test('a log directory of the host user itself keeps its logs that user’s', () => {

@@ -33,6 +33,7 @@ import {
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { hostFileStores } from '../../workers/container-host-workers';
 import { HostFileSweeper } from '../../providers/containers/host-file-sweep';
+import { ReplicaLogKeeper } from '../../providers/containers/replica-log-keeper';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
 
@@ -63,7 +64,7 @@ export interface TestPlatform {
   queueWakeups: QueueWakeups;
   /** Every route the API registered, as its router lists them. */
   routes: RegisteredRoute[];
-  /** The container host's sweep of its replicas' files (started, as in production). */
+  /** The container host's sweep of its replicas' files and logs (started, as in production). */
   hostFiles: HostFileSweeper;
   stop(): Promise<void>;
 }
@@ -146,14 +147,16 @@ export async function startTestPlatform(
     hostLogger,
   ))!;
   const stores = hostFileStores(base.dataDir, blobs);
+  const replicaLogs = new ReplicaLogKeeper(containerRuntime, db, base.replicaLogMaxBytes, hostLogger);
   const hostFiles = new HostFileSweeper(
     containerRuntime,
-    [stores.volumes, stores.adapters],
+    [stores.volumes, stores.adapters, replicaLogs],
     base.hostFilesKeepSeconds,
     hostLogger,
   );
   if (opts.controlWorker !== false && opts.containers !== false) {
     hostFiles.start();
+    replicaLogs.start();
     workers.push(
       ...(await createContainerWorkers({
         ...common,
@@ -225,6 +228,7 @@ export async function startTestPlatform(
       for (const w of workers) w.shutdown();
       await Promise.all(running);
       await hostFiles.stop();
+      await replicaLogs.stop();
       await containerRuntime.stopAll();
       await principals.stop();
       await queueWakeups.stop();

@@ -224,7 +224,7 @@ export class PodmanRuntime implements ContainerRuntime {
       });
     });
     void exited.then(() => this.networks.release(r.projectId));
-    this.running.set(r.replicaId, { exited, release: () => client.unref() });
+    this.running.set(r.replicaId, { deploymentId: r.deploymentId, exited, release: () => client.unref() });
     try {
       await waitUntilHealthy({
         origin: replicaOrigin(this.address, port),
@@ -243,6 +243,10 @@ export class PodmanRuntime implements ContainerRuntime {
       throw err;
     }
     return port;
+  }
+
+  heldReplicas(): Array<{ deploymentId: string; replicaId: string }> {
+    return this.running.list();
   }
 
   waitForExit(replicaId: string, signal: AbortSignal): Promise<ReplicaExit | null> {
@@ -310,7 +314,7 @@ export class PodmanRuntime implements ContainerRuntime {
         );
       });
       void exited.then(() => this.networks.release(projectId));
-      this.running.set(replicaId, { exited, release: () => waiter.kill() });
+      this.running.set(replicaId, { deploymentId, exited, release: () => waiter.kill() });
       adopted.push({ deploymentId, replicaId });
     }
     return adopted;
