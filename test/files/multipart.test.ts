@@ -167,11 +167,12 @@ describe('multipart uploads', () => {
       (r) => r.status === 404,
       20_000,
     );
-    assert.equal(partFiles().length, 0);
-    // The row goes a moment before the run closes (its last activity deletes it): wait for the run.
+    // The row goes a moment before the parts and the run closes (its last activity deletes the row,
+    // then the parts): wait for the run.
     const handle = p.temporal.workflow.getHandle(`file-validation/${init.body.file_id}`);
     await handle.result();
     const run = await handle.describe();
     assert.equal(run.status.name, 'COMPLETED');
+    assert.equal(partFiles().length, 0);
   });
 });
