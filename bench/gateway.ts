@@ -10,10 +10,12 @@
  * runs as its own process (gateway/server.ts), as `./dev up` runs it. The
  * same workload, 8 concurrent clients, in interleaved rounds (bench/lib/rounds.ts):
  *   - a trivial GET (/health) through the gateway's deployment proxy, through a
- *     plain reverse proxy (nginx, one worker, keep-alive upstream; bench/lib/nginx.ts)
- *     and to the replica directly: the gateway's own cost, with no model work
- *     behind. Judged: gateway / nginx throughput, and the p50 the gateway adds
- *     to a direct call;
+ *     plain reverse proxy (nginx, one worker, keep-alive upstream; bench/lib/nginx.ts),
+ *     through the leanest Node proxy, through a Node TCP pass-through (shown, not
+ *     judged: Node without its HTTP layer) and to the replica directly: the
+ *     gateway's own cost, with no model work behind. Judged: gateway / nginx and
+ *     gateway / leanest Node proxy throughput, and the p50 the gateway adds to a
+ *     direct call;
  *   - completions (max_tokens 1, greedy) through the gateway by endpoint
  *     string, and to the replica directly. Judged: gateway / direct throughput.
  * Then, once, a deployment scaled to zero is called: the time until its first
@@ -122,15 +124,23 @@ async function main() {
         BARE_PROXY_UPSTREAM: String(port),
       });
       const healthViaBareProxy = () => fetch(`http://127.0.0.1:${bareProxyPort}/health`, { headers: auth });
-      await eventually(
-        () =>
-          healthViaBareProxy().then(
-            (r) => r.ok,
-            () => false,
-          ),
-        Boolean,
-        10_000,
-      );
+      const pipePort = await freePort();
+      const pipe = startProcess('bench/lib/bare-node-tcp-pipe.ts', {
+        BARE_PIPE_PORT: String(pipePort),
+        BARE_PIPE_UPSTREAM: String(port),
+      });
+      const healthViaPipe = () => fetch(`http://127.0.0.1:${pipePort}/health`);
+      for (const send of [healthViaBareProxy, healthViaPipe]) {
+        await eventually(
+          () =>
+            send().then(
+              (r) => r.ok,
+              () => false,
+            ),
+          Boolean,
+          10_000,
+        );
+      }
       try {
         await compareInRounds({
           bench: 'gateway',
@@ -138,6 +148,7 @@ async function main() {
             const bare = await load(healthN, healthDirect);
             const proxied = await load(healthN, healthViaNginx);
             const bare_node = await load(healthN, healthViaBareProxy);
+            const node_pipe = await load(healthN, healthViaPipe);
             const completions = await load(n, direct);
             return {
               health_direct_rps: bare.requests_per_s,
@@ -145,6 +156,8 @@ async function main() {
               health_nginx_rps: proxied.requests_per_s,
               health_nginx_p50_ms: proxied.p50_ms,
               health_bare_node_proxy_rps: bare_node.requests_per_s,
+              // Not judged: what Node costs without its HTTP layer (bench/lib/bare-node-tcp-pipe.ts).
+              health_node_tcp_pipe_rps: node_pipe.requests_per_s,
               completions_direct_rps: completions.requests_per_s,
             };
           },
@@ -183,8 +196,10 @@ async function main() {
         });
       } finally {
         await nginx.stop();
-        bareProxy.child.kill('SIGTERM');
-        await bareProxy.exited;
+        for (const helper of [bareProxy, pipe]) {
+          helper.child.kill('SIGTERM');
+          await helper.exited;
+        }
       }
 
       // Waking from zero.
