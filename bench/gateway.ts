@@ -150,6 +150,13 @@ async function main() {
             const bare_node = await load(healthN, healthViaBareProxy);
             const node_pipe = await load(healthN, healthViaPipe);
             const completions = await load(n, direct);
+            const completionsBareNode = await load(n, () =>
+              fetch(`http://127.0.0.1:${bareProxyPort}/v1/completions`, {
+                method: 'POST',
+                headers: auth,
+                body: body('model'),
+              }),
+            );
             return {
               health_direct_rps: bare.requests_per_s,
               health_direct_p50_ms: bare.p50_ms,
@@ -159,6 +166,8 @@ async function main() {
               // Not judged: what Node costs without its HTTP layer (bench/lib/bare-node-tcp-pipe.ts).
               health_node_tcp_pipe_rps: node_pipe.requests_per_s,
               completions_direct_rps: completions.requests_per_s,
+              // Not judged: the model-bound path through the leanest Node proxy, for comparison.
+              completions_bare_node_proxy_rps: completionsBareNode.requests_per_s,
             };
           },
           gantry: async () => {
