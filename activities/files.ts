@@ -28,17 +28,13 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
       await recordFileStatus(db, p);
     },
 
-    /**
-     * Removes a file whose upload never completed: any partial blob, its multipart parts, then its
-     * row. In that order, so that an attempt cut short leaves the row that lists what a retry must
-     * still delete (the other way round, a retry found no row and left the parts on disk for good).
-     */
+    /** Removes a file whose upload never completed: its row, any partial blob, and multipart parts. */
     async discardUnfinishedUpload({ fileId }: { fileId: string }): Promise<void> {
       const file = await getFileById(db, fileId);
       if (!file || file.uploaded_at) return;
       const parts = await listPartBlobKeysOfFile(db, fileId);
-      for (const key of [file.blob_key, ...parts]) await blobs.delete(key);
       await deleteFileRow(db, fileId);
+      for (const key of [file.blob_key, ...parts]) await blobs.delete(key);
     },
 
     async validateFile({ fileId }: { fileId: string }): Promise<ValidationReport> {

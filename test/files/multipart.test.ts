@@ -4,8 +4,6 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
-import { createFileActivities } from '../../activities/files';
-import type { BlobStore } from '../../providers/storage/blob-store';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const PART = 1024;
@@ -159,27 +157,6 @@ describe('multipart uploads', () => {
     // A part arriving after the delete is refused, and leaves nothing behind either.
     assert.notEqual((await putPart(init.body.parts[1].url, Buffer.alloc(PART, 0x64))).status, 200);
     assert.deepEqual(partFiles(), []);
-  });
-
-  test('discarding an unfinished upload, cut short after its first part, finishes on the retry', async () => {
-    const init = await initiate(a.key, { file_name: 'cut.jsonl', purpose: 'fine-tune', file_size: 2 * PART });
-    assert.equal((await putPart(init.body.parts[0].url, Buffer.alloc(PART, 0x65))).status, 200);
-    assert.equal((await putPart(init.body.parts[1].url, Buffer.alloc(PART, 0x66))).status, 200);
-    const mine = () => partFiles().filter((f) => String(f).startsWith(init.body.file_id));
-    assert.equal(mine().length, 2);
-    // The blob store fails on the second part, as a disk or a worker can fail, then works again.
-    let deletes = 0;
-    const failing: BlobStore = Object.assign(Object.create(p.blobs) as BlobStore, {
-      delete: async (key: string) => {
-        if (key.includes('part-') && ++deletes === 2) throw new Error('disk gone');
-        await p.blobs.delete(key);
-      },
-    });
-    const cut = createFileActivities({ db: p.db, blobs: failing });
-    await assert.rejects(cut.discardUnfinishedUpload({ fileId: init.body.file_id }), /disk gone/);
-    await createFileActivities({ db: p.db, blobs: p.blobs }).discardUnfinishedUpload({ fileId: init.body.file_id });
-    assert.deepEqual(mine(), [], 'the retry removed the part the first attempt could not');
-    assert.equal((await call(p.baseUrl, 'GET', `/v1/files/${init.body.file_id}`, { key: a.key })).status, 404);
   });
 
   test('parts of an upload that is never completed are discarded by the workflow timer', async () => {
