@@ -12,10 +12,12 @@ export const TAIL_BYTES = 1 << 20;
 
 /** Where a reader of a log stands. */
 export interface LogPosition {
-  /** Bytes of the file read. */
+  /** Bytes read: of the file, or of the rotated file while `draining`. */
   offset: number;
   /** The inode of the rotated file when last read (0: none): another one means a rotation since. */
   rotated: number;
+  /** Reading the rest of the rotated file (what the file held when it was rotated) before the file. */
+  draining?: boolean;
 }
 
 /** The file opened for reading, or null when it does not exist (yet). */
@@ -51,20 +53,22 @@ async function lastLines(file: string, maxBytes: number): Promise<{ lines: strin
   }
 }
 
-/** The complete lines after `offset` (from the start if the file is now shorter), and where they end. */
-async function linesFrom(file: string, offset: number): Promise<{ lines: string[]; offset: number }> {
+/**
+ * The complete lines after `offset`, where they end, and whether more is there to read. A file
+ * shorter than `offset` is being rotated (truncated, its copy not yet in place): nothing is read.
+ */
+async function linesFrom(file: string, offset: number): Promise<{ lines: string[]; offset: number; more: boolean }> {
   const fh = await openIfExists(file);
-  if (!fh) return { lines: [], offset: 0 };
+  if (!fh) return { lines: [], offset, more: false };
   try {
     const { size } = await fh.stat();
-    if (size < offset) offset = 0; // truncated under us
-    if (size === offset) return { lines: [], offset };
+    if (size <= offset) return { lines: [], offset, more: false };
     const buf = Buffer.alloc(Math.min(size - offset, TAIL_BYTES));
     await fh.read(buf, 0, buf.length, offset);
     const end = buf.lastIndexOf(0x0a);
-    if (end < 0) return { lines: [], offset };
+    if (end < 0) return { lines: [], offset, more: false };
     const lines = buf.subarray(0, end).toString('utf8').split('\n').filter(Boolean);
-    return { lines, offset: offset + end + 1 };
+    return { lines, offset: offset + end + 1, more: offset + buf.length < size };
   } finally {
     await fh.close();
   }
@@ -76,30 +80,39 @@ async function linesFrom(file: string, offset: number): Promise<{ lines: string[
  * must not block on one file.
  */
 export async function tailLines(file: string, maxLines: number): Promise<{ lines: string[]; position: LogPosition }> {
-  const rotated = await inodeOf(rotatedLogFile(file));
-  const current = await lastLines(file, TAIL_BYTES);
-  let lines = current.lines;
-  if (lines.length < maxLines && rotated && current.size < TAIL_BYTES) {
-    lines = [...(await lastLines(rotatedLogFile(file), TAIL_BYTES - current.size)).lines, ...lines];
+  for (let attempt = 1; ; attempt++) {
+    const rotated = await inodeOf(rotatedLogFile(file));
+    const current = await lastLines(file, TAIL_BYTES);
+    let lines = current.lines;
+    if (lines.length < maxLines && rotated && current.size < TAIL_BYTES) {
+      lines = [...(await lastLines(rotatedLogFile(file), TAIL_BYTES - current.size)).lines, ...lines];
+    }
+    // Rotated while it was read: read again, so the position and the lines are of one generation.
+    if (attempt < 3 && (await inodeOf(rotatedLogFile(file))) !== rotated) continue;
+    return { lines: lines.slice(-maxLines), position: { offset: current.size, rotated } };
   }
-  return { lines: lines.slice(-maxLines), position: { offset: current.size, rotated } };
 }
 
 /**
  * Lines appended since `position`, complete ones only, and the new position. Across a rotation:
- * the rest of what was read from (now in the rotated file), then the file from its start.
+ * the rest of the file as it was (now the rotated file, a whole copy, so the reader's offset holds
+ * in it), then the file from its start. A reader that missed a whole rotation (it did not read
+ * between two, which are a check interval apart) has lost the older copy, and reads the newer one
+ * from where it stood in the older: it skips lines, never repeats them.
  */
 export async function linesSince(
   file: string,
   position: LogPosition,
 ): Promise<{ lines: string[]; position: LogPosition }> {
   const rotated = await inodeOf(rotatedLogFile(file));
-  if (rotated === position.rotated) {
+  if (!position.draining && rotated === position.rotated) {
     const next = await linesFrom(file, position.offset);
     return { lines: next.lines, position: { offset: next.offset, rotated } };
   }
-  // The rotated file is the whole file as it was before it started again: the reader's offset holds in it.
-  const rest = await linesFrom(rotatedLogFile(file), position.offset);
+  // Rotated since (or rotated again while draining: what was left of the earlier copy is gone).
+  const offset = position.draining && rotated !== position.rotated ? 0 : position.offset;
+  const rest = await linesFrom(rotatedLogFile(file), offset);
+  if (rest.more) return { lines: rest.lines, position: { offset: rest.offset, rotated, draining: true } };
   const fresh = await linesFrom(file, 0);
   return { lines: [...rest.lines, ...fresh.lines], position: { offset: fresh.offset, rotated } };
 }

@@ -22,6 +22,8 @@ import type { ContainerRuntime } from './runtime';
 
 /** How often the logs of held replicas are measured. */
 const ROTATE_EVERY_MS = 5000;
+/** A container deployment's id (newId('dep')). */
+const DEPLOYMENT_ID = /^dep-[0-9a-f-]{36}$/;
 /** A replica's files in its deployment's log directory: its log, its rotated log, its root (process runtime). */
 const REPLICA_FILE = /^(.+?)\.(log|log\.1|log\.1\.partial|root)$/;
 
@@ -36,12 +38,16 @@ export class ReplicaLogKeeper implements SweptFiles {
     private readonly logger: Logger,
   ) {}
 
-  /** Rotates each held replica's log that outgrew its limit; answers those rotated. */
+  /** Rotates each held replica's log that outgrew its limit; answers those rotated. One that fails stops no other. */
   async rotate(): Promise<string[]> {
     const rotated: string[] = [];
     for (const r of this.runtime.heldReplicas()) {
       const file = this.runtime.logFile(r.deploymentId, r.replicaId);
-      if (await rotateReplicaLog(this.runtime.logDir, file, this.maxBytes)) rotated.push(file);
+      try {
+        if (await rotateReplicaLog(this.runtime.logDir, file, this.maxBytes)) rotated.push(file);
+      } catch (err) {
+        this.logger.warn({ file, err: (err as Error).message }, 'replica log not rotated this time');
+      }
     }
     return rotated;
   }
@@ -49,8 +55,9 @@ export class ReplicaLogKeeper implements SweptFiles {
   /** The files of replicas no deployment lists, not written for `keepMs`; answers those removed. */
   async sweep(_inUse: ReadonlySet<string>, keepMs: number): Promise<string[]> {
     const logDir = this.runtime.logDir;
-    // Dot-named entries are not deployments (the process runtime's records of its replicas).
-    const deployments = (await readdir(logDir).catch(() => [])).filter((name) => !name.startsWith('.'));
+    // Only names of deployments: not the process runtime's records (`.hosts`), nor what else a
+    // volume may hold (`lost+found`).
+    const deployments = (await readdir(logDir).catch(() => [])).filter((name) => DEPLOYMENT_ID.test(name));
     if (!deployments.length) return [];
     const listed = await listedReplicas(this.db, deployments);
     const held = this.runtime.heldReplicas();

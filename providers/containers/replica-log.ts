@@ -11,7 +11,7 @@
  * otherwise the owner is the host's own user and nothing changes.
  */
 import { chownSync, fchownSync, mkdirSync, openSync, statSync } from 'node:fs';
-import { chown, copyFile, rename, stat, truncate } from 'node:fs/promises';
+import { chown, copyFile, rename, rm, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Where a container host keeps its replicas' logs, and the API reads them (shared storage across machines). */
@@ -46,18 +46,24 @@ export const rotatedLogFile = (file: string): string => `${file}.1`;
  * is logrotate's "copytruncate": the replica writes through a descriptor of its own, opened for
  * appending, which nothing can point elsewhere; its appends go on at the new end. Lines written
  * during the copy are lost. The copy is whole, so a reader's offset in the file holds in the copy
- * (log-tail.ts). Answers whether it rotated.
+ * (log-tail.ts). Truncated before the copy takes the old one's place, so a reader that sees the new
+ * copy sees the file started again. Answers whether it rotated.
  */
 export async function rotateReplicaLog(logDir: string, file: string, maxBytes: number): Promise<boolean> {
   const st = await stat(file).catch(() => null);
   if (!st || st.size <= maxBytes) return false;
   const temp = `${rotatedLogFile(file)}.partial`;
-  await copyFile(file, temp);
-  if (process.getuid?.() === 0) {
-    const owner = statSync(logDir);
-    if (owner.uid !== 0 || owner.gid !== 0) await chown(temp, owner.uid, owner.gid);
+  try {
+    await copyFile(file, temp);
+    if (process.getuid?.() === 0) {
+      const owner = statSync(logDir);
+      if (owner.uid !== 0 || owner.gid !== 0) await chown(temp, owner.uid, owner.gid);
+    }
+    await truncate(file, 0);
+    await rename(temp, rotatedLogFile(file));
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
   }
-  await rename(temp, rotatedLogFile(file));
-  await truncate(file, 0);
   return true;
 }
