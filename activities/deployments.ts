@@ -40,6 +40,7 @@ import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/ru
 import type { AdapterFiles } from '../providers/containers/adapter-files';
 import { isSafeVolumePath, type VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
+import type { PinnedDir } from '../providers/containers/host-file-uses';
 import { fillEmptyVersion, filesWithPrefix, getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/models';
 
@@ -148,7 +149,15 @@ export function createReplicaActivities(deps: {
   }
 
   /** Each mount's directory on this host; the version was fixed in the spec when it was deployed. */
-  async function resolveMounts(l: ReplicaLaunch): Promise<Array<{ mountPath: string; hostDir: string }>> {
+  async function resolveMounts(
+    l: ReplicaLaunch,
+    /** Each directory handed out is pinned here, for the caller to release once the launch is over. */
+    pins: PinnedDir[],
+  ): Promise<Array<{ mountPath: string; hostDir: string }>> {
+    const pinned = (p: PinnedDir) => {
+      pins.push(p);
+      return p.dir;
+    };
     const mounts = [];
     for (const m of l.spec.volumes ?? []) {
       const volume = await getVolume(db, l.projectId, m.name);
@@ -169,7 +178,7 @@ export function createReplicaActivities(deps: {
           );
       mounts.push({
         mountPath: m.mount_path,
-        hostDir: await deps.volumes.materialize(volume.id, version.version, files),
+        hostDir: pinned(await deps.volumes.materialize(volume.id, version.version, files)),
       });
     }
     for (const m of l.spec.model_mounts ?? []) {
@@ -180,10 +189,10 @@ export function createReplicaActivities(deps: {
         blob_key: `${revision.blob_prefix}/${f.path}`,
       }));
       // A model revision is immutable, like a volume version: one directory per revision and host.
-      mounts.push({ mountPath: m.mount_path, hostDir: await deps.volumes.materialize(revision.id, 1, files) });
+      mounts.push({ mountPath: m.mount_path, hostDir: pinned(await deps.volumes.materialize(revision.id, 1, files)) });
     }
     // Adapters attached later appear there while the replica runs.
-    mounts.push({ mountPath: ADAPTERS_MOUNT_PATH, hostDir: await deps.adapters.dirOf(l.deploymentId) });
+    mounts.push({ mountPath: ADAPTERS_MOUNT_PATH, hostDir: pinned(await deps.adapters.dirOf(l.deploymentId)) });
     return mounts;
   }
 
@@ -219,6 +228,9 @@ export function createReplicaActivities(deps: {
           env[e.name] = value;
         } else env[e.name] = e.value ?? '';
       }
+      // The files a replica mounts are kept from the host's sweeps until it has them mounted (a
+      // runtime reports its replicas' mounts from then on) or has failed to start.
+      const pins: PinnedDir[] = [];
       try {
         const port = await runtime.launch(
           {
@@ -234,7 +246,7 @@ export function createReplicaActivities(deps: {
             env,
             healthPath: l.spec.health_check_path ?? '/',
             healthTimeoutMs: 60_000,
-            mounts: await resolveMounts(l),
+            mounts: await resolveMounts(l, pins),
           },
           () => heartbeat(),
         );
@@ -251,6 +263,8 @@ export function createReplicaActivities(deps: {
         if (!(err instanceof ReplicaFailed)) throw err;
         await recordCrashedReplica(db, { ...base, status: 'Failed', reason: 'StartFailed', message: err.message });
         throw ApplicationFailure.nonRetryable(err.message, 'ReplicaFailed');
+      } finally {
+        for (const pin of pins) pin.release();
       }
     },
 

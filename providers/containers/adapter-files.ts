@@ -17,7 +17,7 @@ import path from 'node:path';
 import { ADAPTERS_MOUNT_PATH } from '../../shared/deployments';
 import type { BlobStore } from '../storage/blob-store';
 import { VolumeStore } from './volume-store';
-import { HostFileUses, isBeingRemoved } from './host-file-uses';
+import { HostFileUses, isBeingRemoved, type PinnedDir } from './host-file-uses';
 
 export class AdapterFiles {
   private readonly uses = new HostFileUses();
@@ -27,20 +27,23 @@ export class AdapterFiles {
     private readonly blobs: BlobStore,
   ) {}
 
-  /** The host directory mounted at ADAPTERS_MOUNT_PATH in the deployment's replicas (made if need be). */
-  async dirOf(deploymentId: string): Promise<string> {
+  /**
+   * The host directory mounted at ADAPTERS_MOUNT_PATH in the deployment's replicas (made if need
+   * be), pinned until the caller releases it.
+   */
+  async dirOf(deploymentId: string): Promise<PinnedDir> {
     if (!/^[A-Za-z0-9_-]+$/.test(deploymentId)) throw new Error(`unexpected deployment id ${deploymentId}`);
     await mkdir(this.root, { recursive: true });
     await chmod(this.root, 0o700);
     const dir = path.join(this.root, deploymentId);
     // Made (again, if a sweep took it) and claimed in turn with a sweep's decisions.
-    await this.uses.exclusive(async () => {
+    return this.uses.exclusive(async () => {
       await mkdir(dir, { recursive: true });
       await chmod(dir, 0o755);
       const now = new Date();
       await utimes(dir, now, now);
+      return this.uses.pin(dir);
     });
-    return dir;
   }
 
   /**
@@ -60,8 +63,14 @@ export class AdapterFiles {
     revisionId: string,
     files: Array<{ name: string; blob_key: string }>,
   ): Promise<string> {
-    const dir = await this.dirOf(deploymentId);
-    const hostDir = await new VolumeStore(dir, this.blobs, 0o755).materialize(revisionId, 1, files);
-    return path.posix.join(ADAPTERS_MOUNT_PATH, ...path.relative(dir, hostDir).split(path.sep));
+    // Pinned while the revision is built in it: a sweep must not take the directory from under it.
+    const deployment = await this.dirOf(deploymentId);
+    try {
+      const revision = await new VolumeStore(deployment.dir, this.blobs, 0o755).materialize(revisionId, 1, files);
+      revision.release(); // it goes with the deployment's directory, never on its own
+      return path.posix.join(ADAPTERS_MOUNT_PATH, ...path.relative(deployment.dir, revision.dir).split(path.sep));
+    } finally {
+      deployment.release();
+    }
   }
 }

@@ -45,6 +45,8 @@ export interface ReplicaRecordOnDisk {
   pid: number;
   port: number;
   command: string;
+  /** The host directories it mounts (absent in records of Gantry before 2026-11-25: read from its root's links). */
+  mounts?: string[];
 }
 
 /** A replica this runtime holds: how to signal it and when it ended. */
@@ -65,8 +67,8 @@ function runsCommand(pid: number, command: string): boolean {
 export class ProcessRuntime implements ContainerRuntime {
   readonly kind = 'process';
   private readonly running = new HeldReplicas<Held>();
-  /** The root of each replica held, where its mounts are links (mountedHostDirs). */
-  private readonly roots = new Map<string, string>();
+  /** The host directories each replica held mounts (mountedHostDirs). */
+  private readonly mounts = new Map<string, string[]>();
 
   /**
    * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
@@ -117,7 +119,7 @@ export class ProcessRuntime implements ContainerRuntime {
         }
       };
       this.running.set(r.replicaId, { deploymentId: r.deploymentId, kill, exited });
-      this.roots.set(r.replicaId, this.rootDir(r.deploymentId, r.replicaId));
+      this.mounts.set(r.replicaId, r.mounts ?? linksIn(this.rootDir(r.deploymentId, r.replicaId)));
       adopted.push(r);
     }
     return adopted;
@@ -168,6 +170,7 @@ export class ProcessRuntime implements ContainerRuntime {
         pid: child.pid,
         port,
         command: argv[0],
+        mounts: r.mounts.map((m) => m.hostDir),
       };
       writeFileSync(record, JSON.stringify(onDisk));
     }
@@ -177,7 +180,10 @@ export class ProcessRuntime implements ContainerRuntime {
       exited,
       release: () => child.unref(),
     });
-    this.roots.set(r.replicaId, root);
+    this.mounts.set(
+      r.replicaId,
+      r.mounts.map((m) => m.hostDir),
+    );
     try {
       await waitUntilHealthy({
         origin: replicaOrigin(this.address, port),
@@ -209,17 +215,11 @@ export class ProcessRuntime implements ContainerRuntime {
     return root;
   }
 
-  /** What the links in the roots of the replicas held point to. */
   async mountedHostDirs(): Promise<string[]> {
     const dirs: string[] = [];
-    for (const [replicaId, root] of this.roots) {
-      if (!this.running.has(replicaId)) {
-        this.roots.delete(replicaId);
-        continue;
-      }
-      for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
-        if (entry.isSymbolicLink()) dirs.push(readlinkSync(path.join(entry.parentPath, entry.name)));
-      }
+    for (const [replicaId, mounted] of this.mounts) {
+      if (this.running.has(replicaId)) dirs.push(...mounted);
+      else this.mounts.delete(replicaId);
     }
     return dirs;
   }
@@ -263,4 +263,11 @@ export class ProcessRuntime implements ContainerRuntime {
   release(): void {
     this.running.releaseAll();
   }
+}
+
+/** What the links in a replica's root point to: its mounts (prepareRoot). */
+function linksIn(root: string): string[] {
+  return readdirSync(root, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isSymbolicLink())
+    .map((entry) => readlinkSync(path.join(entry.parentPath, entry.name)));
 }

@@ -20,7 +20,7 @@ import { chmod, mkdir, readdir, rename, rm, rmdir, utimes } from 'node:fs/promis
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { BlobStore } from '../storage/blob-store';
-import { HostFileUses, isBeingRemoved } from './host-file-uses';
+import { HostFileUses, isBeingRemoved, type PinnedDir } from './host-file-uses';
 
 /** A path inside a volume: relative segments of ordinary characters, nothing hidden, nothing that climbs. */
 const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._ +=@-]{0,254}$/;
@@ -51,16 +51,18 @@ export class VolumeStore {
 
   /**
    * The directory holding a file set (a volume's version, or a model revision), building it
-   * first if this host has not. `name` is each file's path inside it.
+   * first if this host has not. `name` is each file's path inside it. It is pinned (no sweep takes
+   * it) until the caller releases it: once the replica it is for has mounted it, or failed to.
    */
   async materialize(
     volumeId: string,
     version: number,
     files: Array<{ name: string; blob_key: string }>,
-  ): Promise<string> {
+  ): Promise<PinnedDir> {
     if (!/^[A-Za-z0-9_-]+$/.test(volumeId)) throw new Error(`unexpected volume id ${volumeId}`);
     const dir = path.join(this.root, volumeId, `v${version}`);
-    if (await this.uses.claim(dir)) return dir;
+    const existing = await this.uses.claim(dir);
+    if (existing) return existing;
     const temp = `${dir}${PARTIAL}${randomBytes(6).toString('hex')}`;
     this.building.add(temp);
     try {
@@ -79,20 +81,21 @@ export class VolumeStore {
       await mkdir(temp, { recursive: true });
       await readableByReplicas(temp);
       // Claimed as it appears: a long download must not leave it looking long unused.
-      await this.uses.exclusive(async () => {
+      return await this.uses.exclusive(async () => {
         await rename(temp, dir);
         const now = new Date();
         await utimes(dir, now, now);
+        return this.uses.pin(dir);
       });
     } catch (err) {
       await rm(temp, { recursive: true, force: true });
       // Another launch finished the same version first: theirs is as good as ours.
-      if (await this.uses.claim(dir)) return dir;
+      const theirs = await this.uses.claim(dir);
+      if (theirs) return theirs;
       throw err;
     } finally {
       this.building.delete(temp);
     }
-    return dir;
   }
 
   /**

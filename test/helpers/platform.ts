@@ -66,6 +66,8 @@ export interface TestPlatform {
   routes: RegisteredRoute[];
   /** The container host's sweep of its replicas' files and logs (started, as in production). */
   hostFiles: HostFileSweeper;
+  /** The container host's rotation of its replicas' logs (started, as in production). */
+  replicaLogs: ReplicaLogKeeper;
   stop(): Promise<void>;
 }
 
@@ -205,6 +207,7 @@ export async function startTestPlatform(
     logs,
     queueWakeups,
     hostFiles,
+    replicaLogs,
     async stop() {
       // An unexpected error the API answered with a 500 is logged with its stack; the test output
       // keeps it, so a failure in CI can be traced to its cause. (5xx answers the API means, an

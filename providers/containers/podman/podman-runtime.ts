@@ -63,8 +63,6 @@ export class PodmanRuntime implements ContainerRuntime {
   readonly kind = 'podman';
   readonly address: string;
   private readonly running = new HeldReplicas<HeldReplica>();
-  /** The mounts of each launch under way, from before its image is pulled until it has a container. */
-  private readonly launching = new Map<string, string[]>();
 
   /**
    * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
@@ -118,47 +116,35 @@ export class PodmanRuntime implements ContainerRuntime {
     }
   }
 
-  /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
-  async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
-    this.launching.set(
-      r.replicaId,
-      r.mounts.map((m) => m.hostDir),
-    );
-    try {
-      return await this.launchContainer(r, onProgress);
-    } finally {
-      this.launching.delete(r.replicaId);
-    }
-  }
-
   /**
-   * The mounts of this engine's Gantry containers, whichever host process started them, and of
-   * the launches under way here.
+   * The mounts of this engine's Gantry containers, whichever host process started them. (A launch
+   * under way holds its directories pinned until it is over: activities/deployments.ts.)
    */
   async mountedHostDirs(): Promise<string[]> {
-    const launching = [...this.launching.values()].flat();
-    // A container may go between the listing and the inspection: list again once.
-    for (let attempt = 1; ; attempt++) {
-      const ids = (await this.engine.podman(['ps', '--all', '--filter', 'label=gantry.replica', '--format', '{{.ID}}']))
-        .split('\n')
-        .filter(Boolean);
-      if (!ids.length) return launching;
+    const ids = (await this.engine.podman(['ps', '--all', '--filter', 'label=gantry.replica', '--format', '{{.ID}}']))
+      .split('\n')
+      .filter(Boolean);
+    const sources: string[] = [];
+    for (const id of ids) {
       try {
-        const sources = await this.engine.podman([
+        const out = await this.engine.podman([
           'container',
           'inspect',
           '--format',
           '{{range .Mounts}}{{.Source}}{{"\\n"}}{{end}}',
-          ...ids,
+          id,
         ]);
-        return [...launching, ...sources.split('\n').filter(Boolean)];
+        sources.push(...out.split('\n').filter(Boolean));
       } catch (err) {
-        if (attempt === 2) throw err;
+        // Gone since the listing: it mounts nothing now. Anything else, and nothing is swept.
+        if (!/no such (container|object)/i.test((err as Error).message)) throw err;
       }
     }
+    return sources;
   }
 
-  private async launchContainer(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
+  /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
+  async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
     await this.pull(r.image, onProgress);
     const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
