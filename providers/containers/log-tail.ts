@@ -5,7 +5,7 @@
  * and the file starts again.
  */
 import { open, stat, type FileHandle } from 'node:fs/promises';
-import { rotatedLogFile } from './replica-log';
+import { rotatedLogFile, rotatingLogFile, STALE_ROTATION_MS } from './replica-log';
 
 /** The most of a log file read at once. */
 export const TAIL_BYTES = 1 << 20;
@@ -29,6 +29,16 @@ async function openIfExists(file: string): Promise<FileHandle | null> {
     throw err;
   }
 }
+
+/**
+ * A rotation is under way: the file may be truncated while its copy is not yet in place. (A copy
+ * left by a host that died mid-rotation stops counting once it has not been written for a while.)
+ */
+const rotating = (file: string) =>
+  stat(rotatingLogFile(file)).then(
+    (s) => s.mtimeMs > Date.now() - STALE_ROTATION_MS,
+    () => false,
+  );
 
 const inodeOf = (file: string) =>
   stat(file).then(
@@ -81,6 +91,10 @@ async function linesFrom(file: string, offset: number): Promise<{ lines: string[
  */
 export async function tailLines(file: string, maxLines: number): Promise<{ lines: string[]; position: LogPosition }> {
   for (let attempt = 1; ; attempt++) {
+    if (attempt < 3 && (await rotating(file))) {
+      await new Promise((r) => setTimeout(r, 20));
+      continue;
+    }
     const rotated = await inodeOf(rotatedLogFile(file));
     const current = await lastLines(file, TAIL_BYTES);
     let lines = current.lines;
@@ -104,6 +118,8 @@ export async function linesSince(
   file: string,
   position: LogPosition,
 ): Promise<{ lines: string[]; position: LogPosition }> {
+  // Mid-rotation the file may already be truncated and written again: read once the copy is in place.
+  if (await rotating(file)) return { lines: [], position };
   const rotated = await inodeOf(rotatedLogFile(file));
   if (!position.draining && rotated === position.rotated) {
     const next = await linesFrom(file, position.offset);

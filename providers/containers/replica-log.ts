@@ -40,6 +40,12 @@ export function openReplicaLog(logDir: string, file: string): number {
 /** Where a replica's log went when it last outgrew its limit. */
 export const rotatedLogFile = (file: string): string => `${file}.1`;
 
+/** The copy a rotation is making: there from before the log is truncated until the copy takes `.1`'s place. */
+export const rotatingLogFile = (file: string): string => `${rotatedLogFile(file)}.partial`;
+
+/** A rotation's copy not written for this long was left by a host that died rotating. */
+export const STALE_ROTATION_MS = 30_000;
+
 /**
  * Keeps a replica's log near `maxBytes` (plus what it writes between two checks): once it is
  * larger, the file is copied to `<file>.1`, replacing the one before, and truncated in place. This
@@ -52,7 +58,7 @@ export const rotatedLogFile = (file: string): string => `${file}.1`;
 export async function rotateReplicaLog(logDir: string, file: string, maxBytes: number): Promise<boolean> {
   const st = await stat(file).catch(() => null);
   if (!st || st.size <= maxBytes) return false;
-  const temp = `${rotatedLogFile(file)}.partial`;
+  const temp = rotatingLogFile(file);
   try {
     await copyFile(file, temp);
     if (process.getuid?.() === 0) {

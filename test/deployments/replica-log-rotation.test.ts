@@ -1,12 +1,12 @@
 /**
  * A replica's log rotated under a writer that never pauses (another process, appending as a
  * replica does) while a follower reads it as the logs route does: the follower never gets a line
- * twice or out of order, across many rotations, and ends with the writer's last line. Lines written
+ * twice or out of order, across many rotations, and ends with the last line written. Lines written
  * while a rotation copies the file may be lost (copytruncate's window, replica-log.ts).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -50,11 +50,13 @@ test('a follower reads across rotations under a writer that never stops: no line
       await new Promise((r) => setTimeout(r, 5));
     }
     await rotator;
-    for (let i = 0; i < 3; i++) await read(); // what was written last
+    // A last line once rotations have stopped (the writer's own last lines may fall in a copy's window).
+    appendFileSync(file, `${lines} end\n`);
+    for (let i = 0; i < 3; i++) await read();
 
     assert.ok(rotations >= 5, `${rotations} rotations`);
     for (let i = 1; i < seen.length; i++) assert.ok(seen[i] > seen[i - 1], `line ${seen[i]} after ${seen[i - 1]}`);
-    assert.equal(seen.at(-1), lines - 1, 'the last line arrived');
+    assert.equal(seen.at(-1), lines, 'the last line arrived');
     assert.ok(seen.length > lines / 2, `${seen.length} of ${lines} lines arrived`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
