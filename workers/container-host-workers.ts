@@ -14,15 +14,14 @@ import type { ContainerRuntime } from '../providers/containers/runtime';
 import { selectContainerRuntime } from '../providers/containers/select-runtime';
 import { AdapterFiles } from '../providers/containers/adapter-files';
 import { VolumeStore } from '../providers/containers/volume-store';
-import { HostFileSweeper } from '../providers/containers/host-file-sweep';
-import { ReplicaLogKeeper } from '../providers/containers/replica-log-keeper';
+import { startHostHousekeeping, type HostHousekeeping } from '../providers/containers/host-housekeeping';
 import { createContainerWorkers } from './runtime';
 
 export interface ContainerHost {
   runtime: ContainerRuntime;
   workers: Worker[];
-  /** Removes the files of volumes, models, adapters and replica logs nothing has used for a while. */
-  files: HostFileSweeper;
+  /** Removes the files of volumes, models, adapters and replica logs nothing has used for a while; rotates logs. */
+  housekeeping: HostHousekeeping;
   /** After the workers have drained: leave the replicas to the next process of a named host, or stop them. */
   finish(): Promise<void>;
 }
@@ -52,13 +51,6 @@ export async function startContainerHost({
   const runtime = await selectContainerRuntime(config, logger);
   if (!runtime) return null;
   const stores = hostFileStores(config.dataDir, blobs);
-  const logs = new ReplicaLogKeeper(runtime, db, config.replicaLogMaxBytes, logger);
-  const files = new HostFileSweeper(
-    runtime,
-    [stores.volumes, stores.adapters, logs],
-    config.hostFilesKeepSeconds,
-    logger,
-  );
   const workers = await createContainerWorkers({
     connection,
     namespace: config.temporal.namespace,
@@ -70,15 +62,13 @@ export async function startContainerHost({
     replicaAdoptionSeconds: config.replicaAdoptionSeconds,
     hostId: config.containerHostId,
   });
-  files.start();
-  logs.start();
+  const housekeeping = startHostHousekeeping({ runtime, stores, db, config, logger });
   return {
     runtime,
     workers,
-    files,
+    housekeeping,
     async finish() {
-      await files.stop();
-      await logs.stop();
+      await housekeeping.stop();
       // A host that keeps its name across restarts leaves its replicas to the next process, which
       // adopts them (their deployments re-attach); a host that is new each time stops what it started.
       if (config.containerHostId) {

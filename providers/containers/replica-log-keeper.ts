@@ -3,7 +3,7 @@
  * else bounds: a chatty or hostile replica would fill the disk the host shares with every other
  * tenant's (and, under `./dev up`, with the database).
  *
- * - Every few seconds, the log of each replica this host holds that outgrew
+ * - Every few seconds (host-housekeeping.ts), the log of each replica this host holds that outgrew
  *   GANTRY_REPLICA_LOG_MAX_BYTES is rotated (replica-log.ts): at most that file and the one
  *   before it are kept, and the logs route reads across the two (log-tail.ts).
  * - With the host's file sweep (host-file-sweep.ts), the files of replicas the logs route can no
@@ -20,17 +20,12 @@ import type { SweptFiles } from './host-file-sweep';
 import { rotateReplicaLog } from './replica-log';
 import type { ContainerRuntime } from './runtime';
 
-/** How often the logs of held replicas are measured. */
-const ROTATE_EVERY_MS = 5000;
 /** A container deployment's id (newId('dep')). */
 const DEPLOYMENT_ID = /^dep-[0-9a-f-]{36}$/;
 /** A replica's files in its deployment's log directory: its log, its rotated log, its root (process runtime). */
 const REPLICA_FILE = /^(.+?)\.(log|log\.1|log\.1\.partial|root)$/;
 
 export class ReplicaLogKeeper implements SweptFiles {
-  private timer?: NodeJS.Timeout;
-  private current?: Promise<unknown>;
-
   constructor(
     private readonly runtime: Pick<ContainerRuntime, 'logDir' | 'logFile' | 'heldReplicas'>,
     private readonly db: Queryable,
@@ -79,25 +74,5 @@ export class ReplicaLogKeeper implements SweptFiles {
       if (!replicas && !held.some((h) => h.deploymentId === deploymentId)) await rmdir(dir).catch(() => undefined);
     }
     return removed;
-  }
-
-  start(): void {
-    this.timer = setInterval(() => {
-      if (this.current) return;
-      this.current = this.rotate()
-        .then(
-          (rotated) => {
-            if (rotated.length) this.logger.info({ rotated }, 'replica logs over their size limit rotated');
-          },
-          (err: Error) => this.logger.warn({ err: err.message }, 'replica logs not rotated this time'),
-        )
-        .finally(() => (this.current = undefined));
-    }, ROTATE_EVERY_MS);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.current;
   }
 }

@@ -16,8 +16,8 @@ import { after, before, describe, test } from 'node:test';
 import { VolumeStore } from '../../providers/containers/volume-store';
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { deployHttpReplica } from '../helpers/deployments';
 
-const SERVER = path.resolve(__dirname, '../../examples/http-replica/server.mjs');
 const KEEP_SECONDS = 2;
 const LOG_MAX_BYTES = 8192;
 let p: TestPlatform;
@@ -62,29 +62,19 @@ describe("a container host's files for its replicas", () => {
       content: { type: 'files', source_prefix: 'assets-' },
     });
     assert.equal(volume.status, 200, JSON.stringify(volume.body));
-    const spec = (name: string) => ({
-      name,
-      image: 'example/http-replica:1',
-      gpu_type: 'h100-80gb',
-      command: [process.execPath, SERVER],
-      health_check_path: '/health',
-      min_replicas: 1,
-      termination_grace_period_seconds: 1,
-      volumes: [{ name: 'assets', mount_path: '/data/assets' }],
-    });
-    const dep = await api('POST', '/deployments', spec('web'));
-    assert.equal(dep.status, 200, JSON.stringify(dep.body));
-    const port = await runningPort(dep.body.id);
+    const withVolume = { volumes: [{ name: 'assets', mount_path: '/data/assets' }] };
+    const dep = await deployHttpReplica(p, t.key, 'web', withVolume);
+    const port = await runningPort(dep.id);
     assert.deepEqual(await readThrough(port, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
 
     const volumeDir = path.join(p.config.dataDir, 'deployment-volumes', volume.body.id);
     const versionDir = path.join(volumeDir, 'v1');
-    const adaptersDir = path.join(p.config.dataDir, 'deployment-adapters', dep.body.id);
-    const logsDir = path.join(p.config.dataDir, 'deployments', dep.body.id);
+    const adaptersDir = path.join(p.config.dataDir, 'deployment-adapters', dep.id);
+    const logsDir = path.join(p.config.dataDir, 'deployments', dep.id);
     assert.ok(existsSync(versionDir) && existsSync(adaptersDir) && existsSync(logsDir));
 
     // A sweep with no keep time at all leaves what the running replica mounts.
-    const swept = await p.hostFiles.sweep(0);
+    const swept = await p.housekeeping.files.sweep(0);
     assert.ok(!swept.includes(versionDir) && !swept.includes(adaptersDir), JSON.stringify(swept));
     assert.deepEqual(await readThrough(port, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
 
@@ -106,32 +96,22 @@ describe("a container host's files for its replicas", () => {
     );
 
     // A new deployment of the same volume builds it again.
-    const again = await api('POST', '/deployments', spec('web-again'));
-    assert.equal(again.status, 200, JSON.stringify(again.body));
-    const port2 = await runningPort(again.body.id);
+    const again = await deployHttpReplica(p, t.key, 'web-again', withVolume);
+    const port2 = await runningPort(again.id);
     assert.deepEqual(await readThrough(port2, 'data/assets/assets-a.jsonl'), { status: 200, text: line });
     assert.ok(existsSync(versionDir));
     assert.equal((await api('DELETE', '/deployments/web-again')).status, 200);
   });
 
   test("a replica's log stays within its limit; the logs route and a follower read across rotations and miss nothing", async () => {
-    const dep = await api('POST', '/deployments', {
-      name: 'chatty',
-      image: 'example/http-replica:1',
-      gpu_type: 'h100-80gb',
-      command: [process.execPath, SERVER],
-      health_check_path: '/health',
-      min_replicas: 1,
-      termination_grace_period_seconds: 1,
-    });
-    assert.equal(dep.status, 200, JSON.stringify(dep.body));
-    const port = await runningPort(dep.body.id);
+    const dep = await deployHttpReplica(p, t.key, 'chatty');
+    const port = await runningPort(dep.id);
     const [{ replica_id: replicaId }] = (
       await p.db.query<{ replica_id: string }>('SELECT replica_id FROM deployment_replicas WHERE deployment_id = $1', [
-        dep.body.id,
+        dep.id,
       ])
     ).rows;
-    const logFile = path.join(p.config.dataDir, 'deployments', dep.body.id, `${replicaId}.log`);
+    const logFile = path.join(p.config.dataDir, 'deployments', dep.id, `${replicaId}.log`);
     const rotatedInode = () => (existsSync(`${logFile}.1`) ? statSync(`${logFile}.1`).ino : 0);
 
     const stream = await fetch(`${p.baseUrl}/v1/deployments/chatty/logs?follow=true`, {
@@ -170,14 +150,14 @@ describe("a container host's files for its replicas", () => {
       20_000,
     );
     // Then rotations at known moments, between batches, so no line falls in a copy's window (where
-    // copytruncate may lose one): the checks stop, and the test rotates as they would, the follower
+    // copytruncate may lose one): the host's timers stop, and the test rotates as they would, the follower
     // reading at least once between two rotations, as it does at the checks' pace (every 5 s).
-    await p.replicaLogs.stop();
+    await p.housekeeping.stop();
     const firstBatch = written;
     for (let round = 0; round < 2; round++) {
       await batch();
       assert.ok(await readUntil(text(written - 1)), 'the follower got the batch');
-      assert.deepEqual(await p.replicaLogs.rotate(), [logFile]);
+      assert.deepEqual(await p.housekeeping.logs.rotate(), [logFile]);
     }
     await batch();
     assert.ok(await readUntil(text(written - 1)), 'the follower got the last line');
@@ -197,7 +177,7 @@ describe("a container host's files for its replicas", () => {
     await reader.cancel();
 
     // The log and the one before it stay near the limit (plus what was written between two checks).
-    assert.deepEqual(await p.replicaLogs.rotate(), [logFile]);
+    assert.deepEqual(await p.housekeeping.logs.rotate(), [logFile]);
     assert.ok(statSync(logFile).size <= LOG_MAX_BYTES, String(statSync(logFile).size));
     assert.ok(statSync(`${logFile}.1`).size <= LOG_MAX_BYTES + 100 * 200, String(statSync(`${logFile}.1`).size));
     // The route's tail reads across the rotation (the last batch is now in the rotated log): the

@@ -197,7 +197,7 @@ describe('container deployments (podman runtime)', () => {
     assert.equal(statSync(path.join(volumeDir, 'v1')).mode & 0o777, 0o755);
     assert.equal(statSync(path.join(volumeDir, 'v1', 'assets-a.jsonl')).mode & 0o777, 0o444);
     // The host's sweep of its files, with no keep time at all, takes nothing the containers mount.
-    assert.deepEqual(await p.hostFiles.sweep(0), []);
+    assert.deepEqual(await p.housekeeping.files.sweep(0), []);
     assert.equal((await readFrom(a.key, 'web', '/data/assets/assets-a.jsonl')).text, line(1));
     assert.equal((await readFrom(a.key, 'web', '/models/m/model.safetensors')).text, weights.toString());
     assert.equal((await viaGateway(a.key, 'web', '/env?name=TOKEN')).text, secretValue);

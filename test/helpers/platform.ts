@@ -32,8 +32,7 @@ import {
 } from '../../workers/runtime';
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { hostFileStores } from '../../workers/container-host-workers';
-import { HostFileSweeper } from '../../providers/containers/host-file-sweep';
-import { ReplicaLogKeeper } from '../../providers/containers/replica-log-keeper';
+import { startHostHousekeeping, type HostHousekeeping } from '../../providers/containers/host-housekeeping';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
 
@@ -64,10 +63,8 @@ export interface TestPlatform {
   queueWakeups: QueueWakeups;
   /** Every route the API registered, as its router lists them. */
   routes: RegisteredRoute[];
-  /** The container host's sweep of its replicas' files and logs (started, as in production). */
-  hostFiles: HostFileSweeper;
-  /** The container host's rotation of its replicas' logs (started, as in production). */
-  replicaLogs: ReplicaLogKeeper;
+  /** The container host's keeping of its disk: file sweeps and log rotation (started, as in production). */
+  housekeeping: HostHousekeeping;
   stop(): Promise<void>;
 }
 
@@ -149,16 +146,14 @@ export async function startTestPlatform(
     hostLogger,
   ))!;
   const stores = hostFileStores(base.dataDir, blobs);
-  const replicaLogs = new ReplicaLogKeeper(containerRuntime, db, base.replicaLogMaxBytes, hostLogger);
-  const hostFiles = new HostFileSweeper(
-    containerRuntime,
-    [stores.volumes, stores.adapters, replicaLogs],
-    base.hostFilesKeepSeconds,
-    hostLogger,
-  );
+  const housekeeping = startHostHousekeeping({
+    runtime: containerRuntime,
+    stores,
+    db,
+    config: base,
+    logger: hostLogger,
+  });
   if (opts.controlWorker !== false && opts.containers !== false) {
-    hostFiles.start();
-    replicaLogs.start();
     workers.push(
       ...(await createContainerWorkers({
         ...common,
@@ -206,8 +201,7 @@ export async function startTestPlatform(
     blobs,
     logs,
     queueWakeups,
-    hostFiles,
-    replicaLogs,
+    housekeeping,
     async stop() {
       // An unexpected error the API answered with a 500 is logged with its stack; the test output
       // keeps it, so a failure in CI can be traced to its cause. (5xx answers the API means, an
@@ -230,8 +224,7 @@ export async function startTestPlatform(
       await new Promise<void>((r) => gateway.close(() => r()));
       for (const w of workers) w.shutdown();
       await Promise.all(running);
-      await hostFiles.stop();
-      await replicaLogs.stop();
+      await housekeeping.stop();
       await containerRuntime.stopAll();
       await principals.stop();
       await queueWakeups.stop();
