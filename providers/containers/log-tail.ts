@@ -73,12 +73,17 @@ async function linesFrom(file: string, offset: number): Promise<{ lines: string[
   try {
     const { size } = await fh.stat();
     if (size <= offset) return { lines: [], offset, more: false };
-    const buf = Buffer.alloc(Math.min(size - offset, TAIL_BYTES));
-    await fh.read(buf, 0, buf.length, offset);
+    // One byte before too: a read that should start a line but does not (a rotation came between
+    // two reads unseen) drops the cut line rather than pass on half of one.
+    const from = offset > 0 ? offset - 1 : 0;
+    const buf = Buffer.alloc(Math.min(size - from, TAIL_BYTES));
+    await fh.read(buf, 0, buf.length, from);
     const end = buf.lastIndexOf(0x0a);
-    if (end < 0) return { lines: [], offset, more: false };
-    const lines = buf.subarray(0, end).toString('utf8').split('\n').filter(Boolean);
-    return { lines, offset: offset + end + 1, more: offset + buf.length < size };
+    if (end < (offset > 0 ? 1 : 0)) return { lines: [], offset, more: false };
+    let lines = buf.subarray(0, end).toString('utf8').split('\n');
+    // What precedes the first newline: nothing when `offset` starts a line, else the cut line.
+    if (offset > 0) lines = lines.slice(1);
+    return { lines: lines.filter(Boolean), offset: from + end + 1, more: from + buf.length < size };
   } finally {
     await fh.close();
   }
@@ -90,8 +95,9 @@ async function linesFrom(file: string, offset: number): Promise<{ lines: string[
  * must not block on one file.
  */
 export async function tailLines(file: string, maxLines: number): Promise<{ lines: string[]; position: LogPosition }> {
+  // A rotation takes a moment; one that never ends was left by a host that died (STALE_ROTATION_MS).
   for (let attempt = 1; ; attempt++) {
-    if (attempt < 3 && (await rotating(file))) {
+    if (attempt < 100 && (await rotating(file))) {
       await new Promise((r) => setTimeout(r, 20));
       continue;
     }
@@ -102,7 +108,7 @@ export async function tailLines(file: string, maxLines: number): Promise<{ lines
       lines = [...(await lastLines(rotatedLogFile(file), TAIL_BYTES - current.size)).lines, ...lines];
     }
     // Rotated while it was read: read again, so the position and the lines are of one generation.
-    if (attempt < 3 && (await inodeOf(rotatedLogFile(file))) !== rotated) continue;
+    if (attempt < 100 && ((await rotating(file)) || (await inodeOf(rotatedLogFile(file))) !== rotated)) continue;
     return { lines: lines.slice(-maxLines), position: { offset: current.size, rotated } };
   }
 }
@@ -121,6 +127,20 @@ export async function linesSince(
   // Mid-rotation the file may already be truncated and written again: read once the copy is in place.
   if (await rotating(file)) return { lines: [], position };
   const rotated = await inodeOf(rotatedLogFile(file));
+  const next = await readSince(file, position, rotated);
+  // A rotation that began while this read (a reader can be held up for any time between two
+  // reads) may have mixed two generations of the file in it: read again next time. Checked in this
+  // order, a rotation that truncated the file under the read is seen either way: its copy is still
+  // being made, or it has taken the rotated file's place.
+  if ((await rotating(file)) || (await inodeOf(rotatedLogFile(file))) !== rotated) return { lines: [], position };
+  return next;
+}
+
+async function readSince(
+  file: string,
+  position: LogPosition,
+  rotated: number,
+): Promise<{ lines: string[]; position: LogPosition }> {
   if (!position.draining && rotated === position.rotated) {
     const next = await linesFrom(file, position.offset);
     return { lines: next.lines, position: { offset: next.offset, rotated } };
