@@ -7,9 +7,10 @@
  *
  * "Last used" is the directory's modification time: each launch that is handed a directory claims
  * it (sets its mtime to now), so does each sweep that finds it mounted, and a sweep takes only
- * directories mounted by no replica whose last use is older than the keep time. Claims and a sweep's decisions take turns (one store, one process: the
- * container host), so a sweep never takes a directory a launch has just been given, and a launch
- * that finds its directory gone builds it again. Hosts sharing a data directory keep each other's
+ * directories mounted by no replica whose last use is older than the keep time. Claims and a
+ * sweep's decisions take turns (one store, one process: the container host), so a sweep never
+ * takes a directory a launch has just been given, and a launch that finds its directory gone
+ * builds it again. Hosts sharing a data directory keep each other's
  * files: each one's sweeps mark what its own replicas mount as used, every half keep time.
  */
 import { randomBytes } from 'node:crypto';
@@ -95,8 +96,8 @@ export class HostFileUses {
           await utimes(dir, now, now); // in use now: its keep time starts when it is not
           continue;
         }
-        const st = await stat(dir);
-        if (st.mtimeMs > unusedSince) continue;
+        const st = await stat(dir).catch(() => null); // gone meanwhile (another host's sweep)
+        if (!st || st.mtimeMs > unusedSince) continue;
         const trash = `${dir}${REMOVING}${randomBytes(6).toString('hex')}`;
         await rename(dir, trash);
         out.push({ dir, trash });

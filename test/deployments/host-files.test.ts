@@ -150,8 +150,8 @@ describe("a container host's files for its replicas", () => {
       20_000,
     );
     // Then rotations at known moments, between batches, so no line falls in a copy's window (where
-    // copytruncate may lose one): the host's timers stop, and the test rotates as they would, the follower
-    // reading at least once between two rotations, as it does at the checks' pace (every 5 s).
+    // copytruncate may lose one): the host's timers stop, and the test rotates as they would, the
+    // follower reading at least once between two rotations, as it does at the checks' pace (5 s).
     await p.housekeeping.stop();
     const firstBatch = written;
     for (let round = 0; round < 2; round++) {
