@@ -9,8 +9,9 @@ import type { ProcessingStatus, ValidationReport } from '../shared/files';
 import type { ValidationProgress } from '../datasets/progress';
 import { buildReport } from '../datasets/report';
 import { UnknownFileTypeError, validateDataset } from '../datasets/validate';
-import { deleteFileRow, getFileById, listPartBlobKeysOfFile, recordFileEvent, recordFileStatus } from '../db/files';
-import type { Db } from '../db/pool';
+import { deleteUnfinishedFile, getFileById, recordFileEvent, recordFileStatus } from '../db/files';
+import { withTransaction, type Db } from '../db/pool';
+import { deleteScheduledBlobs } from '../providers/storage/blob-deletions';
 import type { BlobStore } from '../providers/storage/blob-store';
 
 // Larger reads than the 64 KiB default: fewer chunks, fewer partial lines to carry.
@@ -28,13 +29,19 @@ export function createFileActivities({ db, blobs }: { db: Db; blobs: BlobStore }
       await recordFileStatus(db, p);
     },
 
-    /** Removes a file whose upload never completed: its row, any partial blob, and multipart parts. */
+    /**
+     * Removes a file whose upload never completed: its row, any partial blob, and multipart parts.
+     * The blobs' keys are recorded with the row's delete, so a retry after the row is gone, or a
+     * storage failure, leaves them to the control worker's blob deletion rounds, not on disk.
+     */
     async discardUnfinishedUpload({ fileId }: { fileId: string }): Promise<void> {
-      const file = await getFileById(db, fileId);
-      if (!file || file.uploaded_at) return;
-      const parts = await listPartBlobKeysOfFile(db, fileId);
-      await deleteFileRow(db, fileId);
-      for (const key of [file.blob_key, ...parts]) await blobs.delete(key);
+      const keys = await withTransaction(db, (tx) => deleteUnfinishedFile(tx, fileId));
+      const { failed } = await deleteScheduledBlobs(db, blobs, keys);
+      if (failed.length) {
+        Context.current().log.warn('blobs of a discarded upload not deleted yet; the blob deletion rounds retry', {
+          failed,
+        });
+      }
     },
 
     async validateFile({ fileId }: { fileId: string }): Promise<ValidationReport> {

@@ -17,7 +17,9 @@
  * no HTTP and no Temporal, workers polling every 20 ms (Gantry's long-poll step).
  * A second reference puts the leanest HTTP server in front of the same table
  * (bench/lib/bare-http-queue.ts, its own process like Gantry's API): Gantry over
- * it is the share of an HTTP queue's speed that Gantry's own work leaves.
+ * it is the share of an HTTP queue's speed that Gantry's own work leaves. The same front
+ * once more with concurrent submits grouped into one INSERT (shown, not judged): what group
+ * commit would buy an HTTP queue whose clients send one job per request.
  */
 import pg from 'pg';
 import { newId } from '../platform/ids';
@@ -211,15 +213,21 @@ async function main() {
         },
       };
 
-      const bareHttpPort = await freePort();
-      const bareHttpProcess = startProcess('bench/lib/bare-http-queue.ts', {
-        BARE_QUEUE_PORT: String(bareHttpPort),
-        DATABASE_URL: databaseUrl,
-      });
-      children.push(bareHttpProcess);
-      const bareHttp = `http://127.0.0.1:${bareHttpPort}`;
-      const post = async (route: string, json: unknown) => {
-        const r = await fetch(`${bareHttp}${route}`, {
+      const startBareHttp = async (env: Record<string, string>) => {
+        const port = await freePort();
+        children.push(
+          startProcess('bench/lib/bare-http-queue.ts', {
+            BARE_QUEUE_PORT: String(port),
+            DATABASE_URL: databaseUrl,
+            ...env,
+          }),
+        );
+        return `http://127.0.0.1:${port}`;
+      };
+      const bareHttp = await startBareHttp({});
+      const groupedHttp = await startBareHttp({ BARE_QUEUE_GROUP_SUBMITS: '1' });
+      const post = async (route: string, json: unknown, origin = bareHttp) => {
+        const r = await fetch(`${origin}${route}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify(json),
@@ -227,15 +235,17 @@ async function main() {
         if (!r.ok) throw new Error(`${route}: ${r.status}`);
         return (await r.json()) as { id?: string | null };
       };
-      await eventually(
-        () =>
-          fetch(`${bareHttp}/claim`, { method: 'POST' }).then(
-            (r) => r.ok,
-            () => false,
-          ),
-        Boolean,
-        10_000,
-      );
+      for (const origin of [bareHttp, groupedHttp]) {
+        await eventually(
+          () =>
+            fetch(`${origin}/claim`, { method: 'POST' }).then(
+              (r) => r.ok,
+              () => false,
+            ),
+          Boolean,
+          10_000,
+        );
+      }
       const bareOverHttp: System = {
         ...bare,
         async submit(i) {
@@ -261,6 +271,12 @@ async function main() {
           };
         },
       };
+      const groupedOverHttp: System = {
+        ...bareOverHttp,
+        async submit(i) {
+          await post('/submit', { payload: { i } }, groupedHttp);
+        },
+      };
 
       say(`${jobs} jobs a round, ${WORKERS} workers, ${SUBMITTERS} submitters`);
       await compareInRounds({
@@ -268,10 +284,13 @@ async function main() {
         reference: async () => {
           const direct = await measure(bare, jobs);
           const overHttp = await measure(bareOverHttp, jobs);
+          const grouped = await measure(groupedOverHttp, jobs);
           return {
             ...direct,
             http_submit_jobs_per_s: overHttp.submit_jobs_per_s,
             http_drained_jobs_per_s: overHttp.drained_jobs_per_s,
+            // Not judged: the same front with its submits grouped into multi-row INSERTs.
+            http_grouped_submit_jobs_per_s: grouped.submit_jobs_per_s,
           };
         },
         gantry: () => measure(gantry, jobs),

@@ -1,5 +1,6 @@
 /** Read model of files: rows, status history, leases and upload tokens. */
 import type { FilePurpose, FileType, ProcessingStatus, ValidationReport } from '../shared/files';
+import { scheduleBlobDeletions } from './blob-deletions';
 import type { Queryable } from './pool';
 
 export interface FileRow {
@@ -52,15 +53,17 @@ export async function insertFile(
   return rows[0];
 }
 
+/** Marks the file's bytes as stored; null when the row is gone (the file was deleted or discarded meanwhile). */
 export async function markUploaded(
   db: Queryable,
   id: string,
   stored: { bytes: number; sha256: string },
-): Promise<FileRow> {
+): Promise<FileRow | null> {
   const { rows } = await db.query<FileRow>(
     `UPDATE files SET bytes = $2, sha256 = $3, uploaded_at = now() WHERE id = $1 RETURNING *`,
     [id, stored.bytes, stored.sha256],
   );
+  if (!rows[0]) return null;
   await db.query(`INSERT INTO file_status_events (file_id, status, message) VALUES ($1, 'PENDING', 'Uploaded.')`, [id]);
   return rows[0];
 }
@@ -168,6 +171,25 @@ export async function releaseFileLease(db: Queryable, fileId: string, holder: st
 
 export async function deleteFileRow(db: Queryable, id: string): Promise<void> {
   await db.query('DELETE FROM files WHERE id = $1', [id]);
+}
+
+/**
+ * Deletes a file whose upload never completed, with its multipart uploads and parts, and records
+ * their blobs for deletion (db/blob-deletions.ts). Returns those keys: [] when the file is gone or
+ * was uploaded meanwhile. In a transaction; it locks the uploads before the file, the order the
+ * multipart routes lock them in.
+ */
+export async function deleteUnfinishedFile(tx: Queryable, fileId: string): Promise<string[]> {
+  await tx.query('SELECT id FROM file_multipart_uploads WHERE file_id = $1 FOR UPDATE', [fileId]);
+  const { rows } = await tx.query<{ blob_key: string; uploaded_at: Date | null }>(
+    'SELECT blob_key, uploaded_at FROM files WHERE id = $1 FOR UPDATE',
+    [fileId],
+  );
+  if (!rows[0] || rows[0].uploaded_at) return [];
+  const keys = [rows[0].blob_key, ...(await partBlobKeysOfFile(tx, fileId))];
+  await deleteFileRow(tx, fileId);
+  await scheduleBlobDeletions(tx, keys);
+  return keys;
 }
 
 export async function insertUploadToken(
@@ -300,17 +322,32 @@ export async function moveMultipartState(
   return Boolean(rowCount);
 }
 
-/** A part may be sent again until the upload completes; the last one sent counts. */
+/**
+ * Records a part, which may be sent again until the upload completes (the last one sent counts).
+ * Under the upload's row lock, so parts of one upload and its moves between states take turns:
+ * null when the upload is no longer open (nothing recorded), else the blob key of the part this
+ * one replaced, if any. In a transaction.
+ */
 export async function recordPart(
-  db: Queryable,
+  tx: Queryable,
   p: { uploadId: string; partNumber: number; bytes: number; sha256: string; blobKey: string },
-): Promise<void> {
-  await db.query(
+): Promise<{ replaced: string | null } | null> {
+  const { rows } = await tx.query<{ state: string }>(
+    'SELECT state FROM file_multipart_uploads WHERE id = $1 FOR UPDATE',
+    [p.uploadId],
+  );
+  if (rows[0]?.state !== 'open') return null;
+  const previous = await tx.query<{ blob_key: string }>(
+    'SELECT blob_key FROM file_multipart_parts WHERE upload_id = $1 AND part_number = $2',
+    [p.uploadId, p.partNumber],
+  );
+  await tx.query(
     `INSERT INTO file_multipart_parts (upload_id, part_number, bytes, sha256, blob_key) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (upload_id, part_number) DO UPDATE
        SET bytes = EXCLUDED.bytes, sha256 = EXCLUDED.sha256, blob_key = EXCLUDED.blob_key, uploaded_at = now()`,
     [p.uploadId, p.partNumber, p.bytes, p.sha256, p.blobKey],
   );
+  return { replaced: previous.rows[0]?.blob_key ?? null };
 }
 
 export async function listParts(db: Queryable, uploadId: string): Promise<MultipartPartRow[]> {
@@ -319,14 +356,4 @@ export async function listParts(db: Queryable, uploadId: string): Promise<Multip
     [uploadId],
   );
   return rows;
-}
-
-/** Part blobs of every multipart upload of a file (for cleanup). */
-export async function listPartBlobKeysOfFile(db: Queryable, fileId: string): Promise<string[]> {
-  const { rows } = await db.query<{ blob_key: string }>(
-    `SELECT p.blob_key FROM file_multipart_parts p JOIN file_multipart_uploads u ON u.id = p.upload_id
-      WHERE u.file_id = $1`,
-    [fileId],
-  );
-  return rows.map((r) => r.blob_key);
 }

@@ -230,6 +230,11 @@ const EnvSchema = z.object({
     .positive()
     .default(7 * 24 * 3600),
   /**
+   * Blobs: how often the control worker deletes blobs whose rows are gone but whose delete did not
+   * happen (the process died in between, or storage refused it); providers/storage/blob-deletions.ts.
+   */
+  GANTRY_BLOB_DELETION_RETRY_SECONDS: z.coerce.number().positive().default(60),
+  /**
    * Container runtime of this host's control worker: `podman` runs each replica as an isolated
    * container of its image (rootful Podman); `process` runs deployments' commands as host
    * processes with Gantry's own rights, for a single trusted user only (it says so at start);
@@ -385,6 +390,7 @@ export interface GantryConfig {
   queueMaxPayloadBytes: number;
   remoteFetch: RemoteFetchPolicy;
   queueRetentionSeconds: number;
+  blobDeletionRetrySeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
   insecureRegistries: string[];
   /** Limits of a podman replica whose deployment sets none (0: none). */
@@ -479,6 +485,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueMaxPayloadBytes: e.GANTRY_QUEUE_MAX_PAYLOAD_BYTES,
     remoteFetch: { allowPrivateHosts: e.GANTRY_REMOTE_FETCH_ALLOW_PRIVATE, maxBytes: e.GANTRY_MODEL_UPLOAD_MAX_BYTES },
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
+    blobDeletionRetrySeconds: e.GANTRY_BLOB_DELETION_RETRY_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
     replicaDefaultLimits: { cpus: e.GANTRY_REPLICA_DEFAULT_CPUS, memoryGiB: e.GANTRY_REPLICA_DEFAULT_MEMORY_GIB },

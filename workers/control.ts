@@ -14,6 +14,7 @@ import { createLogger } from '../platform/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { LocalFleet } from '../providers/compute/local-fleet';
+import { startBlobDeletionRetries } from '../providers/storage/blob-deletions';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { startContainerHost } from './container-host-workers';
 import { connectWorkerConnection, createControlWorker, installRuntime } from './runtime';
@@ -53,6 +54,7 @@ async function main() {
     fleet: new LocalFleet(db, config.fleetStepMs),
   });
   const host = await startContainerHost({ config, logger, connection, db, blobs });
+  const blobDeletions = startBlobDeletionRetries({ db, blobs, everySeconds: config.blobDeletionRetrySeconds, logger });
   logger.info(
     { taskQueue: 'control', containerRuntime: config.containerRuntime },
     host ? `control worker polling; container host with the ${host.runtime.kind} runtime` : 'control worker polling',
@@ -60,6 +62,7 @@ async function main() {
   // resolves after a shutdown signal has drained the workers
   await Promise.all([worker.run(), ...(host?.workers ?? []).map((w) => w.run())]);
   await host?.finish();
+  await blobDeletions.stop();
   await connection.close();
   await db.end();
   logger.info('control worker stopped');

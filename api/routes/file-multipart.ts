@@ -16,7 +16,7 @@ import type { Request, Response } from 'express';
 import { fileValidationWorkflowId } from '../../shared/files';
 import { newId } from '../../platform/ids';
 import {
-  deleteFileRow,
+  deleteUnfinishedFile,
   getFileById,
   getMultipartUpload,
   getMultipartUploadForFile,
@@ -27,7 +27,9 @@ import {
   moveMultipartState,
   recordPart,
 } from '../../db/files';
+import { scheduleBlobDeletions } from '../../db/blob-deletions';
 import { withTransaction } from '../../db/pool';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
@@ -193,9 +195,20 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
         if (err instanceof BlobTooLargeError) throw badRequest('The parts hold more bytes than declared.', 'parts');
         throw err;
       }
-      const updated = await markUploaded(db, file.id, result);
-      await moveMultipartState(db, upload.id, 'completing', 'completed');
-      for (const p of stored) await blobs.delete(p.blob_key);
+      const partKeys = stored.map((p) => p.blob_key);
+      const updated = await withTransaction(db, async (tx) => {
+        const row = await markUploaded(tx, file.id, result);
+        if (!row) return null;
+        await moveMultipartState(tx, upload.id, 'completing', 'completed');
+        await scheduleBlobDeletions(tx, partKeys);
+        return row;
+      });
+      if (!updated) {
+        // Discarded (its upload outlasted its URLs) or deleted while the parts were joined.
+        await blobs.delete(file.blob_key);
+        throw notFound(`File '${file.id}' no longer exists; start the upload again.`);
+      }
+      await deleteScheduledBlobs(db, blobs, partKeys);
       await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, [{ ok: true }], null);
       return toFileObject(updated);
     },
@@ -214,15 +227,16 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ body, principal }) => {
       const upload = await getMultipartUpload(db, principal.projectId, body.upload_id);
       if (!upload) throw notFound(`Multipart upload '${body.upload_id}' not found.`);
-      if (!(await moveMultipartState(db, upload.id, 'open', 'aborted'))) {
-        throw conflict(
-          `Multipart upload '${upload.id}' is ${upload.state}; only an open upload can be aborted.`,
-          'upload_not_open',
-        );
-      }
-      const parts = await listParts(db, upload.id);
-      await deleteFileRow(db, upload.file_id);
-      for (const p of parts) await blobs.delete(p.blob_key);
+      const keys = await withTransaction(db, async (tx) => {
+        if (!(await moveMultipartState(tx, upload.id, 'open', 'aborted'))) {
+          throw conflict(
+            `Multipart upload '${upload.id}' is ${upload.state}; only an open upload can be aborted.`,
+            'upload_not_open',
+          );
+        }
+        return deleteUnfinishedFile(tx, upload.file_id);
+      });
+      await deleteScheduledBlobs(db, blobs, keys);
       await signalWorkflow(
         temporal,
         fileValidationWorkflowId(upload.file_id),
@@ -271,26 +285,41 @@ function multipartPartHandler(deps: ApiDeps) {
     }
     // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
     const key = `${partBlobKey(fileId, part)}-${randomUUID()}`;
-    const previous = (await listParts(db, upload.id)).find((p) => p.part_number === part);
     const stored = await blobs.put(key, req, { maxBytes: declared });
     if (stored.bytes !== declared) {
       await blobs.delete(key);
       throw badRequest(`The part ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
     }
+    let recorded;
     try {
-      await recordPart(db, {
-        uploadId: upload.id,
-        partNumber: part,
-        bytes: stored.bytes,
-        sha256: stored.sha256,
-        blobKey: key,
+      recorded = await withTransaction(db, async (tx) => {
+        const r = await recordPart(tx, {
+          uploadId: upload.id,
+          partNumber: part,
+          bytes: stored.bytes,
+          sha256: stored.sha256,
+          blobKey: key,
+        });
+        if (r?.replaced) await scheduleBlobDeletions(tx, [r.replaced]);
+        return r;
       });
     } catch (err) {
-      // The file was deleted (or the upload aborted) while this part arrived: its blob goes too.
       await blobs.delete(key);
       throw err;
     }
-    if (previous) await blobs.delete(previous.blob_key);
+    if (!recorded) {
+      // Completed, aborted or discarded while this part arrived: its blob goes too.
+      await blobs.delete(key);
+      throw new ApiError(
+        409,
+        `Multipart upload '${upload.id}' was completed, aborted or discarded while this part arrived; it takes no more parts.`,
+        'conflict_error',
+        null,
+        'upload_not_open',
+      );
+    }
+    // The part sent before this one, whose blob nothing names now.
+    if (recorded.replaced) await deleteScheduledBlobs(db, blobs, [recorded.replaced]);
     await signalWorkflow(temporal, fileValidationWorkflowId(fileId), uploadStartedSignal, [], null);
     res
       .set('ETag', `"${stored.sha256}"`)

@@ -25,7 +25,9 @@ import {
   partBlobKeysOfFile,
   type FileRow,
 } from '../../db/files';
+import { scheduleBlobDeletions } from '../../db/blob-deletions';
 import { withTransaction, type Queryable } from '../../db/pool';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import { sendBlob } from '../blob-response';
@@ -296,15 +298,17 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       // Checked again under the row lock: a job created meanwhile leases the file through a
       // foreign key, which waits on this lock, so exactly one of the two wins.
       // The parts of an unfinished multipart upload are blobs of their own; their rows go with the file's.
-      const partKeys = await withTransaction(db, async (tx) => {
+      // The blobs' keys are recorded with the row's delete: storage failing now, or this process
+      // ending, leaves them to the control worker's blob deletion rounds.
+      const keys = await withTransaction(db, async (tx) => {
         await tx.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [row.id]);
         await refuseIfLeased(tx);
-        const keys = await partBlobKeysOfFile(tx, row.id);
+        const keys = [row.blob_key, ...(await partBlobKeysOfFile(tx, row.id))];
         await deleteFileRow(tx, row.id);
+        await scheduleBlobDeletions(tx, keys);
         return keys;
       });
-      await blobs.delete(row.blob_key);
-      for (const key of partKeys) await blobs.delete(key);
+      await deleteScheduledBlobs(db, blobs, keys);
       return { id: row.id, object: 'file' as const, deleted: true as const };
     },
   });
@@ -372,6 +376,11 @@ function presignedUploadHandler(deps: ApiDeps) {
       throw err;
     }
     const updated = await markUploaded(db, fileId, stored);
+    if (!updated) {
+      // Discarded (its upload took too long) or deleted while the bytes arrived.
+      await blobs.delete(row.blob_key);
+      throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
+    }
     await signalWorkflow(temporal, workflowId, uploadFinishedSignal, [{ ok: true }], null);
     res.status(200).json(toFileObject(updated));
   };

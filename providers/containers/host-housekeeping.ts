@@ -3,12 +3,12 @@
  * `./dev up`, the container host on its own under docker-compose, the test platform): the sweep of
  * the files its replicas mounted and of replica logs nothing lists (host-file-sweep.ts), and the
  * rotation of its replicas' logs (replica-log-keeper.ts). Each on a timer of its own in this
- * process, never two rounds of one at once: local and idempotent work, where a lost round loses
- * nothing, so timers rather than workflows.
+ * process (platform/repeat.ts).
  */
 import type { Logger } from 'pino';
 import type { Queryable } from '../../db/pool';
 import type { GantryConfig } from '../../platform/config';
+import { repeat } from '../../platform/repeat';
 import type { AdapterFiles } from './adapter-files';
 import { HostFileSweeper } from './host-file-sweep';
 import { ReplicaLogKeeper } from './replica-log-keeper';
@@ -57,23 +57,6 @@ export function startHostHousekeeping(opts: {
     logs,
     async stop() {
       await Promise.all([sweeping.stop(), rotating.stop()]);
-    },
-  };
-}
-
-/** Runs `round` every `everyMs` without holding the process open; a tick while a round runs is skipped. */
-function repeat(round: () => Promise<void>, everyMs: number, onError: (err: Error) => void): { stop(): Promise<void> } {
-  let current: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    current ??= round()
-      .catch(onError)
-      .finally(() => (current = undefined));
-  }, everyMs);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await current;
     },
   };
 }

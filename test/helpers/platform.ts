@@ -32,6 +32,7 @@ import {
 } from '../../workers/runtime';
 import { selectContainerRuntime } from '../../providers/containers/select-runtime';
 import { hostFileStores } from '../../workers/container-host-workers';
+import { startBlobDeletionRetries } from '../../providers/storage/blob-deletions';
 import { startHostHousekeeping, type HostHousekeeping } from '../../providers/containers/host-housekeeping';
 import { PrincipalCache } from '../../db/principal-cache';
 import { freePort } from '../../scripts/lib/ports';
@@ -84,6 +85,8 @@ export async function startTestPlatform(
      * example server straight from the repository) or `podman` (images, isolated).
      */
     containerRuntime?: 'process' | 'podman';
+    /** Wraps the blob store every part of the platform uses (a test that makes storage fail). */
+    wrapBlobs?: (store: BlobStore) => BlobStore;
   } = {},
 ): Promise<TestPlatform> {
   // The file modes every Gantry process has (0600/0700): what its workers write here is as
@@ -105,7 +108,8 @@ export async function startTestPlatform(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config: GantryConfig = { ...base, publicUrl: baseUrl };
-  const blobs = new FilesystemBlobStore(config.blobDir);
+  const disk = new FilesystemBlobStore(config.blobDir);
+  const blobs = opts.wrapBlobs ? opts.wrapBlobs(disk) : disk;
   const db = createPool(requireDatabaseUrl(config));
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
   const temporal = new Client({ connection, namespace: config.temporal.namespace });
@@ -179,6 +183,13 @@ export async function startTestPlatform(
     );
   }
   const running = workers.map((w) => w.run());
+  // As the control worker runs them.
+  const blobDeletions = startBlobDeletionRetries({
+    db,
+    blobs,
+    everySeconds: config.blobDeletionRetrySeconds,
+    logger: hostLogger,
+  });
 
   const logger = createLogger('api', 'info', logs);
   const principals = new PrincipalCache(db, requireDatabaseUrl(config), logger);
@@ -225,6 +236,7 @@ export async function startTestPlatform(
       for (const w of workers) w.shutdown();
       await Promise.all(running);
       await housekeeping.stop();
+      await blobDeletions.stop();
       await containerRuntime.stopAll();
       await principals.stop();
       await queueWakeups.stop();
