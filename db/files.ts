@@ -326,7 +326,8 @@ export async function moveMultipartState(
  * Records a part, which may be sent again until the upload completes (the last one sent counts).
  * Under the upload's row lock, so parts of one upload and its moves between states take turns:
  * null when the upload is no longer open (nothing recorded), else the blob key of the part this
- * one replaced, if any. In a transaction.
+ * one replaced, if any, recorded for deletion (db/blob-deletions.ts). In a transaction: its
+ * statements run one after another, each seeing what the part before it committed.
  */
 export async function recordPart(
   tx: Queryable,
@@ -347,7 +348,9 @@ export async function recordPart(
        SET bytes = EXCLUDED.bytes, sha256 = EXCLUDED.sha256, blob_key = EXCLUDED.blob_key, uploaded_at = now()`,
     [p.uploadId, p.partNumber, p.bytes, p.sha256, p.blobKey],
   );
-  return { replaced: previous.rows[0]?.blob_key ?? null };
+  const replaced = previous.rows[0]?.blob_key ?? null;
+  if (replaced) await scheduleBlobDeletions(tx, [replaced]);
+  return { replaced };
 }
 
 export async function listParts(db: Queryable, uploadId: string): Promise<MultipartPartRow[]> {

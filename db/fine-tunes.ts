@@ -7,6 +7,7 @@ import {
   type FineTuneStatus,
   type TrainingPlan,
 } from '../shared/fine-tunes';
+import { scheduleBlobDeletions } from './blob-deletions';
 import { withTransaction, type Db, type Queryable } from './pool';
 import { qualifiedModelName } from './models';
 
@@ -64,13 +65,15 @@ export async function insertFineTune(
 /**
  * Removes a job's row with the file leases its workflow holds (`fine-tune/<id>`, which no foreign
  * key ties to the row), in one transaction that locks the row first: an activity still finishing
- * cannot re-create a lease or an event for a job that is gone (it needs the row).
+ * cannot re-create a lease or an event for a job that is gone (it needs the row). `blobKeys`, the
+ * job's blobs, are recorded for deletion (db/blob-deletions.ts) in the same transaction.
  */
-export async function deleteFineTuneRow(db: Db, id: string): Promise<void> {
+export async function deleteFineTuneRow(db: Db, id: string, blobKeys: string[] = []): Promise<void> {
   await withTransaction(db, async (tx) => {
     await tx.query('SELECT id FROM fine_tunes WHERE id = $1 FOR UPDATE', [id]);
     await tx.query('DELETE FROM file_leases WHERE holder = $1', [fineTuneWorkflowId(id)]);
     await tx.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
+    await scheduleBlobDeletions(tx, blobKeys);
   });
 }
 

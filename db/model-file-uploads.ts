@@ -4,6 +4,7 @@
  * completed | failed, or open -> expired when its workflow's timer runs out.
  */
 import { revisionBlobPrefix } from '../shared/model-file-uploads';
+import { scheduleBlobDeletions } from './blob-deletions';
 import type { Queryable } from './pool';
 
 export type ModelFileUploadState = 'open' | 'completing' | 'completed' | 'failed' | 'expired';
@@ -85,23 +86,32 @@ export async function listUploadParts(db: Queryable, uploadId: string): Promise<
 
 /**
  * Records a part (a retry replaces the earlier attempt) while the upload is open; answers the
- * blob key it replaced, or undefined. Null: the upload takes no parts now (not open, or gone).
+ * blob key it replaced, recorded for deletion (db/blob-deletions.ts), or null. Null instead of an
+ * answer: the upload takes no parts now (not open, or gone). In a transaction.
  */
 export async function recordUploadPart(
-  db: Queryable,
+  tx: Queryable,
   p: { uploadId: string; path: string; partNumber: number; bytes: number; md5: string; blobKey: string },
-): Promise<{ replaced?: string } | null> {
-  const { rows } = await db.query<{ replaced: string | null }>(
-    `WITH open AS (SELECT 1 FROM model_file_uploads WHERE id = $1 AND state = 'open' FOR SHARE),
-          previous AS (SELECT blob_key FROM model_file_upload_parts WHERE upload_id = $1 AND path = $2 AND part_number = $3)
-     INSERT INTO model_file_upload_parts (upload_id, path, part_number, bytes, md5, blob_key)
-     SELECT $1, $2, $3, $4, $5, $6 FROM open
-     ON CONFLICT (upload_id, path, part_number) DO UPDATE SET bytes = EXCLUDED.bytes, md5 = EXCLUDED.md5, blob_key = EXCLUDED.blob_key
-     RETURNING (SELECT blob_key FROM previous) AS replaced`,
+): Promise<{ replaced: string | null } | null> {
+  // As files' recordPart (db/files.ts): the upload's row lock first, then each statement sees what
+  // the part before it committed, so a part sent twice at once names the blob it replaced.
+  const { rows } = await tx.query<{ state: string }>('SELECT state FROM model_file_uploads WHERE id = $1 FOR UPDATE', [
+    p.uploadId,
+  ]);
+  if (rows[0]?.state !== 'open') return null;
+  const previous = await tx.query<{ blob_key: string }>(
+    'SELECT blob_key FROM model_file_upload_parts WHERE upload_id = $1 AND path = $2 AND part_number = $3',
+    [p.uploadId, p.path, p.partNumber],
+  );
+  await tx.query(
+    `INSERT INTO model_file_upload_parts (upload_id, path, part_number, bytes, md5, blob_key)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (upload_id, path, part_number) DO UPDATE SET bytes = EXCLUDED.bytes, md5 = EXCLUDED.md5, blob_key = EXCLUDED.blob_key`,
     [p.uploadId, p.path, p.partNumber, p.bytes, p.md5, p.blobKey],
   );
-  if (!rows.length) return null;
-  return rows[0].replaced ? { replaced: rows[0].replaced } : {};
+  const replaced = previous.rows[0]?.blob_key ?? null;
+  if (replaced) await scheduleBlobDeletions(tx, [replaced]);
+  return { replaced };
 }
 
 /** Moves the upload from one state to another; false when it was not in `from`. */

@@ -1,5 +1,6 @@
 /** The model registry's rows: models (ml_), revisions (rv_) and their files. */
-import type { Queryable } from './pool';
+import { scheduleBlobDeletions } from './blob-deletions';
+import { withTransaction, type Db, type Queryable } from './pool';
 
 export type WeightsType = 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER' | 'WEIGHTS_TYPE_SPECULATOR';
 
@@ -187,15 +188,21 @@ export async function listRevisions(db: Queryable, modelId: string): Promise<Rev
   return rows;
 }
 
-/** Deletes the model's rows; answers the blob keys its revisions held, for the caller to delete. */
-export async function deleteRegistryModel(db: Queryable, id: string): Promise<string[]> {
-  const { rows } = await db.query<{ key: string }>(
-    `SELECT r.blob_prefix || '/' || f.path AS key FROM registry_model_revisions r
-       JOIN registry_model_files f ON f.revision_id = r.id WHERE r.model_id = $1`,
-    [id],
-  );
-  await db.query('DELETE FROM registry_models WHERE id = $1', [id]);
-  return rows.map((r) => r.key);
+/** Deletes the model's rows; answers the blob keys its revisions held, recorded for deletion (db/blob-deletions.ts). */
+export async function deleteRegistryModel(db: Db, id: string): Promise<string[]> {
+  return withTransaction(db, async (tx) => {
+    // Locked first: a revision added meanwhile waits, then finds no model, instead of losing its files.
+    await tx.query('SELECT id FROM registry_models WHERE id = $1 FOR UPDATE', [id]);
+    const { rows } = await tx.query<{ key: string }>(
+      `SELECT r.blob_prefix || '/' || f.path AS key FROM registry_model_revisions r
+         JOIN registry_model_files f ON f.revision_id = r.id WHERE r.model_id = $1`,
+      [id],
+    );
+    await tx.query('DELETE FROM registry_models WHERE id = $1', [id]);
+    const keys = rows.map((r) => r.key);
+    await scheduleBlobDeletions(tx, keys);
+    return keys;
+  });
 }
 
 export async function getRevision(db: Queryable, modelId: string, revisionId: string): Promise<RevisionRow | null> {

@@ -1,4 +1,5 @@
 /** Storage objects (`/v1/storage/*`, the Python CLI's volume uploads): see migration 032. */
+import { scheduleBlobDeletions } from './blob-deletions';
 import { withTransaction, type Db, type Queryable } from './pool';
 
 export interface StorageObjectRow {
@@ -24,8 +25,9 @@ export async function getStorageObject(db: Queryable, id: string): Promise<Stora
  * The bytes of the upload arrived: it becomes the path's object, in one transaction with what that
  * makes unreachable: the path's earlier uploads that no volume version holds, and the parts the
  * bytes were joined from (a process that dies half-way leaves neither a superseded object nor parts
- * that still count in the quota). Answers those rows' blobs, for the caller to delete; null when the
- * upload had already arrived (a second PUT to a single-use URL, a second `complete`).
+ * that still count in the quota). Answers those rows' blobs, recorded for deletion
+ * (db/blob-deletions.ts) for the caller to delete; null when the upload had already arrived (a
+ * second PUT to a single-use URL, a second `complete`).
  */
 export async function storageObjectUploaded(
   db: Db,
@@ -47,7 +49,9 @@ export async function storageObjectUploaded(
         RETURNING o.blob_key`,
       [rows[0].project_id, rows[0].path, id],
     );
-    return [...gone.map((r) => r.blob_key), ...(await dropStorageParts(tx, id))];
+    const keys = gone.map((r) => r.blob_key);
+    await scheduleBlobDeletions(tx, keys);
+    return [...keys, ...(await dropStorageParts(tx, id))];
   });
 }
 
@@ -58,19 +62,33 @@ export interface StoragePartRow {
   md5: string;
 }
 
-/** Records a stored part; answers the blob of the attempt it replaced, if any. */
+/**
+ * Records a stored part while its upload waits for its bytes (a retry replaces the earlier
+ * attempt); answers the blob it replaced, recorded for deletion, or null. Null instead of an
+ * answer: the upload has its bytes, or is gone. As files' recordPart (db/files.ts): under the
+ * upload's row lock, in a transaction, so a part sent twice at once names the blob it replaced.
+ */
 export async function recordStoragePart(
-  db: Queryable,
+  tx: Queryable,
   p: { objectId: string; partNumber: number; blobKey: string; bytes: number; md5: string },
-): Promise<{ replaced: string | null }> {
-  const { rows } = await db.query<{ replaced: string | null }>(
-    `WITH old AS (SELECT blob_key FROM storage_object_parts WHERE object_id = $1 AND part_number = $2)
-     INSERT INTO storage_object_parts (object_id, part_number, blob_key, bytes, md5) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (object_id, part_number) DO UPDATE SET blob_key = $3, bytes = $4, md5 = $5
-     RETURNING (SELECT blob_key FROM old) AS replaced`,
+): Promise<{ replaced: string | null } | null> {
+  const { rows } = await tx.query<{ uploaded_at: Date | null }>(
+    'SELECT uploaded_at FROM storage_objects WHERE id = $1 FOR UPDATE',
+    [p.objectId],
+  );
+  if (!rows[0] || rows[0].uploaded_at) return null;
+  const previous = await tx.query<{ blob_key: string }>(
+    'SELECT blob_key FROM storage_object_parts WHERE object_id = $1 AND part_number = $2',
+    [p.objectId, p.partNumber],
+  );
+  await tx.query(
+    `INSERT INTO storage_object_parts (object_id, part_number, blob_key, bytes, md5) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (object_id, part_number) DO UPDATE SET blob_key = $3, bytes = $4, md5 = $5`,
     [p.objectId, p.partNumber, p.blobKey, p.bytes, p.md5],
   );
-  return { replaced: rows[0].replaced };
+  const replaced = previous.rows[0]?.blob_key ?? null;
+  if (replaced) await scheduleBlobDeletions(tx, [replaced]);
+  return { replaced };
 }
 
 export async function listStorageParts(db: Queryable, objectId: string): Promise<StoragePartRow[]> {
@@ -81,44 +99,51 @@ export async function listStorageParts(db: Queryable, objectId: string): Promise
   return rows;
 }
 
-/** Drops the parts of an object (joined, or abandoned); answers their blobs. */
-export async function dropStorageParts(db: Queryable, objectId: string): Promise<string[]> {
-  const { rows } = await db.query<{ blob_key: string }>(
+/** Drops the parts of an object (joined, or abandoned); answers their blobs, recorded for deletion. In a transaction. */
+export async function dropStorageParts(tx: Queryable, objectId: string): Promise<string[]> {
+  const { rows } = await tx.query<{ blob_key: string }>(
     'DELETE FROM storage_object_parts WHERE object_id = $1 RETURNING blob_key',
     [objectId],
   );
-  return rows.map((r) => r.blob_key);
+  const keys = rows.map((r) => r.blob_key);
+  await scheduleBlobDeletions(tx, keys);
+  return keys;
 }
 
-/** Drops a granted upload whose bytes never arrived (an aborted one); answers its parts' blobs. */
-export async function dropPendingStorageObject(db: Queryable, objectId: string): Promise<string[]> {
-  const parts = await dropStorageParts(db, objectId);
-  await db.query('DELETE FROM storage_objects WHERE id = $1 AND uploaded_at IS NULL', [objectId]);
-  return parts;
+/** Drops a granted upload whose bytes never arrived (an aborted one); answers its parts' blobs, recorded for deletion. */
+export async function dropPendingStorageObject(db: Db, objectId: string): Promise<string[]> {
+  return withTransaction(db, async (tx) => {
+    await tx.query('SELECT 1 FROM storage_objects WHERE id = $1 FOR UPDATE', [objectId]);
+    const parts = await dropStorageParts(tx, objectId);
+    await tx.query('DELETE FROM storage_objects WHERE id = $1 AND uploaded_at IS NULL', [objectId]);
+    return parts;
+  });
 }
 
 /**
  * Uploads of the project granted more than `olderThanSeconds` ago whose bytes never arrived: their
- * rows go, and the blobs of their parts are answered for deletion (no upload leaves parts behind).
+ * rows go, and the blobs of their parts are recorded and answered for deletion (no upload leaves
+ * parts behind).
  */
-export async function dropStaleStorageUploads(
-  db: Queryable,
-  projectId: string,
-  olderThanSeconds: number,
-): Promise<string[]> {
-  const { rows } = await db.query<{ blob_key: string | null }>(
-    `WITH stale AS (
-       DELETE FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NULL
-          AND created_at < now() - make_interval(secs => $2) RETURNING id)
-     SELECT p.blob_key FROM storage_object_parts p WHERE p.object_id IN (SELECT id FROM stale)`,
-    [projectId, olderThanSeconds],
-  );
-  return rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+export async function dropStaleStorageUploads(db: Db, projectId: string, olderThanSeconds: number): Promise<string[]> {
+  return withTransaction(db, async (tx) => {
+    const { rows } = await tx.query<{ blob_key: string | null }>(
+      `WITH stale AS (
+         DELETE FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NULL
+            AND created_at < now() - make_interval(secs => $2) RETURNING id)
+       SELECT p.blob_key FROM storage_object_parts p WHERE p.object_id IN (SELECT id FROM stale)`,
+      [projectId, olderThanSeconds],
+    );
+    const keys = rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+    await scheduleBlobDeletions(tx, keys);
+    return keys;
+  });
 }
 
 /**
  * After a volume is deleted: the project's storage objects in the directories its versions named
- * that no remaining version holds, nor an unfilled one could still take, go. Answers their blobs.
+ * that no remaining version holds, nor an unfilled one could still take, go. Answers their blobs,
+ * recorded for deletion. In the transaction that deletes the volume.
  */
 export async function dropUnheldStorageObjects(
   db: Queryable,
@@ -139,5 +164,7 @@ export async function dropUnheldStorageObjects(
       RETURNING o.blob_key`,
     [projectId, directories],
   );
-  return rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+  const keys = rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+  await scheduleBlobDeletions(db, keys);
+  return keys;
 }

@@ -24,6 +24,7 @@ import {
 import { withTransaction, type Db, type Queryable } from '../../db/pool';
 import { dropUnheldStorageObjects } from '../../db/storage-objects';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -203,7 +204,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
         // What the CLI uploaded for this volume goes with it, unless another volume holds it.
         return dropUnheldStorageObjects(tx, v.project_id, prefixes);
       });
-      for (const key of unheld) await deps.blobs.delete(key).catch(() => undefined); // a leftover blob is only space
+      await deleteScheduledBlobs(db, deps.blobs, unheld);
       return { id: v.id, deleted: true as const };
     },
   });

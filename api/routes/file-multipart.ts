@@ -292,17 +292,15 @@ function multipartPartHandler(deps: ApiDeps) {
     }
     let recorded;
     try {
-      recorded = await withTransaction(db, async (tx) => {
-        const r = await recordPart(tx, {
+      recorded = await withTransaction(db, (tx) =>
+        recordPart(tx, {
           uploadId: upload.id,
           partNumber: part,
           bytes: stored.bytes,
           sha256: stored.sha256,
           blobKey: key,
-        });
-        if (r?.replaced) await scheduleBlobDeletions(tx, [r.replaced]);
-        return r;
-      });
+        }),
+      );
     } catch (err) {
       await blobs.delete(key);
       throw err;

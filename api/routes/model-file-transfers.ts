@@ -34,6 +34,7 @@ import {
 } from '../../db/model-file-uploads';
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import { assertSafeKey } from '../../providers/storage/blob-store';
 import { checkRevisionWeights } from '../../providers/trainer/safetensors';
 import {
@@ -493,20 +494,22 @@ function partHandler(deps: ApiDeps) {
     // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
     const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
     const etag = await storeSignedPut(blobs, req, key, declared);
-    const recorded = await recordUploadPart(db, {
-      uploadId: id,
-      path: planned.path,
-      partNumber: part,
-      bytes: declared,
-      md5: etag,
-      blobKey: key,
-    });
+    const recorded = await withTransaction(db, (tx) =>
+      recordUploadPart(tx, {
+        uploadId: id,
+        path: planned.path,
+        partNumber: part,
+        bytes: declared,
+        md5: etag,
+        blobKey: key,
+      }),
+    );
     if (!recorded) {
       // The upload was completed, refused or discarded while this part arrived.
       await blobs.delete(key);
       throw notOpen();
     }
-    if (recorded.replaced) await blobs.delete(recorded.replaced);
+    if (recorded.replaced) await deleteScheduledBlobs(db, blobs, [recorded.replaced]);
     res.set('ETag', `"${etag}"`).status(200).end();
   };
 }

@@ -24,6 +24,7 @@ import {
   type RegistryModelRow,
 } from '../../db/models';
 import { findCatalogModel } from '../../fine-tunes/models';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import { requireOwnModel } from '../use-cases/registry-models';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
@@ -258,9 +259,8 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       const model = await ownModel(principal, params.id);
       const keys = await deleteRegistryModel(db, model.id);
       // The rows are gone first, so nothing can reach a file while it is deleted.
-      for (const key of keys) {
-        await blobs.delete(key).catch((err: Error) => req.log?.warn({ err, key }, 'could not delete a model file'));
-      }
+      const { failed } = await deleteScheduledBlobs(db, blobs, keys);
+      if (failed.length) req.log?.warn({ failed }, 'model files not deleted yet (the blob deletion rounds retry)');
       return {};
     },
   });

@@ -20,8 +20,10 @@ import {
   recordStoragePart,
   storageObjectUploaded,
 } from '../../db/storage-objects';
+import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
@@ -66,9 +68,8 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         'filename',
       );
   };
-  const deleteBlobs = async (keys: string[]) => {
-    for (const key of keys) await blobs.delete(key).catch(() => undefined); // a leftover blob is only space
-  };
+  /** Blobs whose rows the storage-objects functions removed and recorded for deletion. */
+  const deleteBlobs = (keys: string[]) => deleteScheduledBlobs(db, blobs, keys);
   /** A new upload to `path`; first the project's uploads whose URLs expired unused go, with their parts. */
   const grant = async (projectId: string, path: string) => {
     await deleteBlobs(await dropStaleStorageUploads(db, projectId, config.uploadUrlTtlSeconds + 60));
@@ -259,14 +260,15 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
       await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
       const key = `storage/${object.project_id}/${id}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
       const md5 = await storeSignedPut(blobs, req, key, declared);
-      const { replaced } = await recordStoragePart(db, {
-        objectId: id,
-        partNumber: part,
-        blobKey: key,
-        bytes: declared,
-        md5,
-      });
-      if (replaced) await deleteBlobs([replaced]);
+      const recorded = await withTransaction(db, (tx) =>
+        recordStoragePart(tx, { objectId: id, partNumber: part, blobKey: key, bytes: declared, md5 }),
+      );
+      if (!recorded) {
+        // Completed or aborted while this part arrived: its blob goes too.
+        await blobs.delete(key);
+        throw usedUpload(id);
+      }
+      if (recorded.replaced) await deleteBlobs([recorded.replaced]);
       res.set('ETag', `"${md5}"`).status(200).end();
     },
   );

@@ -21,6 +21,7 @@ import {
 } from '../../db/fine-tunes';
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
+import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
 import {
   checkpointDownloadVariant,
   FINAL_DOWNLOAD_VARIANTS,
@@ -176,6 +177,6 @@ export async function deleteFineTune(deps: ApiDeps, job: FineTuneRow, opts: { fo
     if (c.checkpoint_type === 'intermediate') keys.push(fineTuneDownloadKey(job.id, checkpointDownloadVariant(c.step)));
   }
   keys.push(...FINAL_DOWNLOAD_VARIANTS.map((variant) => fineTuneDownloadKey(job.id, variant)));
-  await deleteFineTuneRow(db, job.id);
-  for (const key of keys) await blobs.delete(key);
+  await deleteFineTuneRow(db, job.id, keys);
+  await deleteScheduledBlobs(db, blobs, keys);
 }

@@ -1,6 +1,8 @@
 /**
  * A file's blobs go when the file goes, even when storage refuses the delete at that moment (the
- * control worker's blob deletion rounds finish it), and parts sent again at once leave one blob.
+ * control worker's blob deletion rounds finish it), and parts sent again at once leave one blob
+ * (files' multipart parts and storage objects' parts here; model files' in
+ * test/models/file-uploads.test.ts).
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
@@ -151,5 +153,25 @@ describe('blob deletions', () => {
     }
     assert.equal(outcomes.at(-1), 200);
     assert.equal(partsOf(fileId).length, 0, 'complete deletes the parts it joined');
+  });
+
+  test("a storage object's part sent several times at once leaves one blob", async () => {
+    const init = await call(p.baseUrl, 'POST', '/v1/storage/multipart/init', {
+      key: a.key,
+      json: { filename: 'vol/0/racing.bin', parts_count: 1 },
+    });
+    assert.equal(init.status, 200, JSON.stringify(init.body));
+    const url = init.body.part_upload_urls[0].url as string;
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => fetch(url, { method: 'PUT', body: Buffer.alloc(PART, 0x30 + i) })),
+    );
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      Array(6).fill(200),
+    );
+    const parts = blobFiles(path.join('storage', a.projectId, init.body.upload_id as string), (f) =>
+      f.startsWith('part-'),
+    );
+    assert.equal(parts.length, 1, 'the parts it replaced are deleted');
   });
 });

@@ -8,6 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { COMPLETING_LEASE_SECONDS } from '../../db/model-file-uploads';
 import { modelFileUploadWorkflowId } from '../../shared/model-file-uploads';
@@ -108,6 +110,21 @@ describe('model file uploads', () => {
     const handle = p.temporal.workflow.getHandle(modelFileUploadWorkflowId(plan.body.uploadId));
     assert.equal(await handle.result(), 'COMPLETED');
     await recordHistoryIfAsked(handle, 'modelFileUpload', 'completed-after-a-refused-part');
+  });
+
+  test('a part sent several times at once leaves one blob', async () => {
+    const weights = safetensorsFile({ fill: 3 });
+    const plan = await createUpload([{ path: 'model.safetensors', hash: md5(weights), numParts: 1 }]);
+    assert.equal(plan.status, 200, JSON.stringify(plan.body));
+    const url = plan.body.files[0].parts[0].url;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => put(url, weights)));
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      Array(6).fill(200),
+    );
+    const dir = path.join(p.config.blobDir, 'model-uploads', plan.body.uploadId);
+    const parts = readdirSync(dir, { recursive: true }).filter((f) => path.basename(String(f)).startsWith('part-'));
+    assert.equal(parts.length, 1, 'the parts it replaced are deleted');
   });
 
   test('a complete whose API process died is taken over by the retry once its hold lapses', async () => {
