@@ -4,13 +4,9 @@
  * its parts stored, and whatever a `complete` that died half-way wrote of the
  * revision it was making.
  */
-import {
-  deleteUploadParts,
-  expireModelFileUpload,
-  getModelFileUpload,
-  uploadLeftoverBlobKeys,
-} from '../db/model-file-uploads';
+import { dropUploadLeftovers, expireModelFileUpload, getModelFileUpload } from '../db/model-file-uploads';
 import type { Db } from '../db/pool';
+import { deleteScheduledBlobs } from '../providers/storage/blob-deletions';
 import type { BlobStore } from '../providers/storage/blob-store';
 
 export function createModelFileUploadActivities({ db, blobs }: { db: Db; blobs: BlobStore }) {
@@ -22,15 +18,14 @@ export function createModelFileUploadActivities({ db, blobs }: { db: Db; blobs: 
       uploadId: string;
     }): Promise<'COMPLETED' | 'FAILED' | 'DISCARDED'> {
       const state = await expireModelFileUpload(db, uploadId);
-      if (state === 'completed') return 'COMPLETED';
-      if (state === 'failed') return 'FAILED';
       // Retried with back-off until the `complete` ends it, or its hold lapses (the API died in it).
       if (state === 'completing') throw new Error(`upload ${uploadId} is being completed; waiting for it to end`);
+      // Whatever ended it, what it left goes: a `complete` that died after its revision was written
+      // left its parts.
       const upload = await getModelFileUpload(db, uploadId);
-      if (upload) {
-        for (const key of await uploadLeftoverBlobKeys(db, upload)) await blobs.delete(key);
-        await deleteUploadParts(db, upload.id);
-      }
+      if (upload) await deleteScheduledBlobs(db, blobs, await dropUploadLeftovers(db, upload));
+      if (state === 'completed') return 'COMPLETED';
+      if (state === 'failed') return 'FAILED';
       return 'DISCARDED';
     },
   };

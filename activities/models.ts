@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
+import { reclaimBlobKeys } from '../db/blob-deletions';
 import { addFineTuneEvent, getFineTuneById, listCheckpoints } from '../db/fine-tunes';
 import type { Db } from '../db/pool';
 import { withTransaction } from '../db/pool';
@@ -44,6 +45,12 @@ export function createModelRegistryActivities({ db, blobs }: { db: Db; blobs: Bl
     const modelId = derivedId('ml_', o.jobId, o.role);
     const revisionId = derivedId('rv_', o.jobId, o.role);
     const prefix = `registry/${modelId}/${revisionId}`;
+    // The keys are derived, not drawn: a retry writes them again, and a delete of the model between
+    // two attempts may have recorded them for deletion (db/blob-deletions.ts). Taken back first.
+    await reclaimBlobKeys(
+      db,
+      o.files.map((file) => `${prefix}/${file}`),
+    );
     const stored: Array<{ path: string; bytes: number; sha256: string }> = [];
     let parameters = 0;
     for (const file of o.files) {

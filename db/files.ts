@@ -174,22 +174,42 @@ export async function deleteFileRow(db: Queryable, id: string): Promise<void> {
 }
 
 /**
- * Deletes a file whose upload never completed, with its multipart uploads and parts, and records
- * their blobs for deletion (db/blob-deletions.ts). Returns those keys: [] when the file is gone or
- * was uploaded meanwhile. In a transaction; it locks the uploads before the file, the order the
- * multipart routes lock them in.
+ * Locks a file for its removal: its multipart uploads first, then the file, the order every path
+ * that changes both takes (a part's record and a complete lock the upload first), so no two of
+ * them wait on each other. Once it returns, no part is being recorded. In a transaction; the
+ * file's row, or null when it is gone.
  */
-export async function deleteUnfinishedFile(tx: Queryable, fileId: string): Promise<string[]> {
+export async function lockFileForRemoval(
+  tx: Queryable,
+  fileId: string,
+): Promise<{ blob_key: string; uploaded_at: Date | null } | null> {
   await tx.query('SELECT id FROM file_multipart_uploads WHERE file_id = $1 FOR UPDATE', [fileId]);
   const { rows } = await tx.query<{ blob_key: string; uploaded_at: Date | null }>(
     'SELECT blob_key, uploaded_at FROM files WHERE id = $1 FOR UPDATE',
     [fileId],
   );
-  if (!rows[0] || rows[0].uploaded_at) return [];
-  const keys = [rows[0].blob_key, ...(await partBlobKeysOfFile(tx, fileId))];
-  await deleteFileRow(tx, fileId);
+  return rows[0] ?? null;
+}
+
+/**
+ * Removes a locked file (lockFileForRemoval) with its multipart uploads and parts, and records
+ * their blobs for deletion (db/blob-deletions.ts). Returns those keys. In the locking transaction.
+ */
+export async function removeLockedFile(tx: Queryable, file: { id: string; blob_key: string }): Promise<string[]> {
+  const keys = [file.blob_key, ...(await partBlobKeysOfFile(tx, file.id))];
+  await deleteFileRow(tx, file.id);
   await scheduleBlobDeletions(tx, keys);
   return keys;
+}
+
+/**
+ * Deletes a file whose upload never completed, as removeLockedFile. Returns the keys of its blobs,
+ * recorded for deletion: [] when the file is gone or was uploaded meanwhile. In a transaction.
+ */
+export async function deleteUnfinishedFile(tx: Queryable, fileId: string): Promise<string[]> {
+  const file = await lockFileForRemoval(tx, fileId);
+  if (!file || file.uploaded_at) return [];
+  return removeLockedFile(tx, { id: fileId, blob_key: file.blob_key });
 }
 
 export async function insertUploadToken(

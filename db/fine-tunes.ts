@@ -65,15 +65,23 @@ export async function insertFineTune(
 /**
  * Removes a job's row with the file leases its workflow holds (`fine-tune/<id>`, which no foreign
  * key ties to the row), in one transaction that locks the row first: an activity still finishing
- * cannot re-create a lease or an event for a job that is gone (it needs the row). `blobKeys`, the
- * job's blobs, are recorded for deletion (db/blob-deletions.ts) in the same transaction.
+ * cannot re-create a lease or an event for a job that is gone (it needs the row). `blobKeys` lists
+ * the job's blobs under that lock; they are recorded for deletion (db/blob-deletions.ts) in the
+ * same transaction and answered.
  */
-export async function deleteFineTuneRow(db: Db, id: string, blobKeys: string[] = []): Promise<void> {
-  await withTransaction(db, async (tx) => {
+export async function deleteFineTuneRow(
+  db: Db,
+  id: string,
+  blobKeys: (tx: Queryable) => Promise<string[]> = async () => [],
+): Promise<string[]> {
+  return withTransaction(db, async (tx) => {
     await tx.query('SELECT id FROM fine_tunes WHERE id = $1 FOR UPDATE', [id]);
+    // Listed under the lock: a checkpoint an activity records meanwhile waits, then finds no job.
+    const keys = await blobKeys(tx);
     await tx.query('DELETE FROM file_leases WHERE holder = $1', [fineTuneWorkflowId(id)]);
     await tx.query('DELETE FROM fine_tunes WHERE id = $1', [id]);
-    await scheduleBlobDeletions(tx, blobKeys);
+    await scheduleBlobDeletions(tx, keys);
+    return keys;
   });
 }
 

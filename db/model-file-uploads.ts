@@ -5,7 +5,7 @@
  */
 import { revisionBlobPrefix } from '../shared/model-file-uploads';
 import { scheduleBlobDeletions } from './blob-deletions';
-import type { Queryable } from './pool';
+import { withTransaction, type Db, type Queryable } from './pool';
 
 export type ModelFileUploadState = 'open' | 'completing' | 'completed' | 'failed' | 'expired';
 
@@ -166,20 +166,24 @@ export async function expireModelFileUpload(db: Queryable, id: string): Promise<
 }
 
 /**
- * The blobs an upload leaves when it ends: its parts, and the files of its revision when no revision
- * row holds them (a `complete` that was refused, or died half-way through joining them).
+ * Drops what an upload leaves when it ends: its parts, and the files of its revision when no
+ * revision row holds them (a `complete` that was refused, or died half-way through joining them).
+ * Answers their blobs, recorded for deletion (db/blob-deletions.ts) with the parts' rows.
  */
-export async function uploadLeftoverBlobKeys(db: Queryable, upload: ModelFileUploadRow): Promise<string[]> {
-  const { rows } = await db.query<{ key: string }>(
-    `SELECT blob_key AS key FROM model_file_upload_parts WHERE upload_id = $1
-     UNION ALL
-     SELECT $2 || '/' || f.path FROM model_file_upload_files f
-      WHERE f.upload_id = $1 AND NOT EXISTS (SELECT 1 FROM registry_model_revisions WHERE id = $3)`,
-    [upload.id, revisionBlobPrefix(upload.model_id, upload.revision_id), upload.revision_id],
-  );
-  return rows.map((r) => r.key);
-}
-
-export async function deleteUploadParts(db: Queryable, uploadId: string): Promise<void> {
-  await db.query('DELETE FROM model_file_upload_parts WHERE upload_id = $1', [uploadId]);
+export async function dropUploadLeftovers(db: Db, upload: ModelFileUploadRow): Promise<string[]> {
+  return withTransaction(db, async (tx) => {
+    // After a part being recorded (recordUploadPart holds the upload's row), so its blob is counted.
+    await tx.query('SELECT id FROM model_file_uploads WHERE id = $1 FOR UPDATE', [upload.id]);
+    const { rows } = await tx.query<{ key: string }>(
+      `SELECT blob_key AS key FROM model_file_upload_parts WHERE upload_id = $1
+       UNION ALL
+       SELECT $2 || '/' || f.path FROM model_file_upload_files f
+        WHERE f.upload_id = $1 AND NOT EXISTS (SELECT 1 FROM registry_model_revisions WHERE id = $3)`,
+      [upload.id, revisionBlobPrefix(upload.model_id, upload.revision_id), upload.revision_id],
+    );
+    await tx.query('DELETE FROM model_file_upload_parts WHERE upload_id = $1', [upload.id]);
+    const keys = rows.map((r) => r.key);
+    await scheduleBlobDeletions(tx, keys);
+    return keys;
+  });
 }

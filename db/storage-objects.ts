@@ -127,14 +127,21 @@ export async function dropPendingStorageObject(db: Db, objectId: string): Promis
  */
 export async function dropStaleStorageUploads(db: Db, projectId: string, olderThanSeconds: number): Promise<string[]> {
   return withTransaction(db, async (tx) => {
-    const { rows } = await tx.query<{ blob_key: string | null }>(
-      `WITH stale AS (
-         DELETE FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NULL
-            AND created_at < now() - make_interval(secs => $2) RETURNING id)
-       SELECT p.blob_key FROM storage_object_parts p WHERE p.object_id IN (SELECT id FROM stale)`,
+    // Locked first, then their parts read in a statement of their own: a part being recorded
+    // (recordStoragePart holds the upload's row) is committed by then, and its blob is counted.
+    const { rows: stale } = await tx.query<{ id: string }>(
+      `SELECT id FROM storage_objects WHERE project_id = $1 AND uploaded_at IS NULL
+          AND created_at < now() - make_interval(secs => $2) FOR UPDATE`,
       [projectId, olderThanSeconds],
     );
-    const keys = rows.map((r) => r.blob_key).filter((k): k is string => k !== null);
+    if (!stale.length) return [];
+    const ids = stale.map((r) => r.id);
+    const { rows } = await tx.query<{ blob_key: string }>(
+      'SELECT blob_key FROM storage_object_parts WHERE object_id = ANY($1::text[])',
+      [ids],
+    );
+    await tx.query('DELETE FROM storage_objects WHERE id = ANY($1::text[])', [ids]);
+    const keys = rows.map((r) => r.blob_key);
     await scheduleBlobDeletions(tx, keys);
     return keys;
   });

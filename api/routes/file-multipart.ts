@@ -29,7 +29,7 @@ import {
 } from '../../db/files';
 import { scheduleBlobDeletions } from '../../db/blob-deletions';
 import { withTransaction } from '../../db/pool';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob-deletions';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import type { ApiDeps } from '../deps';
@@ -197,15 +197,16 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       }
       const partKeys = stored.map((p) => p.blob_key);
       const updated = await withTransaction(db, async (tx) => {
+        // The upload first, then the file: the order every path that changes both locks them in
+        // (lockFileForRemoval). The upload is gone when the file was discarded or deleted meanwhile.
+        if (!(await moveMultipartState(tx, upload.id, 'completing', 'completed'))) return null;
         const row = await markUploaded(tx, file.id, result);
-        if (!row) return null;
-        await moveMultipartState(tx, upload.id, 'completing', 'completed');
-        await scheduleBlobDeletions(tx, partKeys);
+        if (row) await scheduleBlobDeletions(tx, partKeys);
         return row;
       });
       if (!updated) {
         // Discarded (its upload outlasted its URLs) or deleted while the parts were joined.
-        await blobs.delete(file.blob_key);
+        await discardBlobs(db, blobs, [file.blob_key]);
         throw notFound(`File '${file.id}' no longer exists; start the upload again.`);
       }
       await deleteScheduledBlobs(db, blobs, partKeys);
@@ -306,11 +307,13 @@ function multipartPartHandler(deps: ApiDeps) {
       throw err;
     }
     if (!recorded) {
-      // Completed, aborted or discarded while this part arrived: its blob goes too.
-      await blobs.delete(key);
+      // Completed, aborted, discarded or deleted while this part arrived: its blob goes too.
+      await discardBlobs(db, blobs, [key]);
+      const now = await getMultipartUploadForFile(db, fileId, grant.tokenId);
+      if (!now) throw notFound(`Multipart upload '${grant.tokenId}' no longer exists.`);
       throw new ApiError(
         409,
-        `Multipart upload '${upload.id}' was completed, aborted or discarded while this part arrived; it takes no more parts.`,
+        `Multipart upload '${upload.id}' is ${now.state}; it takes no more parts.`,
         'conflict_error',
         null,
         'upload_not_open',

@@ -13,7 +13,6 @@ import { fileValidationWorkflowId } from '../../shared/files';
 import { newId } from '../../platform/ids';
 import {
   consumeUploadToken,
-  deleteFileRow,
   fileLeaseHolders,
   getFile,
   getFileById,
@@ -21,13 +20,13 @@ import {
   insertUploadToken,
   listFileEvents,
   listFiles,
+  lockFileForRemoval,
   markUploaded,
-  partBlobKeysOfFile,
+  removeLockedFile,
   type FileRow,
 } from '../../db/files';
-import { scheduleBlobDeletions } from '../../db/blob-deletions';
 import { withTransaction, type Queryable } from '../../db/pool';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob-deletions';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import { sendBlob } from '../blob-response';
@@ -301,12 +300,9 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       // The blobs' keys are recorded with the row's delete: storage failing now, or this process
       // ending, leaves them to the control worker's blob deletion rounds.
       const keys = await withTransaction(db, async (tx) => {
-        await tx.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [row.id]);
+        if (!(await lockFileForRemoval(tx, row.id))) return []; // another delete won
         await refuseIfLeased(tx);
-        const keys = [row.blob_key, ...(await partBlobKeysOfFile(tx, row.id))];
-        await deleteFileRow(tx, row.id);
-        await scheduleBlobDeletions(tx, keys);
-        return keys;
+        return removeLockedFile(tx, row);
       });
       await deleteScheduledBlobs(db, blobs, keys);
       return { id: row.id, object: 'file' as const, deleted: true as const };
@@ -378,7 +374,7 @@ function presignedUploadHandler(deps: ApiDeps) {
     const updated = await markUploaded(db, fileId, stored);
     if (!updated) {
       // Discarded (its upload took too long) or deleted while the bytes arrived.
-      await blobs.delete(row.blob_key);
+      await discardBlobs(db, blobs, [row.blob_key]);
       throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
     }
     await signalWorkflow(temporal, workflowId, uploadFinishedSignal, [{ ok: true }], null);

@@ -19,7 +19,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Request, Response } from 'express';
 import { getRevision, insertRevision, listRevisionFiles, listRevisions } from '../../db/models';
 import {
-  deleteUploadParts,
+  dropUploadLeftovers,
   getModelFileUpload,
   insertModelFileUpload,
   listUploadFiles,
@@ -29,7 +29,6 @@ import {
   renewCompletingModelFileUpload,
   COMPLETING_LEASE_SECONDS,
   recordUploadPart,
-  uploadLeftoverBlobKeys,
   type ModelFileUploadRow,
 } from '../../db/model-file-uploads';
 import { withTransaction } from '../../db/pool';
@@ -355,8 +354,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
 
   /** Removes the parts of an upload that ended, and the revision files no revision holds. */
   async function discardLeftovers(upload: ModelFileUploadRow) {
-    for (const key of await uploadLeftoverBlobKeys(db, upload)) await blobs.delete(key);
-    await deleteUploadParts(db, upload.id);
+    await deleteScheduledBlobs(db, blobs, await dropUploadLeftovers(db, upload));
   }
 
   /**

@@ -23,7 +23,7 @@ import {
 import { withTransaction } from '../../db/pool';
 import { newId } from '../../platform/ids';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob-deletions';
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
@@ -264,8 +264,9 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         recordStoragePart(tx, { objectId: id, partNumber: part, blobKey: key, bytes: declared, md5 }),
       );
       if (!recorded) {
-        // Completed or aborted while this part arrived: its blob goes too.
-        await blobs.delete(key);
+        // Completed, aborted or dropped as stale while this part arrived: its blob goes too.
+        await discardBlobs(db, blobs, [key]);
+        if (!(await getStorageObject(db, id))) throw notFound(`Storage upload '${id}' does not exist.`);
         throw usedUpload(id);
       }
       if (recorded.replaced) await deleteBlobs([recorded.replaced]);

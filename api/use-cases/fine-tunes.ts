@@ -167,16 +167,19 @@ export async function deleteFineTune(deps: ApiDeps, job: FineTuneRow, opts: { fo
       if (!(err instanceof WorkflowNotFoundError)) throw err; // already gone: nothing to stop
     }
   }
-  const keys = [
-    tokenizedDatasetArchiveKey(job.id),
-    `fine-tunes/${job.id}/tokenized/train.jsonl`,
-    `fine-tunes/${job.id}/tokenized/eval.jsonl`,
-  ];
-  for (const c of await listCheckpoints(db, job.id)) {
-    keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
-    if (c.checkpoint_type === 'intermediate') keys.push(fineTuneDownloadKey(job.id, checkpointDownloadVariant(c.step)));
-  }
-  keys.push(...FINAL_DOWNLOAD_VARIANTS.map((variant) => fineTuneDownloadKey(job.id, variant)));
-  await deleteFineTuneRow(db, job.id, keys);
+  const keys = await deleteFineTuneRow(db, job.id, async (tx) => {
+    const keys = [
+      tokenizedDatasetArchiveKey(job.id),
+      `fine-tunes/${job.id}/tokenized/train.jsonl`,
+      `fine-tunes/${job.id}/tokenized/eval.jsonl`,
+    ];
+    for (const c of await listCheckpoints(tx, job.id)) {
+      keys.push(...c.files.map((f) => `${c.blob_prefix}/${f}`));
+      if (c.checkpoint_type === 'intermediate')
+        keys.push(fineTuneDownloadKey(job.id, checkpointDownloadVariant(c.step)));
+    }
+    keys.push(...FINAL_DOWNLOAD_VARIANTS.map((variant) => fineTuneDownloadKey(job.id, variant)));
+    return keys;
+  });
   await deleteScheduledBlobs(db, blobs, keys);
 }

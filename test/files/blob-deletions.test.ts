@@ -155,6 +155,39 @@ describe('blob deletions', () => {
     assert.equal(partsOf(fileId).length, 0, 'complete deletes the parts it joined');
   });
 
+  test('a file deleted, aborted and completed at once: one of them wins, none fails, nothing stays on disk', async () => {
+    for (let round = 0; round < 12; round++) {
+      const init = await initiate({ file_name: `contended-${round}.jsonl`, purpose: 'eval', file_size: PART });
+      assert.equal(init.status, 200);
+      const fileId = init.body.file_id as string;
+      const bytes = Buffer.from('{"text": "x"}\n'.repeat(PART)).subarray(0, PART);
+      const sent = await putPart(init.body.parts[0].url, bytes);
+      const etag = ((await sent.json()) as { etag: string }).etag;
+      const [deleted, aborted, completed] = await Promise.all([
+        call(p.baseUrl, 'DELETE', `/v1/files/${fileId}`, { key: a.key }),
+        call(p.baseUrl, 'POST', '/v1/files/multipart/abort', { key: a.key, json: { upload_id: init.body.upload_id } }),
+        call(p.baseUrl, 'POST', '/v1/files/multipart/complete', {
+          key: a.key,
+          json: { upload_id: init.body.upload_id, parts: [{ part_number: 1, etag }] },
+        }),
+      ]);
+      const outcome = `delete ${deleted.status}, abort ${aborted.status}, complete ${completed.status}`;
+      assert.ok([200, 404].includes(deleted.status), outcome);
+      assert.ok([200, 404, 409].includes(aborted.status), outcome);
+      assert.ok([200, 404, 409].includes(completed.status), outcome);
+      // Whoever won, a delete or abort that answered 200 left nothing, and a complete alone kept the file.
+      const kept = (await call(p.baseUrl, 'GET', `/v1/files/${fileId}`, { key: a.key })).status === 200;
+      assert.equal(kept, deleted.status === 404 && aborted.status !== 200 && completed.status === 200, outcome);
+      await eventually(
+        () =>
+          Promise.resolve(partsOf(fileId).length + (kept ? 0 : blobFiles('files', (f) => f.endsWith(fileId)).length)),
+        (n) => n === 0,
+        20_000,
+      );
+      if (kept) assert.equal((await call(p.baseUrl, 'DELETE', `/v1/files/${fileId}`, { key: a.key })).status, 200);
+    }
+  });
+
   test("a storage object's part sent several times at once leaves one blob", async () => {
     const init = await call(p.baseUrl, 'POST', '/v1/storage/multipart/init', {
       key: a.key,
