@@ -34,14 +34,14 @@ import {
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
-import type { Db } from '../db/pool';
+import { withTransaction, type Db } from '../db/pool';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { AdapterFiles } from '../providers/containers/adapter-files';
 import { isSafeVolumePath, type VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
 import type { PinnedDir } from '../providers/containers/host-file-uses';
-import { fillEmptyVersion, filesWithPrefix, getVolume, getVolumeVersion } from '../db/deployment-volumes';
+import { contentOfNewVersion, fillEmptyVersion, getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/models';
 
 /** A replica's status, recorded; a running replica is metered by the hour. */
@@ -168,14 +168,15 @@ export function createReplicaActivities(deps: {
       // A version made before its files were uploaded (the Python CLI's order) takes them now, once.
       const files = version.files.length
         ? version.files
-        : await fillEmptyVersion(
-            db,
-            volume,
-            version,
-            (await filesWithPrefix(db, volume.project_id, version.source_prefix)).filter((f) =>
-              isSafeVolumePath(f.name),
-            ),
-          );
+        : await withTransaction(db, async (tx) => {
+            const now = await contentOfNewVersion(tx, volume.project_id, version.source_prefix);
+            return fillEmptyVersion(
+              tx,
+              volume,
+              version,
+              now.filter((f) => isSafeVolumePath(f.name)),
+            );
+          });
       mounts.push({
         mountPath: m.mount_path,
         hostDir: pinned(await deps.volumes.materialize(volume.id, version.version, files)),

@@ -1,5 +1,6 @@
 /** Deployment volumes and their versions (SDK beta.jig.volumes). */
 import type { Queryable } from './pool';
+import { lockProjectStorageObjects } from './storage-objects';
 
 /** One file of a volume version: `name` is its path inside the volume. */
 export interface VolumeFile {
@@ -63,6 +64,15 @@ export async function filesWithPrefix(db: Queryable, projectId: string, prefix: 
     [projectId, prefix, directory],
   );
   return rows.map(({ storage, ...f }) => (storage ? { ...f, storage: true } : f));
+}
+
+/**
+ * filesWithPrefix for a version being made, in the transaction that makes it: under
+ * lockProjectStorageObjects, so no storage object it answers is dropped before the version names it.
+ */
+export async function contentOfNewVersion(tx: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
+  await lockProjectStorageObjects(tx, projectId);
+  return filesWithPrefix(tx, projectId, prefix);
 }
 
 /**

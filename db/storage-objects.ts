@@ -11,6 +11,17 @@ export interface StorageObjectRow {
   uploaded_at: Date | null;
 }
 
+/**
+ * Takes turns, per project, between what decides whether a storage object is held: a volume
+ * version taking the project's objects as its content (db/deployment-volumes.ts), and an upload's
+ * arrival or a volume's delete dropping the objects no version holds. Without it, a version made
+ * while a newer upload of one of its paths arrived could name the object that upload dropped, and
+ * mount a file whose blob is gone. In the transaction; held until it ends.
+ */
+export async function lockProjectStorageObjects(tx: Queryable, projectId: string): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`storage-objects/${projectId}`]);
+}
+
 /** An upload granted to `path`: its row, without bytes yet. */
 export async function insertStorageUpload(db: Queryable, o: { id: string; projectId: string; path: string }) {
   await db.query('INSERT INTO storage_objects (id, project_id, path) VALUES ($1, $2, $3)', [o.id, o.projectId, o.path]);
@@ -41,6 +52,7 @@ export async function storageObjectUploaded(
       [id, stored.bytes, stored.blobKey],
     );
     if (!rows[0]) return null;
+    await lockProjectStorageObjects(tx, rows[0].project_id);
     const { rows: gone } = await tx.query<{ blob_key: string }>(
       `DELETE FROM storage_objects o
         WHERE o.project_id = $1 AND o.path = $2 AND o.id <> $3 AND o.uploaded_at IS NOT NULL
@@ -159,6 +171,7 @@ export async function dropUnheldStorageObjects(
 ): Promise<string[]> {
   const directories = prefixes.map((p) => `${p.replace(/\/+$/, '')}/`).filter((d) => d !== '/');
   if (!directories.length) return [];
+  await lockProjectStorageObjects(db, projectId);
   const { rows } = await db.query<{ blob_key: string | null }>(
     `DELETE FROM storage_objects o
       WHERE o.project_id = $1 AND o.uploaded_at IS NOT NULL

@@ -9,6 +9,7 @@ import { DeletedResponse, IdParams } from '../schemas/common';
 import { newId } from '../../platform/ids';
 import {
   addVolumeVersion,
+  contentOfNewVersion,
   deleteVolume,
   filesWithPrefix,
   getVolume,
@@ -36,9 +37,12 @@ import {
   DeploymentVolumeSchema,
 } from '../schemas/deployments';
 
-/** The project's uploaded files under the prefix, each a safe path inside the volume. */
-async function resolveContent(db: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
-  const files = await filesWithPrefix(db, projectId, prefix);
+/**
+ * The project's uploaded files under the prefix, each a safe path inside the volume. In the
+ * transaction that makes the version: its storage objects cannot be dropped until it commits.
+ */
+async function resolveContent(tx: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
+  const files = await contentOfNewVersion(tx, projectId, prefix);
   const unsafe = files.find((f) => !isSafeVolumePath(f.name));
   if (unsafe) {
     throw badRequest(
