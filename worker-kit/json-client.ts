@@ -25,28 +25,36 @@ export class JsonClient {
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
 
-  constructor(baseUrl: string) {
+  /** `connections`: how many calls may be under way at once, each on its own kept-alive socket. */
+  constructor(baseUrl: string, { connections = 4 }: { connections?: number } = {}) {
     this.base = new URL(baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`);
     this.transport = this.base.protocol === 'https:' ? https : http;
     // Free sockets are unref'd by the agent: an idle worker does not keep its process alive.
-    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 4 });
+    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: connections });
   }
 
   /** POSTs `body` as JSON with the key; rejects only when no answer came (connection refused, reset). */
   post(path: string, apiKey: string, body: object): Promise<Answer> {
+    return this.request('POST', path, {
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify(body)),
+    });
+  }
+
+  /** Any call on the kept-alive connections; rejects only when no answer came. */
+  request(
+    method: string,
+    path: string,
+    { headers = {}, body }: { headers?: Record<string, string>; body?: Buffer } = {},
+  ): Promise<Answer> {
     const url = new URL(path.replace(/^\/+/, ''), this.base);
-    const payload = Buffer.from(JSON.stringify(body));
     return new Promise<Answer>((resolve, reject) => {
       const req = this.transport.request(
         url,
         {
-          method: 'POST',
+          method,
           agent: this.agent,
-          headers: {
-            authorization: `Bearer ${apiKey}`,
-            'content-type': 'application/json',
-            'content-length': payload.length,
-          },
+          headers: body ? { ...headers, 'content-length': body.length } : headers,
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -64,7 +72,7 @@ export class JsonClient {
       );
       req.setTimeout(SILENCE_MS, () => req.destroy(new Error(`no answer within ${SILENCE_MS / 1000} s`)));
       req.on('error', reject);
-      req.end(payload);
+      req.end(body);
     });
   }
 

@@ -24,6 +24,13 @@ export const UNTRIPPABLE_RATE_LIMITS = {
 };
 
 /**
+ * For a Gantry server process a bench starts: as the image runs it (the Dockerfile's NODE_ENV, so no
+ * response is checked against its schema on the way out, a development-only guard), logging only
+ * warnings (the references log nothing), with UNTRIPPABLE_RATE_LIMITS.
+ */
+export const BENCH_SERVER_ENV = { NODE_ENV: 'production', LOG_LEVEL: 'warn', ...UNTRIPPABLE_RATE_LIMITS };
+
+/**
  * Node flags for a Gantry process a bench starts: with GANTRY_BENCH_PROFILE=<dir>, each one
  * writes a V8 CPU profile there when it exits (open it in Chrome DevTools or speedscope).
  */
