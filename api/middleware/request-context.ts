@@ -14,6 +14,9 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export function requestLogging(logger: Logger) {
   return pinoHttp({
     logger,
+    // Our serializers read the raw request and response themselves: pino-http's wrappers first copy
+    // each into a plain object with every header, per request, for fields no log line keeps.
+    wrapSerializers: false,
     genReqId(req: IncomingMessage, res: ServerResponse) {
       const incoming = req.headers['x-request-id'];
       const id = typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID();

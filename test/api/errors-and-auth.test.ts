@@ -167,4 +167,18 @@ describe('authentication and errors', () => {
     }
     assert.ok(!logged.includes('token=abc'), 'query strings are not logged');
   });
+
+  test("a request's log line names its id, method, path, status, project and key, and nothing of its headers", async () => {
+    await call(p.baseUrl, 'GET', '/v1/whoami', { key: member.key, headers: { 'x-request-id': 'log-shape' } });
+    const line = await eventually(
+      async () => p.logs.lines.map((l) => JSON.parse(l)).find((l) => l.req?.id === 'log-shape' && l.res),
+      (l) => l !== undefined,
+    );
+    assert.deepEqual(line.req, { id: 'log-shape', method: 'GET', path: '/v1/whoami' });
+    assert.deepEqual(line.res, { statusCode: 200 });
+    assert.equal(line.msg, 'request completed');
+    assert.equal(typeof line.responseTime, 'number');
+    assert.equal(line.project, member.projectId);
+    assert.match(String(line.apiKeyId), /\S/);
+  });
 });
