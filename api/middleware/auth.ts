@@ -9,6 +9,7 @@ import { findPrincipalByApiKey, type Principal } from '../../db/accounts';
 import type { Db } from '../../db/pool';
 import type { PrincipalCache } from '../../db/principal-cache';
 import { forbidden, unauthorized } from '../errors';
+import { bindToRequestLog } from './request-context';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -58,12 +59,9 @@ export function authenticate(lookup: PrincipalLookup) {
   };
 }
 
-/** Every log line of the request names the project and the key (pino-http's `req.log`). */
+/** Every later log line of the request names the project and the key. */
 export function bindPrincipalToLog(req: IncomingMessage, principal: Principal): void {
-  (req as IncomingMessage & { log?: { setBindings?: (b: object) => void } }).log?.setBindings?.({
-    project: principal.projectId,
-    apiKeyId: principal.apiKeyId,
-  });
+  bindToRequestLog(req, { project: principal.projectId, apiKeyId: principal.apiKeyId });
 }
 
 export type Access = 'project' | 'platform-admin';

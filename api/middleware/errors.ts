@@ -8,6 +8,7 @@ import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
+import { RESPONSE_ERROR } from './request-context';
 
 interface BodyParserError extends Error {
   type?: string;
@@ -117,15 +118,15 @@ function apiErrorOf(err: unknown, requestId: string): { apiError: ApiError; know
 export function sendError(req: IncomingMessage, res: ServerResponse, err: unknown): void {
   const { apiError, known } = apiErrorOf(err, String(res.getHeader('X-Request-Id') ?? ''));
   if (apiError.status >= 500) {
-    (req as IncomingMessage & { log?: { error(o: object, m: string): void } }).log?.error({ err }, 'request failed');
+    req.log?.error({ err }, 'request failed');
   }
   if (res.headersSent) {
     // A streamed response already started: the connection is all we can end.
     res.destroy(err instanceof Error ? err : undefined);
     return;
   }
-  // Tell pino-http what went wrong without putting bodies into logs.
-  if (!known && err instanceof Error) (res as ServerResponse & { err?: Error }).err = err;
+  // The request's closing line names the cause (api/middleware/request-context.ts), not its body.
+  if (!known && err instanceof Error) (res as ServerResponse & { [RESPONSE_ERROR]?: Error })[RESPONSE_ERROR] = err;
   const text = JSON.stringify(apiError.toBody());
   res.writeHead(apiError.status, {
     ...apiError.headers,
