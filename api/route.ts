@@ -12,6 +12,7 @@ import type { Principal } from '../db/accounts';
 import { checkAccess, type Access } from './middleware/auth';
 import { badRequest, notFound } from './errors';
 import { parseOrThrow } from './validation';
+import { sendJson } from './json-response';
 import { ErrorResponseSchema } from './schemas/common';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -207,7 +208,7 @@ export class ApiRouter {
           );
         }
       }
-      res.status(spec.response.status).json(result);
+      sendJson(res, spec.response.status, result);
     });
   }
 

@@ -18,6 +18,7 @@ import { notFound } from '../api/errors';
 import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
 import { sendError } from '../api/middleware/errors';
+import { sendJson } from '../api/json-response';
 import { compileTrustProxy, rateLimitChecks } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';
 import { deploymentProxy, type GatewayCall } from './proxy';
@@ -102,13 +103,4 @@ function decodedName(segment: string): string {
   } catch {
     throw notFound(`No deployment named '${segment}' in this project.`);
   }
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
 }

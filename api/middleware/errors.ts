@@ -9,6 +9,7 @@ import multer from 'multer';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import { RESPONSE_ERROR } from './request-context';
+import { sendJson } from '../json-response';
 
 interface BodyParserError extends Error {
   type?: string;
@@ -127,13 +128,7 @@ export function sendError(req: IncomingMessage, res: ServerResponse, err: unknow
   }
   // The request's closing line names the cause (api/middleware/request-context.ts), not its body.
   if (!known && err instanceof Error) (res as ServerResponse & { [RESPONSE_ERROR]?: Error })[RESPONSE_ERROR] = err;
-  const text = JSON.stringify(apiError.toBody());
-  res.writeHead(apiError.status, {
-    ...apiError.headers,
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
+  sendJson(res, apiError.status, apiError.toBody(), apiError.headers);
 }
 
 export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction) {
