@@ -15,7 +15,7 @@ import type { Db } from '../../db/pool';
 import { deleteScheduledBlobs, retryBlobDeletions } from '../../providers/storage/blob-deletions';
 import type { BlobStore } from '../../providers/storage/blob-store';
 import { FilesystemBlobStore } from '../../providers/storage/filesystem';
-import { withScratchDatabase } from '../helpers/scratch-database';
+import { lockWaitOrDone, withScratchDatabase } from '../helpers/scratch-database';
 
 async function withStore(fn: (db: Db, store: FilesystemBlobStore, dir: string) => Promise<void>) {
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-blob-deletions-'));
@@ -70,9 +70,12 @@ describe('blob deletions', () => {
       await started;
       let reclaimed = false;
       const reclaim = reclaimBlobKeys(db, [key]).then(() => (reclaimed = true));
-      await new Promise((r) => setTimeout(r, 300));
-      assert.equal(reclaimed, false, 'the writer waits while the delete is under way');
-      release();
+      try {
+        await lockWaitOrDone(db, () => reclaimed);
+        assert.equal(reclaimed, false, 'the writer waits while the delete is under way');
+      } finally {
+        release(); // else the round's transaction stays open and the scratch database never closes
+      }
       await reclaim;
       assert.deepEqual((await round).deleted, [key]);
       await write(store, key, 'new');

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { contentOfNewVersion, insertVolume } from '../../db/deployment-volumes';
 import { migrate } from '../../db/migrate';
 import { getStorageObject, insertStorageUpload, storageObjectUploaded } from '../../db/storage-objects';
-import { withScratchDatabase } from '../helpers/scratch-database';
+import { lockWaitOrDone, withScratchDatabase } from '../helpers/scratch-database';
 import { createTenant } from '../helpers/tenants';
 
 test('an upload arriving while a version takes the older object waits, and leaves that object to the version', async () => {
@@ -34,11 +34,7 @@ test('an upload arriving while a version takes the older object waits, and leave
         arrived = true;
         return dropped;
       });
-      // Evidence, not a pause: either the arrival finishes, or PostgreSQL shows it waiting for a lock
-      // (asked on the version's own connection: the scratch pool's other one is the arrival's).
-      const waitingOnLock = async () =>
-        (await making.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0]!.n > 0;
-      while (!arrived && !(await waitingOnLock())) await new Promise((r) => setTimeout(r, 10));
+      await lockWaitOrDone(db, () => arrived);
       assert.equal(arrived, false, 'the arrival waits for the version being made');
       await insertVolume(making, {
         id: 'vol_race',

@@ -213,8 +213,14 @@ describe('rollouts', () => {
         assert.equal(s.metrics[0].verdict, 'METRIC_VERDICT_PASS');
         assert.equal(s.metrics[0].targetValue, 0);
       }
-      // A second after completion, the gateway sends everything to the target.
-      await new Promise((r) => setTimeout(r, 1500));
+      // A second after completion, the gateway sends everything to the target (checked below, on
+      // what the load saw once it has some of those answers).
+      await eventually(
+        async () => load.seen.filter((s) => s.at > completedAt + 1000).length,
+        (n) => n >= 10,
+        30_000,
+        50,
+      );
     } finally {
       await load.stop();
     }
