@@ -8,7 +8,7 @@ import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
-import { RESPONSE_ERROR } from './request-context';
+import { noteResponseError } from './request-context';
 import { sendJson } from '../json-response';
 
 interface BodyParserError extends Error {
@@ -126,8 +126,7 @@ export function sendError(req: IncomingMessage, res: ServerResponse, err: unknow
     res.destroy(err instanceof Error ? err : undefined);
     return;
   }
-  // The request's closing line names the cause (api/middleware/request-context.ts), not its body.
-  if (!known && err instanceof Error) (res as ServerResponse & { [RESPONSE_ERROR]?: Error })[RESPONSE_ERROR] = err;
+  if (!known && err instanceof Error) noteResponseError(res, err);
   sendJson(res, apiError.status, apiError.toBody(), apiError.headers);
 }
 

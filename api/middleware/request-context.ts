@@ -28,8 +28,14 @@ declare module 'node:http' {
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** What one request's lines are bound to, until its logger is made. */
 const BINDINGS = Symbol('gantry.requestLogBindings');
-/** An unexpected failure behind a 5xx, left on the response by the error responder (api/middleware/errors.ts). */
-export const RESPONSE_ERROR = Symbol('gantry.responseError');
+/** An unexpected failure behind a 5xx, for the request's closing line (see noteResponseError). */
+const RESPONSE_ERROR = Symbol('gantry.responseError');
+type Answered = ServerResponse & { [RESPONSE_ERROR]?: Error };
+
+/** The error responder's word on what went wrong: the closing line names the cause, not the answer's body. */
+export function noteResponseError(res: ServerResponse, err: Error): void {
+  (res as Answered)[RESPONSE_ERROR] = err;
+}
 
 type Bound = IncomingMessage & { [BINDINGS]?: { bindings: Record<string, unknown>; made?: Logger } };
 
@@ -50,6 +56,8 @@ export function requestLogging(logger: Logger) {
     req.id = id;
     const started = Date.now();
     const state: NonNullable<Bound[typeof BINDINGS]> = {
+      // Only what traces a call: no headers, no body, no query (queries can carry tokens such as
+      // signed URLs' signatures).
       bindings: { req: { id, method: req.method, path: String(req.url).split('?')[0] } },
     };
     (req as Bound)[BINDINGS] = state;
@@ -62,7 +70,7 @@ export function requestLogging(logger: Logger) {
     const ended = (): void => {
       res.off('finish', ended);
       res.off('close', ended);
-      const err = (res as ServerResponse & { [RESPONSE_ERROR]?: Error })[RESPONSE_ERROR];
+      const err = (res as Answered)[RESPONSE_ERROR];
       const failed = err !== undefined || res.statusCode >= 500;
       const level = failed ? 'error' : res.statusCode >= 400 ? 'warn' : 'info';
       if (!logger.isLevelEnabled(level)) return;

@@ -11,12 +11,13 @@ import { tooManyRequests } from '../../api/errors';
 import { errorHandler, routeNotFound } from '../../api/middleware/errors';
 import { requestLogging } from '../../api/middleware/request-context';
 import { createLogger } from '../../platform/logger';
-import { call, LogCapture } from '../helpers/platform';
+import { call, eventually, LogCapture } from '../helpers/platform';
 
 describe('error mapping', () => {
   const logs = new LogCapture();
   let base = '';
   let close: () => void;
+  let hangReached: () => void = () => undefined;
 
   before(async () => {
     const app = express();
@@ -41,6 +42,8 @@ describe('error mapping', () => {
       // What pg throws when a write loses a race for a unique name.
       throw Object.assign(new Error('duplicate key value violates unique constraint "x_name_key"'), { code: '23505' });
     });
+    // Never answers: the client gives up first.
+    app.get('/hang', () => hangReached());
     app.use(routeNotFound);
     app.use(errorHandler);
     const server = app.listen(0, '127.0.0.1');
@@ -65,6 +68,23 @@ describe('error mapping', () => {
     const line = logs.lines.map((l) => JSON.parse(l)).find((l) => l.req?.id === 'req-500' && l.err);
     assert.ok(line, 'the failure is logged with its request id');
     assert.match(JSON.stringify(line.err), /hunter2/);
+  });
+
+  test('a client that leaves before its answer gets one closing line, request aborted', async () => {
+    const gone = new AbortController();
+    const reached = new Promise<void>((r) => (hangReached = r));
+    const leaving = fetch(`${base}/hang`, { headers: { 'x-request-id': 'req-gone' }, signal: gone.signal });
+    await reached;
+    gone.abort();
+    await assert.rejects(leaving);
+    const lines = await eventually(
+      async () => logs.lines.map((l) => JSON.parse(l)).filter((l) => l.req?.id === 'req-gone'),
+      (found) => found.length > 0,
+      5_000,
+      20,
+    );
+    assert.equal(lines.length, 1, JSON.stringify(lines));
+    assert.equal(lines[0].msg, 'request aborted');
   });
 
   test('429 carries Retry-After', async () => {
