@@ -5,7 +5,7 @@
  * earliest submission, so the claim order is exactly the priority order.
  */
 import { randomBytes } from 'node:crypto';
-import { withTransaction, type Db, type Queryable } from './pool';
+import { preparedStatement, withTransaction, type Db, type Queryable } from './pool';
 
 export type JobStatus = 'pending' | 'running' | 'done' | 'failed' | 'canceled';
 export const MAX_RETRIES = 3;
@@ -32,6 +32,30 @@ export interface JobRow {
   done_at: Date | null;
 }
 
+/** The columns of a JobRow, named (the hot statements are prepared: see preparedStatement). */
+const JOB_COLUMNS = [
+  'id',
+  'project_id',
+  'deployment_id',
+  'model',
+  'status',
+  'priority',
+  'payload',
+  'info',
+  'outputs',
+  'error',
+  'retries',
+  'warnings',
+  'claim_token',
+  'claim_timeout_ms',
+  'claim_expires_at',
+  'history',
+  'created_at',
+  'claimed_at',
+  'done_at',
+] as const satisfies ReadonlyArray<keyof JobRow>;
+const JOB = JOB_COLUMNS.join(', ');
+
 const historyEntry = (status: string, note: string | null = null) =>
   `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', '${status}', 'at', clock_timestamp(), 'note', ${note ?? 'null'}::text)))`;
 
@@ -45,26 +69,29 @@ export async function submitJob(
   j: { id: string; projectId: string; model: string; priority: number; payload: object; info: object },
 ): Promise<string | null> {
   const { rows } = await db.query<{ deployment_id: string }>(
-    `INSERT INTO queue_jobs (id, project_id, deployment_id, model, status, priority, payload, info, history)
-     SELECT $1, $2, d.id, $3, 'pending', $4, $5, $6, ${historyEntry('pending')}
-       FROM deployments d WHERE d.project_id = $2 AND d.name = $3
-     RETURNING deployment_id`,
-    [j.id, j.projectId, j.model, j.priority, j.payload, j.info],
+    SUBMIT([j.id, j.projectId, j.model, j.priority, j.payload, j.info]),
   );
   return rows[0]?.deployment_id ?? null;
 }
+const SUBMIT = preparedStatement(
+  'queue_submit',
+  `INSERT INTO queue_jobs (id, project_id, deployment_id, model, status, priority, payload, info, history)
+   SELECT $1, $2, d.id, $3, 'pending', $4, $5, $6, ${historyEntry('pending')}
+     FROM deployments d WHERE d.project_id = $2 AND d.name = $3
+   RETURNING deployment_id`,
+);
 
 export async function getJob(db: Queryable, projectId: string, model: string, id: string): Promise<JobRow | null> {
-  const { rows } = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1 AND project_id = $2 AND model = $3', [
-    id,
-    projectId,
-    model,
-  ]);
+  const { rows } = await db.query<JobRow>(GET_JOB([id, projectId, model]));
   return rows[0] ?? null;
 }
+const GET_JOB = preparedStatement(
+  'queue_get_job',
+  `SELECT ${JOB} FROM queue_jobs WHERE id = $1 AND project_id = $2 AND model = $3`,
+);
 
 export async function findJob(db: Queryable, id: string): Promise<JobRow | null> {
-  const { rows } = await db.query<JobRow>('SELECT * FROM queue_jobs WHERE id = $1', [id]);
+  const { rows } = await db.query<JobRow>(`SELECT ${JOB} FROM queue_jobs WHERE id = $1`, [id]);
   return rows[0] ?? null;
 }
 
@@ -128,15 +155,25 @@ export async function claimJob(
 ): Promise<ClaimAttempt> {
   const token = randomBytes(16).toString('hex');
   const { rows } = await db.query<JobRow & { claim_deployment: string; wake_dispatcher: boolean }>(
-    `SELECT c.claim_deployment, c.wake_dispatcher, (c.claim_job).*
-       FROM queue_claim($1, $2, $3, $4, $5, ${DISPATCHER_OVERDUE}) c`,
-    [c.projectId, c.model, token, c.worker, c.timeoutMs],
+    CLAIM([c.projectId, c.model, token, c.worker, c.timeoutMs]),
   );
   const row = rows[0];
   if (!row) return { deploymentId: null, claim: null, wakeDispatcher: false };
   const { claim_deployment: deploymentId, wake_dispatcher: wakeDispatcher, ...job } = row;
   return { deploymentId, claim: job.id ? { job, token } : null, wakeDispatcher };
 }
+
+/**
+ * A dispatcher that has not looked at its queue this long after it was due is taken for gone (an
+ * operator terminated it, say): the next claim starts a new one. Waking one that was only late
+ * costs an early look, nothing more.
+ */
+const DISPATCHER_OVERDUE = "interval '10 seconds'";
+const CLAIM = preparedStatement(
+  'queue_claim',
+  `SELECT c.claim_deployment, c.wake_dispatcher, ${JOB_COLUMNS.map((col) => `(c.claim_job).${col}`).join(', ')}
+     FROM queue_claim($1, $2, $3, $4, $5, ${DISPATCHER_OVERDUE}) c`,
+);
 
 /**
  * Gives a claim back before its worker has seen it, when the queue's dispatcher could not be woken
@@ -167,15 +204,17 @@ export interface ClaimRef {
  * (or the project has no such job: the caller tells those apart only then, off the common path).
  */
 export async function touchJob(db: Queryable, c: ClaimRef, info: object): Promise<JobRow | null> {
-  const { rows } = await db.query<JobRow>(
-    `UPDATE queue_jobs
-        SET info = info || $3::jsonb,
-            claim_expires_at = clock_timestamp() + make_interval(secs => claim_timeout_ms / 1000.0)
-      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $4 AND model = $5 RETURNING *`,
-    [c.id, c.token, info, c.projectId, c.model],
-  );
+  const { rows } = await db.query<JobRow>(TOUCH([c.id, c.token, info, c.projectId, c.model]));
   return rows[0] ?? null;
 }
+const TOUCH = preparedStatement(
+  'queue_touch',
+  `UPDATE queue_jobs
+      SET info = info || $3::jsonb,
+          claim_expires_at = clock_timestamp() + make_interval(secs => claim_timeout_ms / 1000.0)
+    WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $4 AND model = $5
+   RETURNING ${JOB}`,
+);
 
 /** A worker's outcome for its claim, in one statement; null as for touchJob. */
 export async function finishJob(
@@ -184,20 +223,24 @@ export async function finishJob(
   f: { status: 'done' | 'failed'; outputs?: object; error?: string; info?: object },
 ): Promise<JobRow | null> {
   const { rows } = await db.query<JobRow>(
-    `UPDATE queue_jobs
-        SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
-            history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
-      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8 RETURNING *`,
-    [c.id, c.token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}, c.projectId, c.model],
+    FINISH([c.id, c.token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}, c.projectId, c.model]),
   );
   if (rows[0]) return rows[0];
   // The same claim reporting the same outcome again (its first answer was lost on the way): the job as it is.
   const again = await db.query<JobRow>(
-    'SELECT * FROM queue_jobs WHERE id = $1 AND claim_token = $2 AND status = $3 AND project_id = $4 AND model = $5',
+    `SELECT ${JOB} FROM queue_jobs WHERE id = $1 AND claim_token = $2 AND status = $3 AND project_id = $4 AND model = $5`,
     [c.id, c.token, f.status, c.projectId, c.model],
   );
   return again.rows[0] ?? null;
 }
+const FINISH = preparedStatement(
+  'queue_finish',
+  `UPDATE queue_jobs
+      SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
+          history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
+    WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8
+   RETURNING ${JOB}`,
+);
 
 export type ClaimCheck =
   | { state: 'alive'; remainingMs: number }
@@ -236,7 +279,7 @@ async function lapseClaim(tx: Queryable, job: Pick<JobRow, 'id' | 'retries'>): P
 export async function checkClaim(db: Db, id: string, token: string): Promise<ClaimCheck> {
   return withTransaction(db, async (tx) => {
     const { rows } = await tx.query<JobRow & { remaining_ms: number }>(
-      `SELECT *, extract(epoch FROM (claim_expires_at - clock_timestamp())) * 1000 AS remaining_ms
+      `SELECT ${JOB}, extract(epoch FROM (claim_expires_at - clock_timestamp())) * 1000 AS remaining_ms
          FROM queue_jobs WHERE id = $1 FOR UPDATE`,
       [id],
     );
@@ -247,13 +290,6 @@ export async function checkClaim(db: Db, id: string, token: string): Promise<Cla
     return { state: await lapseClaim(tx, job) };
   });
 }
-
-/**
- * A dispatcher that has not looked at its queue this long after it was due is taken for gone (an
- * operator terminated it, say): the next claim starts a new one. Waking one that was only late
- * costs an early look, nothing more.
- */
-const DISPATCHER_OVERDUE = "interval '10 seconds'";
 
 /**
  * Inside a cancel's transaction: makes sure the queue's dispatcher looks at the queue by `by` (a
