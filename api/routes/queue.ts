@@ -256,49 +256,56 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
   ): Promise<z.infer<typeof ClaimSchema> | null> {
     const queueKey = `${principal.projectId}\n${model}`;
     const deadline = Date.now() + opts.wait_seconds * 1000;
-    // The client going away ends the wait (and the claim is not made for nobody).
+    // The client going away ends the wait (and the claim is not made for nobody). The listener goes
+    // with the answer: left on, it aborted after every answer, making a DOMException (and its stack)
+    // per claim.
     const gone = new AbortController();
-    res.once('close', () => gone.abort());
-    for (;;) {
-      // The wakeup version is read before the claim looks, so a job submitted in between is not
-      // missed; it is the queue's (the deployment's), known from an earlier claim of this name.
-      const known = queueIds.get(queueKey);
-      const seen = known && wakeups ? wakeups.version(known) : 0;
-      const attempt = await claimJob(db, {
-        projectId: principal.projectId,
-        model,
-        worker: opts.worker_id ?? `api-key:${principal.apiKeyId}`,
-        timeoutMs: opts.claim_timeout_seconds * 1000,
-      });
-      if (!attempt.deploymentId) {
-        queueIds.delete(queueKey);
-        throw noSuchDeployment(model);
+    const leave = () => gone.abort();
+    res.once('close', leave);
+    try {
+      for (;;) {
+        // The wakeup version is read before the claim looks, so a job submitted in between is not
+        // missed; it is the queue's (the deployment's), known from an earlier claim of this name.
+        const known = queueIds.get(queueKey);
+        const seen = known && wakeups ? wakeups.version(known) : 0;
+        const attempt = await claimJob(db, {
+          projectId: principal.projectId,
+          model,
+          worker: opts.worker_id ?? `api-key:${principal.apiKeyId}`,
+          timeoutMs: opts.claim_timeout_seconds * 1000,
+        });
+        if (!attempt.deploymentId) {
+          queueIds.delete(queueKey);
+          throw noSuchDeployment(model);
+        }
+        if (attempt.claim) {
+          const queue = { id: attempt.deploymentId, projectId: principal.projectId, model };
+          if (attempt.wakeDispatcher) await wakeDispatcherFor(queue, attempt.claim);
+          const { job, token } = attempt.claim;
+          return {
+            request_id: job.id,
+            model: job.model,
+            payload: job.payload,
+            info: job.info,
+            priority: Number(job.priority),
+            retries: job.retries,
+            claim_token: token,
+            claim_timeout_seconds: opts.claim_timeout_seconds,
+          };
+        }
+        if (attempt.deploymentId !== known) {
+          // The version read was not this queue's: look once more with the right one before waiting.
+          rememberQueueId(queueKey, attempt.deploymentId);
+          continue;
+        }
+        const left = deadline - Date.now();
+        if (left <= 0 || gone.signal.aborted) return null;
+        // Waiting holds no database connection: a notification (or the deadline) wakes it.
+        if (wakeups) await wakeups.wait(known, seen, left, gone.signal);
+        else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
       }
-      if (attempt.claim) {
-        const queue = { id: attempt.deploymentId, projectId: principal.projectId, model };
-        if (attempt.wakeDispatcher) await wakeDispatcherFor(queue, attempt.claim);
-        const { job, token } = attempt.claim;
-        return {
-          request_id: job.id,
-          model: job.model,
-          payload: job.payload,
-          info: job.info,
-          priority: Number(job.priority),
-          retries: job.retries,
-          claim_token: token,
-          claim_timeout_seconds: opts.claim_timeout_seconds,
-        };
-      }
-      if (attempt.deploymentId !== known) {
-        // The version read was not this queue's: look once more with the right one before waiting.
-        rememberQueueId(queueKey, attempt.deploymentId);
-        continue;
-      }
-      const left = deadline - Date.now();
-      if (left <= 0 || gone.signal.aborted) return null;
-      // Waiting holds no database connection: a notification (or the deadline) wakes it.
-      if (wakeups) await wakeups.wait(known, seen, left, gone.signal);
-      else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
+    } finally {
+      res.off('close', leave);
     }
   }
 

@@ -54,6 +54,48 @@ test('30 waiting claims hold no connection of the 10-connection pool; a new job 
   assert.equal(answers.filter((a) => a.status === 204).length, 29, 'the others found nothing when their wait ended');
 });
 
+test('a worker that leaves while its claim waits takes no job: the next job goes to a worker still there', async () => {
+  const model = `model-${newId('d').slice(2, 10)}`;
+  const deploymentId = newId('dep');
+  await insertDeployment(p.db, { id: deploymentId, projectId: t.projectId, name: model });
+  const leaving = new AbortController();
+  const left = fetch(`${p.baseUrl}/v1/queue/claim`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, worker_id: 'leaving', claim_timeout_seconds: 30, wait_seconds: 20 }),
+    signal: leaving.signal,
+  }).catch((err: Error) => err.name);
+  await eventually(
+    async () => p.queueWakeups.waiting(deploymentId),
+    (n) => n === 1,
+    5_000,
+  );
+  leaving.abort();
+  assert.equal(await left, 'AbortError');
+  // The API saw the worker go: its wait is over well before its 20 s.
+  await eventually(
+    async () => p.queueWakeups.waiting(deploymentId),
+    (n) => n === 0,
+    5_000,
+  );
+
+  const submitted = await post('submit', { model, payload: { n: 1 } });
+  const claimed = await post('claim', { model, worker_id: 'staying', claim_timeout_seconds: 30, wait_seconds: 5 });
+  assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
+  assert.equal(claimed.body.request_id, submitted.body.request_id);
+  const job = await call(p.baseUrl, 'GET', `/v1/queue/status?model=${model}&request_id=${submitted.body.request_id}`, {
+    key: t.key,
+  });
+  assert.deepEqual(
+    job.body.history.map((h: { status: string; note?: string }) => [h.status, h.note ?? null]),
+    [
+      ['pending', null],
+      ['running', 'staying'],
+    ],
+    'claimed once, by the worker still there',
+  );
+});
+
 test('a claim waiting in another API process gets a job submitted through this one at once', async () => {
   const model = `model-${newId('d').slice(2, 10)}`;
   await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
