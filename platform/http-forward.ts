@@ -6,7 +6,6 @@
  * far side that fails mid-answer ends the caller's answer too.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import type { Agent } from 'undici';
 
 /** Headers that are about one connection, not the request (RFC 9110 §7.6.1), and so are not passed on. */
@@ -50,8 +49,12 @@ export function forwardedHeaders(
  * (server-sent events included). The far request is aborted when the caller goes away. Throws
  * ForwardFailed when the far side cannot be reached; answers 'refused' instead (writing nothing)
  * when `retryable` and the connection was refused, so the caller can try elsewhere.
+ *
+ * Through undici's dispatch, not `request`: each chunk of the answer goes straight to `res`, with no
+ * body stream, pipe or AbortSignal in between. Those were an eighth of the gateway's CPU on a proxied
+ * GET /health (about 20 of its 130 µs a request on the bench machine).
  */
-export async function forwardRequest(
+export function forwardRequest(
   req: IncomingMessage,
   res: ServerResponse,
   opts: {
@@ -69,62 +72,74 @@ export async function forwardRequest(
   },
 ): Promise<'sent' | 'refused'> {
   const headers = opts.body ? { ...opts.headers, 'content-length': String(opts.body.length) } : opts.headers;
-  const gone = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) gone.abort();
-  };
-  res.once('close', onClose);
-  try {
-    let answer;
-    try {
-      answer = await opts.agent.request({
+  return new Promise((resolve, reject) => {
+    let abortFar: ((err: Error) => void) | undefined;
+    let callerGone = false;
+    let answering = false;
+    let resumeFar: (() => void) | undefined;
+    const onClose = () => {
+      if (res.writableFinished) return;
+      callerGone = true;
+      abortFar?.(new Error('the caller went away'));
+    };
+    const onDrain = () => resumeFar?.();
+    const settle = () => {
+      res.off('close', onClose);
+      res.off('drain', onDrain);
+    };
+    res.once('close', onClose);
+    opts.agent.dispatch(
+      {
         origin: opts.origin,
         path: opts.path,
         method: (req.method ?? 'GET') as 'GET',
         headers,
         body: opts.body ?? (hasBody(req) ? req : null),
-        signal: gone.signal,
-      });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (opts.retryable && code === 'ECONNREFUSED') return 'refused';
-      if (gone.signal.aborted) return 'sent'; // the caller left: nobody to answer
-      throw new ForwardFailed((err as Error).message);
-    }
-    const out: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(answer.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
-    }
-    res.writeHead(answer.statusCode, out);
-    if (opts.tap) answer.body.on('data', opts.tap);
-    await relay(answer.body, res);
-    return 'sent';
-  } finally {
-    res.off('close', onClose);
-  }
+      },
+      {
+        // Called again when undici retries the request on another connection.
+        onConnect(abort) {
+          abortFar = abort;
+          if (callerGone) abort(new Error('the caller went away'));
+        },
+        onHeaders(statusCode, rawHeaders, resume) {
+          if (statusCode < 200) return true; // 1xx: the final answer is still to come
+          answering = true;
+          resumeFar = resume;
+          res.on('drain', onDrain);
+          res.writeHead(statusCode, endToEndHeaders(rawHeaders));
+          return true;
+        },
+        onData(chunk) {
+          opts.tap?.(chunk);
+          // false pauses the far side until the caller has taken what was written (onDrain).
+          return res.write(chunk);
+        },
+        onComplete() {
+          settle();
+          res.end();
+          resolve('sent');
+        },
+        onError(err) {
+          settle();
+          // A far side that fails mid-answer ends the caller's answer too; a caller who left has no one to answer.
+          if (answering || callerGone) {
+            if (!res.writableFinished) res.destroy();
+            resolve('sent');
+          } else if (opts.retryable && (err as NodeJS.ErrnoException).code === 'ECONNREFUSED') resolve('refused');
+          else reject(new ForwardFailed(err.message));
+        },
+      },
+    );
+  });
 }
 
-/**
- * Streams the far side's answer to the caller; a far side that fails mid-answer, or a caller that
- * leaves, ends the other side too. (Not stream.pipeline: it costs an AbortController and an
- * AbortError per call, a fifth of the gateway's own time on a small answer.)
- */
-function relay(body: Readable, res: ServerResponse): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      res.off('close', callerLeft);
-      resolve();
-    };
-    const callerLeft = () => {
-      body.destroy();
-      done();
-    };
-    body.once('error', () => {
-      res.destroy();
-      done();
-    });
-    body.once('end', done);
-    res.once('close', callerLeft);
-    body.pipe(res);
-  });
+/** The far side's answer headers (undici's raw name/value pairs) less the hop-by-hop ones, for writeHead. */
+function endToEndHeaders(raw: Buffer[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toString('latin1');
+    if (!HOP_BY_HOP.has(name.toLowerCase())) out.push(name, raw[i + 1].toString('latin1'));
+  }
+  return out;
 }
