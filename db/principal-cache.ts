@@ -12,7 +12,7 @@
  * `ttlMs`, not one per request); creating a key notifies the same channel
  * (migration 021), so a new key works at once.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Logger } from '../platform/logger';
 import { NotificationListener } from './notification-listener';
 import { findPrincipalByApiKey, recordApiKeyUse, type Principal } from './accounts';
@@ -65,7 +65,7 @@ export class PrincipalCache {
 
   async lookup(secret: string): Promise<Principal | null> {
     if (!this.channel.up) return findPrincipalByApiKey(this.db, secret);
-    const key = createHash('sha256').update(secret, 'utf8').digest('base64');
+    const key = hash('sha256', secret, 'base64');
     const now = Date.now();
     const missed = this.unknown.get(key);
     if (missed !== undefined && now - missed < this.opts.ttlMs) return null;
