@@ -43,12 +43,14 @@ export function createHttpMetrics(service: 'api' | 'gateway'): HttpMetrics {
     registers: [registry],
   });
   const track = (method: string, res: ServerResponse, routeOf: () => string) => {
-    const end = duration.startTimer();
-    res.once('finish', () => {
-      const labels = { method, route: routeOf() };
-      end(labels);
-      requests.inc({ ...labels, status: String(res.statusCode) });
-      if (res.statusCode >= 400) errors.inc({ ...labels, class: `${Math.floor(res.statusCode / 100)}xx` });
+    const started = performance.now();
+    // 'finish' comes at most once (never for a caller who left), so no once-wrapper is needed.
+    res.on('finish', () => {
+      const route = routeOf();
+      const status = res.statusCode;
+      duration.observe({ method, route }, (performance.now() - started) / 1000);
+      requests.inc({ method, route, status: String(status) });
+      if (status >= 400) errors.inc({ method, route, class: `${Math.floor(status / 100)}xx` });
     });
   };
   const middleware = (req: Request, res: Response, next: NextFunction) => {

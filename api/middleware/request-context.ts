@@ -63,6 +63,11 @@ export function bindToRequestLog(req: IncomingMessage, fields: Record<string, un
   else Object.assign(state.bindings, fields);
 }
 
+const pathOf = (url = '/') => {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+};
+
 /** Sets the request id and `req.log`, and logs the request's one line when its response ends. */
 export function requestLogging(logger: Logger) {
   return (req: IncomingMessage, res: ServerResponse, next?: () => void): void => {
@@ -75,12 +80,11 @@ export function requestLogging(logger: Logger) {
       logger,
       // Only what traces a call: no headers, no body, no query (queries can carry tokens such as
       // signed URLs' signatures).
-      bindings: { req: { id, method: req.method, path: String(req.url).split('?')[0] } },
+      bindings: { req: { id, method: req.method, path: pathOf(req.url) } },
     };
 
-    const ended = (): void => {
-      res.off('finish', ended);
-      res.off('close', ended);
+    // A response emits 'close' once: after 'finish' when its answer was sent, alone when the caller left.
+    res.on('close', (): void => {
       const err = (res as Answered)[RESPONSE_ERROR];
       const failed = err !== undefined || res.statusCode >= 500;
       const level = failed ? 'error' : res.statusCode >= 400 ? 'warn' : 'info';
@@ -93,9 +97,7 @@ export function requestLogging(logger: Logger) {
         );
       else if (!res.writableFinished) req.log![level](line, 'request aborted');
       else req.log![level](line, 'request completed');
-    };
-    res.on('finish', ended);
-    res.on('close', ended);
+    });
     next?.();
   };
 }
