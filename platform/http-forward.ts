@@ -35,11 +35,13 @@ export function forwardedHeaders(
   opts: { forwardedFor: string; drop?: string[] },
 ): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  // Left out as it is copied, not deleted after: a deleted property puts the object V8 hands to
+  // undici in its slow dictionary mode.
+  for (const name in req.headers) {
+    const value = req.headers[name];
+    if (value === undefined || name === 'host' || HOP_BY_HOP.has(name) || opts.drop?.includes(name)) continue;
+    headers[name] = value;
   }
-  delete headers.host;
-  for (const name of opts.drop ?? []) delete headers[name];
   headers['x-forwarded-for'] = opts.forwardedFor;
   return headers;
 }
