@@ -54,13 +54,14 @@ function bucket(scope: Scope) {
 function enforce(scopes: Scope[]): LimitCheck {
   const buckets = scopes.map(bucket).filter((b) => b !== undefined);
   return async (subject, res) => {
+    // The headers name the last scope passed (each later one would overwrite the one before): set once.
+    let passed: { burst: number; remaining: number } | undefined;
     for (const { scope, limiter } of buckets) {
       const key = scope.keyOf(subject);
       if (!key) continue;
       try {
         const r = await limiter.consume(key);
-        res.setHeader('X-RateLimit-Limit', String(scope.burst));
-        res.setHeader('X-RateLimit-Remaining', String(r.remainingPoints));
+        passed = { burst: scope.burst, remaining: r.remainingPoints };
       } catch (r) {
         if (!(r instanceof RateLimiterRes)) throw r;
         const retryAfter = Math.max(1, Math.ceil(r.msBeforeNext / 1000));
@@ -71,6 +72,10 @@ function enforce(scopes: Scope[]): LimitCheck {
           retryAfter,
         );
       }
+    }
+    if (passed) {
+      res.setHeader('X-RateLimit-Limit', String(passed.burst));
+      res.setHeader('X-RateLimit-Remaining', String(passed.remaining));
     }
   };
 }

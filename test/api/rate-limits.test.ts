@@ -51,10 +51,15 @@ describe('rate limits', () => {
     const second = await createApiKey(p.db, { projectId: t.projectId, userId: t.userId, name: 'second' });
     const other = await createTenant(p.db);
     const statuses = [];
+    const headers = [];
     for (const key of [t.key, second.secret, t.key, second.secret, t.key, second.secret]) {
-      statuses.push((await call(api, 'GET', '/v1/whoami', { key })).status);
+      const res = await call(api, 'GET', '/v1/whoami', { key });
+      statuses.push(res.status);
+      headers.push(`${res.headers.get('x-ratelimit-limit')} ${res.headers.get('x-ratelimit-remaining')}`);
     }
     assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429], 'four in all, whichever key');
+    // The project's limit is the last checked and the tightest here: its headers are the ones seen.
+    assert.deepEqual(headers, ['4 3', '4 2', '4 1', '4 0', '4 0', '4 0']);
     const refused = await call(api, 'GET', '/v1/whoami', { key: second.secret });
     assert.match(refused.body.error.message, /this project/);
     assert.ok(Number(refused.headers.get('retry-after')) >= 1);
