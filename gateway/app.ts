@@ -41,6 +41,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
   const logRequest = requestLogging(deps.logger);
   // Behind a reverse proxy, the per-address rate limit needs the client's address, not the proxy's.
   const trust = compileTrustProxy(deps.config.trustProxy);
+  // With no proxy trusted, the address is the socket's (what proxy-addr would answer, after parsing
+  // X-Forwarded-For for nothing).
+  const addressOf = deps.config.trustProxy
+    ? (req: IncomingMessage) => proxyaddr(req, trust)
+    : (req: IncomingMessage) => req.socket.remoteAddress ?? '';
   // The same limits as the API: inference traffic is requests too.
   const limits = rateLimitChecks(deps.config);
   const lookup = principalLookup(deps);
@@ -65,7 +70,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       route.label = '/healthz';
       return sendJson(res, 200, { status: 'ok' });
     }
-    const clientAddress = proxyaddr(req, trust);
+    const clientAddress = addressOf(req);
     await limits.beforeAuth({ ip: clientAddress }, res);
     const principal = await principalOf(req.headers.authorization, lookup);
     bindPrincipalToLog(req, principal);

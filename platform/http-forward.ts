@@ -79,17 +79,23 @@ export function forwardRequest(
     let callerGone = false;
     let answering = false;
     let resumeFar: (() => void) | undefined;
-    const onClose = () => {
-      if (res.writableFinished) return;
-      callerGone = true;
-      abortFar?.(new Error('the caller went away'));
+    // Methods of one object, not named arrows: tsx's esbuild (keepNames) gives every named arrow a
+    // name with Object.defineProperty each time it is made, 2% of the gateway's CPU here.
+    const caller = {
+      closed() {
+        if (res.writableFinished) return;
+        callerGone = true;
+        abortFar?.(new Error('the caller went away'));
+      },
+      drained() {
+        resumeFar?.();
+      },
+      settle() {
+        res.off('close', caller.closed);
+        res.off('drain', caller.drained);
+      },
     };
-    const onDrain = () => resumeFar?.();
-    const settle = () => {
-      res.off('close', onClose);
-      res.off('drain', onDrain);
-    };
-    res.once('close', onClose);
+    res.once('close', caller.closed);
     opts.agent.dispatch(
       {
         origin: opts.origin,
@@ -108,22 +114,22 @@ export function forwardRequest(
           if (statusCode < 200) return true; // 1xx: the final answer is still to come
           answering = true;
           resumeFar = resume;
-          res.on('drain', onDrain);
+          res.on('drain', caller.drained);
           res.writeHead(statusCode, endToEndHeaders(rawHeaders));
           return true;
         },
         onData(chunk) {
           opts.tap?.(chunk);
-          // false pauses the far side until the caller has taken what was written (onDrain).
+          // false pauses the far side until the caller has taken what was written (caller.drained).
           return res.write(chunk);
         },
         onComplete() {
-          settle();
+          caller.settle();
           res.end();
           resolve('sent');
         },
         onError(err) {
-          settle();
+          caller.settle();
           // A far side that fails mid-answer ends the caller's answer too; a caller who left has no one to answer.
           if (answering || callerGone) {
             if (!res.writableFinished) res.destroy();
