@@ -3,8 +3,9 @@
  *
  *   npx tsx bench/gateway.ts [completions per measurement, default 1000]
  *
- * Each GET /health measurement sends twice as many requests: at a few thousand a second,
- * 400 of them took under 0.1 s, and one scheduling hiccup moved a round's ratio by half. 400
+ * Each GET /health measurement sends eight times as many requests: at 4,000 to 16,000 a second,
+ * 2,000 of them took 0.1 to 0.5 s, and one scheduling hiccup moved a round's ratio by half (one
+ * 5-round run on 2026-11-27: gateway / leanest Node proxy 0.47 to 1.38 between rounds). 400
  * completions (about a second) moved a round's completions ratio by ±10%.
  *
  * An endpoint with one replica of the reference model server. The gateway
@@ -71,7 +72,7 @@ async function load(n: number, send: () => Promise<Answer>) {
 
 async function main() {
   const n = Number(process.argv[2] ?? 1000);
-  const healthN = 2 * n;
+  const healthN = 8 * n;
   if (!nginxAvailable()) throw new Error('bench/gateway.ts needs nginx as its reference proxy: apt-get install nginx');
   const env = { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' };
   await withBenchPlatform(say, { env }, async (platform) => {
