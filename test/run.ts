@@ -5,7 +5,7 @@
  *   - the workflow bundle, built once and shared by every test file
  *
  * Then it runs test/**\/*.test.ts (or the files given as arguments), each file in its own
- * `node --test` process, GANTRY_TEST_CONCURRENCY (default 3) files at a time. Files running at
+ * `node --test` process, GANTRY_TEST_CONCURRENCY (default 4) files at a time. Files running at
  * the same time never share state: each lane has its own Temporal namespace (so its own task
  * queues and workers) and its own database, each file its own data directory, and a file ends
  * what it started before the next file of its lane begins. A file's output is printed in one
@@ -93,9 +93,10 @@ async function main() {
   const cleanups: Array<() => Promise<void>> = [];
   let exitCode = 1;
   try {
-    // Three lanes on two cores: a test file spends much of its time waiting (on timers, Temporal,
-    // child processes), and with two lanes the machine sat 40% idle (631 s against 544 s here).
-    const lanes = Math.max(1, Math.min(files.length, Number(process.env.GANTRY_TEST_CONCURRENCY) || 3));
+    // Four lanes on two cores: a test file spends much of its time waiting (on timers, Temporal,
+    // child processes). With two lanes the machine sat 40% idle (631 s against 544 s here); with
+    // three, 607-645 s on a slower evening, when four took 526-528 s with the cores 6% idle.
+    const lanes = Math.max(1, Math.min(files.length, Number(process.env.GANTRY_TEST_CONCURRENCY) || 4));
     const services = await startEphemeralServices(work, say, { lanes });
     cleanups.push(services.stop);
     say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
