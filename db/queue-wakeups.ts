@@ -3,8 +3,8 @@
  * worker holds no database connection and costs no queries while it waits:
  * channel gantry_queue carries the deployment's id, and every claim waiting on
  * that deployment tries again. A submit announces its job after the commit
- * (`jobPending`: its own process's claims at once, the other processes by one
- * notification at a time per queue, migration 029); a job back in the queue
+ * (`jobPending`: its own process's claims at once, the other processes by at
+ * most one notification per queue every NOTIFY_SPACING_MS, migration 029); a job back in the queue
  * is notified by PostgreSQL (migration 021's trigger).
  *
  * A version per deployment closes the gap between a claim's empty query and
@@ -18,6 +18,13 @@ import { NotificationListener } from './notification-listener';
 import type { Queryable } from './pool';
 
 const CHANNEL = 'gantry_queue';
+/**
+ * The least time between two notifications of one queue from one process. Each is a transaction
+ * that wakes every listening connection: sent back to back under load they cost PostgreSQL about a
+ * third of its work per submit. Spaced, a claim waiting in another process hears of a job at most
+ * this much later; this process's own claims wake at once.
+ */
+const NOTIFY_SPACING_MS = 5;
 /** How often a waiting claim re-checks the table while notifications may be missed. */
 const POLL_WHILE_DOWN_MS = 250;
 
@@ -27,7 +34,7 @@ export class QueueWakeups {
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Marks this process's own notifications, which it has acted on already. */
   private readonly sender = randomUUID();
-  /** Queues with a notification on its way; true when another is due after it. */
+  /** Queues with a notification on its way or waiting its turn; true when another is due after it. */
   private readonly notifying = new Map<string, boolean>();
 
   constructor(
@@ -82,8 +89,9 @@ export class QueueWakeups {
 
   /**
    * A job was submitted to the deployment's queue and committed: this process's waiting claims try
-   * again at once, and a notification tells the other processes. While one is on its way, later
-   * jobs of the same queue ride on the next one: under load, one notification covers many jobs.
+   * again at once, and a notification tells the other processes: at once when the queue's last one
+   * began NOTIFY_SPACING_MS ago or more; otherwise the job rides on the next, sent when that time
+   * is up. Under load, one notification covers the jobs of a few milliseconds.
    */
   jobPending(db: Queryable, deploymentId: string): void {
     this.wake(deploymentId);
@@ -91,19 +99,22 @@ export class QueueWakeups {
       this.notifying.set(deploymentId, true);
       return;
     }
-    this.notifying.set(deploymentId, false);
-    const send = (): void =>
+    const send = (): void => {
+      // Jobs that commit from here on may come too late for this notification: they mark another as due.
+      this.notifying.set(deploymentId, false);
+      const began = performance.now();
       void notifyJobPending(db, deploymentId, this.sender)
         .catch((err: Error) =>
           // Claims waiting in other processes find the job when their wait ends.
           this.logger.warn({ err: err.message, deploymentId }, 'could not notify other API processes of a queued job'),
         )
         .finally(() => {
-          if (this.notifying.get(deploymentId)) {
-            this.notifying.set(deploymentId, false);
-            send();
-          } else this.notifying.delete(deploymentId);
+          // The queue's turn ends NOTIFY_SPACING_MS after this one began: jobs until then ride on the
+          // next. Rounded up: a timer's milliseconds are whole, and one rounded down would come early.
+          const turnEnds = Math.ceil(began + NOTIFY_SPACING_MS - performance.now());
+          setTimeout(() => (this.notifying.get(deploymentId) ? send() : this.notifying.delete(deploymentId)), turnEnds);
         });
+    };
     send();
   }
 

@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
@@ -123,6 +125,50 @@ test('a claim waiting in another API process gets a job submitted through this o
   } finally {
     other.child.kill('SIGTERM');
     await other.exited;
+  }
+});
+
+test('a burst of submits sends other API processes one notification every few milliseconds, none of its jobs left out', async () => {
+  const deploymentId = newId('dep');
+  await insertDeployment(p.db, { id: deploymentId, projectId: t.projectId, name: `model-${newId('d').slice(2, 10)}` });
+  // What another API process hears: the queue channel, on a connection of its own.
+  const listener = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await listener.connect();
+  const heard: number[] = [];
+  listener.on('notification', (n) => {
+    if (n.channel === 'gantry_queue' && n.payload?.startsWith(`${deploymentId}\n`)) heard.push(performance.now());
+  });
+  await listener.query('LISTEN gantry_queue');
+  const quiet = () =>
+    eventually(
+      async () => heard.length,
+      (n) => n > 0 && performance.now() - heard.at(-1)! > 500,
+    );
+  try {
+    // Fifty jobs committed in one moment: one notification now, and one more for the jobs that came
+    // while it was on its way (announcing them all, however late the first was).
+    for (let i = 0; i < 50; i++) p.queueWakeups.jobPending(p.db, deploymentId);
+    await quiet();
+    assert.equal(heard.length, 2, 'one notification, then one for the jobs that came while it was on its way');
+
+    // Jobs every millisecond or so for 200 ms: notifications at least 5 ms apart, not one per job.
+    heard.length = 0;
+    const first = performance.now();
+    let jobs = 0;
+    while (performance.now() - first < 200) {
+      p.queueWakeups.jobPending(p.db, deploymentId);
+      jobs++;
+      await sleep(1);
+    }
+    const last = performance.now();
+    await quiet();
+    assert.ok(heard.length >= 2, `${heard.length} notifications for ${jobs} jobs`);
+    assert.ok(
+      heard.length <= (last - first) / 5 + 2,
+      `${heard.length} notifications for ${jobs} jobs in ${Math.round(last - first)} ms`,
+    );
+  } finally {
+    await listener.end();
   }
 });
 
