@@ -5,7 +5,7 @@
  * the OpenAPI document. Handlers receive parsed, typed input and the caller's
  * Principal, and return the response body.
  */
-import express, { type Request, type RequestHandler, type Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { OpenAPIRegistry, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodObject, type ZodType } from 'zod';
 import type { Principal } from '../db/accounts';
@@ -13,9 +13,9 @@ import { checkAccess, type Access } from './middleware/auth';
 import { badRequest, notFound } from './errors';
 import { parseOrThrow } from './validation';
 import { sendJson } from './json-response';
+import { SegmentRouter, type Method } from './segment-router';
 import { ErrorResponseSchema } from './schemas/common';
 
-type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 export type BodyType = 'json' | 'form' | 'multipart';
 
 const MEDIA_TYPES: Record<BodyType, string[]> = {
@@ -139,11 +139,14 @@ export interface RegisteredRoute {
 }
 
 export class ApiRouter {
-  readonly router = express.Router();
+  private readonly keyed = new SegmentRouter();
+  private readonly signed = new SegmentRouter();
+  /** The middleware app.ts mounts after key authentication: every route but the signed ones. */
+  readonly router = this.keyed.handle;
   /** Every route added, keyed and signed, in order: the OpenAPI document is checked against this list. */
   readonly routes: RegisteredRoute[] = [];
   /** Routes whose URL is its own credential (pre-signed); app.ts mounts these before key authentication. */
-  readonly signedRouter = express.Router();
+  readonly signedRouter = this.signed.handle;
 
   constructor(
     private readonly registry: OpenAPIRegistry,
@@ -179,7 +182,7 @@ export class ApiRouter {
       }
       next();
     };
-    this.router[spec.method](spec.path, gate, ...(spec.before ?? []), async (req: Request, res: Response) => {
+    this.keyed.add(spec.method, spec.path, gate, ...(spec.before ?? []), async (req: Request, res: Response) => {
       const principal = req.principal!;
       let result: z.input<R> | undefined;
       try {
@@ -222,7 +225,7 @@ export class ApiRouter {
     handler: (req: Request, res: Response) => Promise<void>,
   ) {
     this.document({ ...spec, handler: async () => undefined }, false);
-    this.signedRouter[spec.method](spec.path, handler);
+    this.signed.add(spec.method, spec.path, handler);
   }
 
   private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, keyed = true) {
