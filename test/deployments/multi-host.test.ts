@@ -29,6 +29,17 @@ before(async () => {
   t = await createTenant(p.db);
 });
 after(async () => {
+  // A container host that stops leaves its replicas running (so that a restart keeps them): delete
+  // the deployments while the hosts still run, so no replica outlives this file.
+  for (const name of ['on-a', 'on-b']) {
+    const deleted = await call(p.baseUrl, 'DELETE', `/v1/deployments/${name}`, { key: t.key });
+    if (deleted.status !== 200) continue; // never made: the test failed before
+    await eventually(
+      () => call(p.baseUrl, 'GET', `/v1/deployments/${name}`, { key: t.key }).then((r) => r.status),
+      (status) => status === 404,
+      30_000,
+    );
+  }
   for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGTERM');
   await Promise.all(workers.map((w) => w.exited));
   await p.stop();
