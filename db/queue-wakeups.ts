@@ -20,8 +20,8 @@ import type { Queryable } from './pool';
 const CHANNEL = 'gantry_queue';
 /**
  * The least time between two notifications of one queue from one process. Each is a transaction
- * that wakes every listening connection: sent back to back under load they cost PostgreSQL about a
- * third of its work per submit. Spaced, a claim waiting in another process hears of a job at most
+ * of its own, delivered to every listening connection: sent back to back under load (one for every
+ * three or four submits) they cost PostgreSQL about a third of its work per submit. Spaced, a claim waiting in another process hears of a job at most
  * this much later; this process's own claims wake at once.
  */
 const NOTIFY_SPACING_MS = 5;
