@@ -24,7 +24,7 @@ import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '.
 import { workflowSource } from '../../workers/runtime';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../shared/search-attributes';
 import { INDEXED_TYPE } from '../../platform/temporal';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 
 let runtimeInstalled = false;
 
@@ -153,11 +153,19 @@ export async function waitingOn(handle: WorkflowHandle): Promise<string> {
   const activities = (d.raw.pendingActivities ?? []).map(
     (a) => `${a.activityType?.name} (${a.state}, attempt ${a.attempt})`,
   );
+  // The run's last events: whether an update that hangs was ever admitted, accepted or answered,
+  // and what timer, if any, the run waits on.
+  const events = (await handle.fetchHistory()).events ?? [];
+  const last = events.slice(-8).map((e) => EVENT_NAMES[e.eventType ?? 0] ?? String(e.eventType));
   return (
     `${d.status.name}, run ${d.runId}; workflow task: ${task ? `${task.state}, attempt ${task.attempt}` : 'none'}; ` +
-    `activities: ${activities.join(', ') || 'none'}`
+    `activities: ${activities.join(', ') || 'none'}; last events: ${last.join(', ')}`
   );
 }
+
+const EVENT_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(temporal.api.enums.v1.EventType).map(([name, n]) => [n, name.replace(/^EVENT_TYPE_/, '')]),
+);
 
 /** `promise`, or after `ms` of real time an error that says what the run is waiting on (a hang made a failure). */
 export async function inTime<T>(promise: Promise<T>, ms: number, what: string, handle: WorkflowHandle): Promise<T> {

@@ -126,7 +126,12 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
         // The scale-up's new nodes take their time to boot: awaitNodes is held.
         const booting = gate();
         doubles.on('awaitNodes', () => booting.wait);
-        await handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 32 }] });
+        await inTime(
+          handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 32 }] }),
+          30_000,
+          'the resize',
+          handle,
+        );
         await until(
           () => doubles.count('awaitNodes'),
           (n) => n >= 3,
@@ -167,7 +172,12 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       // The first two nodes offered for the third slot fail to boot.
       doubles.bootFailures.add('gpu-ts-resize-short-3');
       doubles.bootFailures.add('gpu-ts-resize-short-4');
-      await handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 24 }] });
+      await inTime(
+        handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 24 }] }),
+        30_000,
+        'the resize',
+        handle,
+      );
       const short = await until(
         () => doubles.latest,
         (s) => events(s, 'NodeBootFailed').length === 1 && s!.phase !== 'CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES',
@@ -231,7 +241,12 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       doubles.on('recordRemediation', undefined);
 
       // Still serving: an update is accepted and applied, and a new remediation of the node runs.
-      await handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 24 }] });
+      await inTime(
+        handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ num_gpus: 24 }] }),
+        30_000,
+        'the resize',
+        handle,
+      );
       await until(
         () => doubles.latest,
         (s) => s?.counts.num_gpus === 24 && s.gpu_worker_nodes.length === 3,
