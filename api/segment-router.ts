@@ -3,7 +3,8 @@
  *
  * An Express router tries its routes one at a time, matching each pattern against the path until
  * one fits. With over a hundred routes under /v1, a queue submit was matched against some seventy
- * patterns before its own: about a tenth of the API's CPU per request. Two routes whose paths begin
+ * patterns before its own (the router package's share of the API's CPU profile under submits went
+ * from 3.3% to 2.6% with the groups). Two routes whose paths begin
  * with different literal segments can never match the same request, so looking the group up first
  * changes no answer. Inside a group, routes keep the order they were added in, which is the order
  * that matters (`/files/multipart/...` before `/files/:id`).

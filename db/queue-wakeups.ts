@@ -4,8 +4,8 @@
  * channel gantry_queue carries the deployment's id, and every claim waiting on
  * that deployment tries again. A submit announces its job after the commit
  * (`jobPending`: its own process's claims at once, the other processes by at
- * most one notification per queue every NOTIFY_SPACING_MS, migration 029); a job back in the queue
- * is notified by PostgreSQL (migration 021's trigger).
+ * most one notification per queue every NOTIFY_SPACING_MS, migration 029); a
+ * job back in the queue is notified by PostgreSQL (migration 021's trigger).
  *
  * A version per deployment closes the gap between a claim's empty query and
  * its wait: `wait` returns at once when a notification arrived since the
@@ -21,8 +21,9 @@ const CHANNEL = 'gantry_queue';
 /**
  * The least time between two notifications of one queue from one process. Each is a transaction
  * of its own, delivered to every listening connection: sent back to back under load (one for every
- * three or four submits) they cost PostgreSQL about a third of its work per submit. Spaced, a claim waiting in another process hears of a job at most
- * this much later; this process's own claims wake at once.
+ * three or four submits) they cost PostgreSQL about a third of its work per submit. Spaced, a
+ * claim waiting in another process hears of a job at most this much later; this process's own
+ * claims wake at once.
  */
 const NOTIFY_SPACING_MS = 5;
 /** How often a waiting claim re-checks the table while notifications may be missed. */
