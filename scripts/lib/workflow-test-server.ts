@@ -5,26 +5,38 @@
  * package registries, which this project's machines cannot reach. The same
  * server is published on Maven Central (io.temporal:temporal-test-server), so
  * it is resolved here with Maven from test/workflow-server/pom.xml, once per
- * pom (the classpath is cached under ~/.cache/gantry), and run on the JVM by
- * test/workflow-server/test-server.sh. Without Java or Maven it stops and says
- * what to install; nothing stands in for the server.
+ * pom and set of patches (the classpath is cached under ~/.cache/gantry), and
+ * run on the JVM by test/workflow-server/test-server.sh. Without a JDK or
+ * Maven it stops and says what to install; nothing stands in for the server.
+ *
+ * test/workflow-server/patches/ holds fixes to the server's own bugs that its
+ * latest release still has, as unified diffs against its published sources
+ * (each patch says which upstream issue it answers). They are applied to the
+ * sources Maven fetches, compiled with javac, and put ahead of the server's jar
+ * on the classpath. A patch that no longer applies (the pom's version moved)
+ * stops the resolution and says so, rather than running the server unpatched.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
+import { applyPatch, parsePatch } from 'diff';
 
 const DIR = path.resolve(__dirname, '..', '..', 'test', 'workflow-server');
 const POM = path.join(DIR, 'pom.xml');
+const PATCHES = path.join(DIR, 'patches');
 /** The executable handed to TestWorkflowEnvironment.createTimeSkipping as an existing path. */
 export const WORKFLOW_TEST_SERVER = path.join(DIR, 'test-server.sh');
 /** The environment variable test-server.sh reads the classpath file from. */
 export const CLASSPATH_ENV = 'GANTRY_WORKFLOW_TEST_SERVER_CLASSPATH';
 
-function run(cmd: string, args: string[]): Promise<void> {
+/** Runs `cmd`; with `quiet`, what it writes to stderr is shown only if it fails (javac's notes on upstream code are not ours to act on). */
+function run(cmd: string, args: string[], { quiet = false } = {}): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', quiet ? 'pipe' : 'inherit'] });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', (err) =>
       reject(
         new Error(
@@ -33,22 +45,82 @@ function run(cmd: string, args: string[]): Promise<void> {
         ),
       ),
     );
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}\n${stderr}`.trimEnd())),
+    );
   });
 }
 
-/** Resolves the server's classpath (first run: Maven downloads about 30 MB) and returns the file that holds it. */
+function patchFiles(): string[] {
+  return readdirSync(PATCHES)
+    .filter((name) => name.endsWith('.patch'))
+    .sort()
+    .map((name) => path.join(PATCHES, name));
+}
+
+/**
+ * Resolves the server's classpath (first run: Maven downloads about 30 MB, and javac compiles
+ * the patched classes) and returns the file that holds it.
+ */
 export async function ensureWorkflowTestServer(log: (line: string) => void): Promise<string> {
-  const hash = createHash('sha256').update(readFileSync(POM)).digest('hex').slice(0, 12);
+  const hash = createHash('sha256').update(readFileSync(POM));
+  for (const file of patchFiles()) hash.update(file).update(readFileSync(file));
   const base = process.env.XDG_CACHE_HOME || path.join(homedir(), '.cache');
-  const cacheDir = path.join(base, 'gantry', `workflow-test-server-${hash}`);
+  const cacheDir = path.join(base, 'gantry', `workflow-test-server-${hash.digest('hex').slice(0, 12)}`);
   const classpath = path.join(cacheDir, 'classpath.txt');
   if (existsSync(classpath)) {
-    const jars = readFileSync(classpath, 'utf8').trim().split(':');
-    if (jars.every((jar) => existsSync(jar))) return classpath;
+    const entries = readFileSync(classpath, 'utf8').trim().split(':');
+    if (entries.every((entry) => existsSync(entry))) return classpath;
   }
+  rmSync(cacheDir, { recursive: true, force: true });
   mkdirSync(cacheDir, { recursive: true });
   log('Resolving Temporal time-skipping test server from Maven Central (first run only)...');
-  await run('mvn', ['-q', '-B', '-f', POM, 'dependency:build-classpath', `-Dmdep.outputFile=${classpath}`]);
+  const jarsFile = path.join(cacheDir, 'jars.txt');
+  await run('mvn', ['-q', '-B', '-f', POM, 'dependency:build-classpath', `-Dmdep.outputFile=${jarsFile}`]);
+  const jars = readFileSync(jarsFile, 'utf8').trim();
+  const patched = await compilePatchedClasses(cacheDir, jars);
+  // Written last and renamed into place, so an interrupted resolution is never taken for a cached one.
+  writeFileSync(`${classpath}.tmp`, `${patched}:${jars}`);
+  renameSync(`${classpath}.tmp`, classpath);
   return classpath;
+}
+
+/** Applies test/workflow-server/patches to the server's sources and compiles what they touch; returns the class folder. */
+async function compilePatchedClasses(cacheDir: string, jars: string): Promise<string> {
+  const sources = path.join(cacheDir, 'sources');
+  const classes = path.join(cacheDir, 'patched-classes');
+  await run('mvn', [
+    '-q',
+    '-B',
+    '-f',
+    POM,
+    'dependency:unpack-dependencies',
+    '-Dclassifier=sources',
+    '-DincludeArtifactIds=temporal-test-server',
+    `-DoutputDirectory=${sources}`,
+    // Its record of what it unpacked goes with the sources (not into test/workflow-server/target),
+    // so a cache that was removed is unpacked again.
+    `-DmarkersDirectory=${path.join(cacheDir, 'unpack-markers')}`,
+  ]);
+  const touched: string[] = [];
+  for (const patchFile of patchFiles()) {
+    for (const fileDiff of parsePatch(readFileSync(patchFile, 'utf8'))) {
+      const relative = (fileDiff.newFileName ?? '').replace(/^b\//, '');
+      const target = path.join(sources, relative);
+      const result = existsSync(target) ? applyPatch(readFileSync(target, 'utf8'), fileDiff) : false;
+      if (result === false) {
+        throw new Error(
+          `${path.relative(process.cwd(), patchFile)} no longer applies to ${relative} of the test server in ` +
+            `${path.relative(process.cwd(), POM)}: check whether that version fixed the bug the patch names, ` +
+            'then drop the patch or redo it against the new sources.',
+        );
+      }
+      writeFileSync(target, result);
+      touched.push(target);
+    }
+  }
+  mkdirSync(classes, { recursive: true });
+  if (touched.length > 0)
+    await run('javac', ['-nowarn', '-encoding', 'UTF-8', '-d', classes, '-cp', jars, ...touched], { quiet: true });
+  return classes;
 }
