@@ -13,7 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
@@ -55,8 +55,24 @@ interface FileResult {
   file: string;
   exitCode: number;
   seconds: number;
+  /** CPU seconds of the file's process and of what it started and reaped (servers, workers, the JVM). */
+  cpuSeconds: number;
   counts: Record<(typeof COUNTERS)[number], number>;
 }
+
+/**
+ * CPU seconds of this process's reaped children so far (cutime + cstime of /proc/self/stat, which
+ * take in each child's own reaped children). Read as a file's process ends, the growth since the
+ * last read is that file's CPU: the suite is bound by its total on two cores, so this is what to
+ * cut. (Two files ending in the same instant would share one growth; it has not been seen.)
+ */
+function reapedChildrenCpuSeconds(): number {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_SECOND;
+}
+/** USER_HZ: what Linux counts /proc CPU times in, 100 on every architecture Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
+let reapedCpuSeen = 0;
 
 /** Runs one test file in its own process with `env`; prints its output in one piece when it ends. */
 function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
@@ -77,10 +93,13 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
         COUNTERS.map((k) => [k, Number(new RegExp(`^ℹ ${k} (\\d+)$`, 'm').exec(output)?.[1] ?? 0)]),
       ) as FileResult['counts'];
       const exitCode = code ?? (signal ? 1 : 0);
+      const reapedCpu = reapedChildrenCpuSeconds();
+      const cpuSeconds = reapedCpu - reapedCpuSeen;
+      reapedCpuSeen = reapedCpu;
       process.stdout.write(
-        `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
+        `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, cpu ${cpuSeconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
       );
-      resolve({ file, exitCode, seconds, counts });
+      resolve({ file, exitCode, seconds, cpuSeconds, counts });
     });
   });
 }
@@ -127,6 +146,7 @@ async function main() {
     const queue = [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
     const results: FileResult[] = [];
     let filesStarted = 0;
+    reapedCpuSeen = reapedChildrenCpuSeconds(); // Maven, javac and the like, before any file
     await Promise.all(
       services.lanes.map(async (lane) => {
         for (let file = queue.shift(); file; file = queue.shift()) {
@@ -149,6 +169,14 @@ async function main() {
     ) as FileResult['counts'];
     const failed = results.filter((r) => r.exitCode !== 0);
     say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
+    const byCpu = [...results].sort((a, b) => b.cpuSeconds - a.cpuSeconds);
+    say(
+      `the files' CPU: ${results.reduce((sum, r) => sum + r.cpuSeconds, 0).toFixed(0)}s, most in ` +
+        byCpu
+          .slice(0, 8)
+          .map((r) => `${path.relative(ROOT, r.file)} ${r.cpuSeconds.toFixed(0)}s`)
+          .join(', '),
+    );
     for (const r of failed) say(`failed: ${path.relative(ROOT, r.file)} (exit ${r.exitCode})`);
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;
   } catch (err) {
