@@ -68,10 +68,12 @@ before(async () => {
 after(async () => {
   // Timed: this file once took two minutes after its last test under a loaded machine; say where.
   const started = Date.now();
-  await p.stop();
+  // (A before() that failed part way leaves some of these unset: stop what there is, or the
+  // registry it started keeps this file's process alive until its timeout.)
+  await p?.stop();
   const platformSeconds = (Date.now() - started) / 1000;
-  hostService.close();
-  await registry.stop();
+  hostService?.close();
+  await registry?.stop();
   process.stderr.write(
     `teardown: platform ${platformSeconds.toFixed(1)} s, image registry ${((Date.now() - started) / 1000 - platformSeconds).toFixed(1)} s\n`,
   );
