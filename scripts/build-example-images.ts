@@ -46,8 +46,15 @@ export function copyInto(rootfs: string, file: string, at = file): void {
   copyFileSync(file, target);
 }
 
-/** Builds one example image; answers its local tag. */
-export async function buildExampleImage(engine: PodmanEngine, name: ExampleImage): Promise<string> {
+/**
+ * Builds one example image; answers its tag: `localTag(name)`, or `tag` for a caller that must not
+ * share that one (another caller may remove it meanwhile: test/helpers/image-registry.ts does).
+ */
+export async function buildExampleImage(
+  engine: PodmanEngine,
+  name: ExampleImage,
+  tag: string = localTag(name),
+): Promise<string> {
   const spec = EXAMPLE_IMAGES[name];
   const context = mkdtempSync(path.join(tmpdir(), `gantry-image-${name}-`));
   try {
@@ -67,10 +74,10 @@ export async function buildExampleImage(engine: PodmanEngine, name: ExampleImage
       });
     }
     copyFileSync(path.join(ROOT, spec.dir, 'Containerfile'), path.join(context, 'Containerfile'));
-    await engine.podman(['build', '--quiet', '--network=none', '--tag', localTag(name), context], {
+    await engine.podman(['build', '--quiet', '--network=none', '--tag', tag, context], {
       timeoutMs: 10 * 60_000,
     });
-    return localTag(name);
+    return tag;
   } finally {
     rmSync(context, { recursive: true, force: true });
   }

@@ -45,12 +45,16 @@ export async function selectContainerRuntime(
         host: api.hostname.replace(/^\[(.*)\]$/, '$1'),
         port: Number(api.port || (api.protocol === 'https:' ? 443 : 80)),
       };
-      return new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
+      const runtime = new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
         defaultLimits: config.replicaDefaultLimits,
         address: config.containerHostAddress,
+        logger,
       });
+      // What a host that stopped, or Podman, left behind since this host last looked.
+      void runtime.removeOrphanedForwards();
+      return runtime;
     }
   }
 }

@@ -31,6 +31,7 @@
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync, closeSync } from 'node:fs';
+import type { Logger } from 'pino';
 
 import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
@@ -41,6 +42,7 @@ import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
 import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
+import { removeOrphanedForwards } from './orphaned-port-forwards';
 
 /** Most processes (threads included) one replica may run: a fork bomb stays inside its container. */
 const PIDS_LIMIT = 4096;
@@ -80,6 +82,8 @@ export class PodmanRuntime implements ContainerRuntime {
       defaultLimits?: { cpus: number; memoryGiB: number };
       /** Where replicas' ports are published (GANTRY_CONTAINER_HOST_ADDRESS); 127.0.0.1 without it. */
       address?: string;
+      /** Says what the sweep of leftover port forwards took out, or why it could not look. */
+      logger?: Pick<Logger, 'warn'>;
     } = {},
   ) {
     this.address = opts.address ?? '127.0.0.1';
@@ -209,7 +213,10 @@ export class PodmanRuntime implements ContainerRuntime {
         resolve({ code, signal });
       });
     });
-    void exited.then(() => this.networks.release(r.projectId));
+    void exited.then(async () => {
+      await this.networks.release(r.projectId);
+      await this.removeOrphanedForwards();
+    });
     this.running.set(r.replicaId, { deploymentId: r.deploymentId, exited, release: () => client.unref() });
     try {
       await waitUntilHealthy({
@@ -264,6 +271,26 @@ export class PodmanRuntime implements ContainerRuntime {
     this.running.releaseAll();
   }
 
+  private sweeping: Promise<void> = Promise.resolve();
+
+  /**
+   * Takes out the port forwards Podman left behind for replica containers that are gone
+   * (orphaned-port-forwards.ts), before a later replica or process gets their ports. Run when a
+   * replica exits and when the host starts, one at a time; never fails (it says why it could not look).
+   */
+  removeOrphanedForwards(): Promise<void> {
+    this.sweeping = this.sweeping.then(async () => {
+      try {
+        const containers = await removeOrphanedForwards(this.engine);
+        if (containers.length)
+          this.opts.logger?.warn({ containers }, 'removed the port forwards Podman left for containers that are gone');
+      } catch (err) {
+        this.opts.logger?.warn({ err: (err as Error).message }, 'leftover port forwards not looked for this time');
+      }
+    });
+    return this.sweeping;
+  }
+
   /**
    * Takes over the containers of this host (by its `gantry.host` label) that a previous worker
    * process left running; `podman wait` tells when each exits.
@@ -299,7 +326,10 @@ export class PodmanRuntime implements ContainerRuntime {
           resolve({ code: /^\d+$/.test(out.trim()) ? Number(out.trim()) : null, signal: null }),
         );
       });
-      void exited.then(() => this.networks.release(projectId));
+      void exited.then(async () => {
+        await this.networks.release(projectId);
+        await this.removeOrphanedForwards();
+      });
       this.running.set(replicaId, { deploymentId, exited, release: () => waiter.kill() });
       adopted.push({ deploymentId, replicaId });
     }
