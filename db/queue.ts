@@ -149,10 +149,16 @@ export interface ClaimAttempt {
  * statement (migration 028, queue_claim): the deployment's lookup, the claim and the dispatcher's
  * wake time commit together.
  */
-export async function claimJob(
-  db: Queryable,
-  c: { projectId: string; model: string; worker: string; timeoutMs: number },
-): Promise<ClaimAttempt> {
+/** Who claims a job of which queue, for how long. */
+export interface ClaimRequest {
+  projectId: string;
+  /** The queue: a deployment's name. */
+  model: string;
+  worker: string;
+  timeoutMs: number;
+}
+
+export async function claimJob(db: Queryable, c: ClaimRequest): Promise<ClaimAttempt> {
   const token = randomBytes(16).toString('hex');
   const { rows } = await db.query<JobRow & { claim_deployment: string; wake_dispatcher: boolean }>(
     CLAIM([c.projectId, c.model, token, c.worker, c.timeoutMs]),
@@ -216,12 +222,16 @@ const TOUCH = preparedStatement(
    RETURNING ${JOB}`,
 );
 
+/** A worker's outcome for its claim: done with outputs, or failed with an error; info is merged either way. */
+export interface Outcome {
+  status: 'done' | 'failed';
+  outputs?: object;
+  error?: string;
+  info?: object;
+}
+
 /** A worker's outcome for its claim, in one statement; null as for touchJob. */
-export async function finishJob(
-  db: Queryable,
-  c: ClaimRef,
-  f: { status: 'done' | 'failed'; outputs?: object; error?: string; info?: object },
-): Promise<JobRow | null> {
+export async function finishJob(db: Queryable, c: ClaimRef, f: Outcome): Promise<JobRow | null> {
   const { rows } = await db.query<JobRow>(
     FINISH([c.id, c.token, f.status, f.outputs ?? null, f.error ?? null, f.info ?? {}, c.projectId, c.model]),
   );
@@ -240,6 +250,74 @@ const FINISH = preparedStatement(
           history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
     WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8
    RETURNING ${JOB}`,
+);
+
+/**
+ * A worker's outcome for its claim and its next claim, in one statement (one round trip and one
+ * commit per drained job instead of two): the finish of finishJob, then, only when it matched, the
+ * claim of claimJob on the same queue. Null when the finish matched nothing (the claim is lost, or
+ * the same outcome is being reported again): nothing was claimed, and the caller takes the
+ * separate path. The two commit together: a worker whose answer is lost finds its outcome unmade
+ * and its next job unclaimed, and reports again.
+ */
+export async function finishJobAndClaimNext(
+  db: Queryable,
+  c: ClaimRef,
+  f: Outcome,
+  next: Pick<ClaimRequest, 'worker' | 'timeoutMs'>,
+): Promise<{ job: JobRow; next: ClaimAttempt } | null> {
+  const token = randomBytes(16).toString('hex');
+  const { rows } = await db.query<JobRow & Record<string, unknown>>(
+    FINISH_AND_CLAIM([
+      c.id,
+      c.token,
+      f.status,
+      f.outputs ?? null,
+      f.error ?? null,
+      f.info ?? {},
+      c.projectId,
+      c.model,
+      token,
+      next.worker,
+      next.timeoutMs,
+    ]),
+  );
+  const row = rows[0];
+  if (!row) return null;
+  const job = {} as Record<string, unknown>;
+  const claimed = {} as Record<string, unknown>;
+  for (const col of JOB_COLUMNS) {
+    job[col] = row[col];
+    claimed[col] = row[`next_${col}`];
+  }
+  const deploymentId = (row.claim_deployment as string | null) ?? null;
+  return {
+    job: job as unknown as JobRow,
+    next: {
+      deploymentId,
+      claim: claimed.id ? { job: claimed as unknown as JobRow, token } : null,
+      wakeDispatcher: row.wake_dispatcher === true,
+    },
+  };
+}
+/**
+ * The claim is lateral to the finished row (it takes the row's project and model), so it is made
+ * only when the finish matched. Lock order: the finished job, then the claim's (the next job, the
+ * dispatcher's row); sweepQueue skips a lapsed job that is locked, so it never waits on a finish
+ * while holding the dispatcher's row.
+ */
+const FINISH_AND_CLAIM = preparedStatement(
+  'queue_finish_and_claim',
+  `WITH finished AS (
+     UPDATE queue_jobs
+        SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
+            history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
+      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8
+     RETURNING ${JOB})
+   SELECT ${JOB_COLUMNS.map((col) => `f.${col}`).join(', ')}, c.claim_deployment, c.wake_dispatcher,
+          ${JOB_COLUMNS.map((col) => `(c.claim_job).${col} AS next_${col}`).join(', ')}
+     FROM finished f
+     LEFT JOIN LATERAL queue_claim(f.project_id, f.model, $9, $10, $11, ${DISPATCHER_OVERDUE}) c ON true`,
 );
 
 export type ClaimCheck =
@@ -337,7 +415,7 @@ export async function sweepQueue(db: Db, deploymentId: string, retentionSeconds:
     const lapsed = await tx.query<Pick<JobRow, 'id' | 'retries'>>(
       `SELECT id, retries FROM queue_jobs
         WHERE deployment_id = $1 AND status = 'running' AND claim_expires_at <= clock_timestamp()
-        FOR UPDATE`,
+        FOR UPDATE SKIP LOCKED`, // a job being finished now: its worker's report wins (see FINISH_AND_CLAIM)
       [deploymentId],
     );
     let requeued = 0;

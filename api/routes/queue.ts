@@ -18,13 +18,17 @@ import {
   clearJobs,
   ensureDispatcherBy,
   finishJob,
+  finishJobAndClaimNext,
   getJob,
   queueMetrics,
   releaseClaim,
   submitJob,
   touchJob,
   type Claim,
+  type ClaimAttempt,
   type ClaimRef as StoredClaimRef,
+  type ClaimRequest,
+  type Outcome,
   type JobRow,
 } from '../../db/queue';
 import { findDeploymentByName } from '../../db/deployments';
@@ -253,6 +257,8 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     model: string,
     opts: z.infer<typeof ClaimNext>,
     res: Response,
+    /** Makes the first attempt instead of claimJob (a report's finish and claim in one statement). */
+    firstAttempt?: (claim: ClaimRequest) => Promise<ClaimAttempt>,
   ): Promise<z.infer<typeof ClaimSchema> | null> {
     const queueKey = `${principal.projectId}\n${model}`;
     const deadline = Date.now() + opts.wait_seconds * 1000;
@@ -268,12 +274,14 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
         // missed; it is the queue's (the deployment's), known from an earlier claim of this name.
         const known = queueIds.get(queueKey);
         const seen = known && wakeups ? wakeups.version(known) : 0;
-        const attempt = await claimJob(db, {
+        const request: ClaimRequest = {
           projectId: principal.projectId,
           model,
           worker: opts.worker_id ?? `api-key:${principal.apiKeyId}`,
           timeoutMs: opts.claim_timeout_seconds * 1000,
-        });
+        };
+        const attempt = await (firstAttempt ?? ((r: ClaimRequest) => claimJob(db, r)))(request);
+        firstAttempt = undefined;
         if (!attempt.deploymentId) {
           queueIds.delete(queueKey);
           throw noSuchDeployment(model);
@@ -309,16 +317,33 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     }
   }
 
-  /** What complete and fail answer: the job, and the next claim when the worker asked for one. */
-  const reported = async (
+  /**
+   * A worker's report (complete or fail) on its claim: the job as it is after the outcome, and the
+   * next claim when the worker asked for one. The outcome and the first look for a next job are one
+   * statement (finishJobAndClaimNext); the separate path serves a claim that is lost, or the same
+   * outcome reported again (its first answer was lost on the way).
+   */
+  async function report(
     principal: Principal,
-    job: JobRow,
-    next: z.infer<typeof ClaimNext> | undefined,
+    body: z.infer<typeof ClaimRef> & { claim_next?: z.infer<typeof ClaimNext> },
+    outcome: Outcome,
     res: Response,
-  ): Promise<z.infer<typeof ReportedJobSchema>> => ({
-    ...toJobStatus(job),
-    ...(next ? { next_claim: await takeNextJob(principal, job.model, next, res) } : {}),
-  });
+  ): Promise<z.infer<typeof ReportedJobSchema>> {
+    const ref = storedClaim(principal.projectId, body);
+    const finishSeparately = async () => {
+      const job = await finishJob(db, ref, outcome);
+      if (!job) throw await lost(principal.projectId, body);
+      return job;
+    };
+    if (!body.claim_next) return toJobStatus(await finishSeparately());
+    let job: JobRow | undefined;
+    const next = await takeNextJob(principal, body.model, body.claim_next, res, async (claim) => {
+      const both = await finishJobAndClaimNext(db, ref, outcome, claim);
+      job = both?.job ?? (await finishSeparately());
+      return both?.next ?? claimJob(db, claim);
+    });
+    return { ...toJobStatus(job!), next_claim: next };
+  }
 
   /**
    * A claim its queue's dispatcher must be woken to watch: wake it (or start it), and when that
@@ -374,15 +399,8 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     body: CompleteBody,
     errors: [404, 409],
     response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
-    handler: async ({ body, principal, res }) => {
-      const job = await finishJob(db, storedClaim(principal.projectId, body), {
-        status: 'done',
-        outputs: body.outputs,
-        info: body.info,
-      });
-      if (!job) throw await lost(principal.projectId, body);
-      return reported(principal, job, body.claim_next, res);
-    },
+    handler: ({ body, principal, res }) =>
+      report(principal, body, { status: 'done', outputs: body.outputs, info: body.info }, res),
   });
 
   router.add({
@@ -394,15 +412,8 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     body: FailBody,
     errors: [404, 409],
     response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
-    handler: async ({ body, principal, res }) => {
-      const job = await finishJob(db, storedClaim(principal.projectId, body), {
-        status: 'failed',
-        error: body.error,
-        info: body.info,
-      });
-      if (!job) throw await lost(principal.projectId, body);
-      return reported(principal, job, body.claim_next, res);
-    },
+    handler: ({ body, principal, res }) =>
+      report(principal, body, { status: 'failed', error: body.error, info: body.info }, res),
   });
 }
 

@@ -182,6 +182,35 @@ describe('queue API', () => {
     assert.equal(failed.status, 200, JSON.stringify(failed.body));
     assert.equal(failed.body.status, 'failed');
     assert.equal(failed.body.next_claim, null, 'the queue is empty: no next claim');
+
+    // A report whose claim is lost claims nothing; the same outcome reported again (its first
+    // answer lost on the way) answers the job as it is, and takes the next job.
+    const waiting = await submit(model, { n: 'waiting' });
+    const lostReport = await post('complete', {
+      model,
+      request_id: high,
+      claim_token: 'not-the-claim',
+      claim_next: { wait_seconds: 0 },
+    });
+    assert.equal(lostReport.status, 409, JSON.stringify(lostReport.body));
+    assert.equal(lostReport.body.error.code, 'claim_lost');
+    assert.equal((await status(model, waiting)).body.status, 'pending', 'a lost report claims nothing');
+    const again = await post('fail', {
+      model,
+      request_id: low,
+      claim_token: done.body.next_claim.claim_token,
+      error: 'no good',
+      claim_next: { wait_seconds: 0 },
+    });
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.equal(again.body.status, 'failed');
+    assert.equal(again.body.next_claim.request_id, waiting);
+    const waitingDone = await post('complete', {
+      model,
+      request_id: waiting,
+      claim_token: again.body.next_claim.claim_token,
+    });
+    assert.equal(waitingDone.body.status, 'done');
     // Without claim_next the answer is the job alone, as before.
     const plain = await submit(model, { n: 'plain' });
     const claimed = await post('claim', { model, claim_timeout_seconds: 30 });
