@@ -13,7 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
@@ -49,6 +49,20 @@ function findTests(dir: string): string[] {
     if (statSync(full).isDirectory()) return findTests(full);
     return name.endsWith('.test.ts') ? [full] : [];
   });
+}
+
+/**
+ * The test files an argument names: a test file, or a folder's test files. Anything else stops the
+ * run: a run that selected nothing would report a green suite.
+ */
+function testsNamedBy(arg: string): string[] {
+  const full = path.resolve(arg);
+  const found = existsSync(full) && statSync(full).isDirectory() ? findTests(full).sort() : [full];
+  const notTests = found.filter((f) => !f.endsWith('.test.ts') || !existsSync(f));
+  if (!found.length || notTests.length) {
+    throw new Error(`${arg} names no test file (a *.test.ts file, or a folder that holds some)`);
+  }
+  return found;
 }
 
 interface FileResult {
@@ -107,7 +121,13 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
 async function main() {
   const started = Date.now();
   const args = process.argv.slice(2);
-  const files = args.length ? args.map((f) => path.resolve(f)) : findTests(path.join(ROOT, 'test')).sort();
+  let files: string[];
+  try {
+    files = args.length ? args.flatMap(testsNamedBy) : findTests(path.join(ROOT, 'test')).sort();
+  } catch (err) {
+    say((err as Error).message);
+    process.exit(2);
+  }
   const work = mkdtempSync(path.join(tmpdir(), 'gantry-test-'));
   const cleanups: Array<() => Promise<void>> = [];
   let exitCode = 1;

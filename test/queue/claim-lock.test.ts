@@ -42,7 +42,11 @@ test('a claim that fails lets go of the queue; the next claim takes the job, in 
       `CREATE TRIGGER refuse_claims BEFORE UPDATE ON queue_jobs FOR EACH ROW EXECUTE FUNCTION refuse_claims()`,
     );
     await assert.rejects(claim(), /claims refused/);
-    const { rows } = await db.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`);
+    // This database's only: pg_locks shows the whole server's, and other test files claim side by side.
+    const { rows } = await db.query(
+      `SELECT count(*)::int AS n FROM pg_locks
+        WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    );
     assert.equal(rows[0].n, 0, 'no session holds the queue lock after the failed claim');
 
     await db.query('DROP TRIGGER refuse_claims ON queue_jobs');
