@@ -53,7 +53,7 @@ export async function selectContainerRuntime(
         logger,
       });
       // What a host that stopped, or Podman, left behind since this host last looked.
-      void runtime.removeOrphanedForwards();
+      void runtime.removeNetworkLeftovers();
       return runtime;
     }
   }

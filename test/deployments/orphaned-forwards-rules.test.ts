@@ -3,7 +3,7 @@
  * (providers/containers/podman/orphaned-port-forwards.ts), on rules as `iptables -t nat -S` printed
  * them on this project's test machine: a leftover of a Gantry replica network, the rules of a
  * running replica, and those of a network that is not Gantry's. (The sweep on real Podman and
- * iptables: podman-orphaned-forwards.test.ts.)
+ * iptables: podman-network-leftovers.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

@@ -42,6 +42,7 @@ import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
 import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
+import { removeOrphanedLeases } from './orphaned-address-leases';
 import { removeOrphanedForwards } from './orphaned-port-forwards';
 
 /** Most processes (threads included) one replica may run: a fork bomb stays inside its container. */
@@ -215,7 +216,7 @@ export class PodmanRuntime implements ContainerRuntime {
     });
     void exited.then(async () => {
       await this.networks.release(r.projectId);
-      await this.removeOrphanedForwards();
+      await this.removeNetworkLeftovers();
     });
     this.running.set(r.replicaId, { deploymentId: r.deploymentId, exited, release: () => client.unref() });
     try {
@@ -274,18 +275,28 @@ export class PodmanRuntime implements ContainerRuntime {
   private sweeping: Promise<void> = Promise.resolve();
 
   /**
-   * Takes out the port forwards Podman left behind for replica containers that are gone
-   * (orphaned-port-forwards.ts), before a later replica or process gets their ports. Run when a
-   * replica exits and when the host starts, one at a time; never fails (it says why it could not look).
+   * Takes out what Podman left behind on the network for replica containers that are gone: their
+   * port forwards (orphaned-port-forwards.ts), before a later replica or process gets their ports,
+   * and their bridge address leases (orphaned-address-leases.ts), before their project's network
+   * runs out of addresses. Run when a replica exits and when the host starts, one at a time; never
+   * fails (it says why it could not look).
    */
-  removeOrphanedForwards(): Promise<void> {
+  removeNetworkLeftovers(): Promise<void> {
     this.sweeping = this.sweeping.then(async () => {
+      const log = this.opts.logger;
       try {
         const containers = await removeOrphanedForwards(this.engine);
         if (containers.length)
-          this.opts.logger?.warn({ containers }, 'removed the port forwards Podman left for containers that are gone');
+          log?.warn({ containers }, 'removed the port forwards Podman left for containers that are gone');
       } catch (err) {
-        this.opts.logger?.warn({ err: (err as Error).message }, 'leftover port forwards not looked for this time');
+        log?.warn({ err: (err as Error).message }, 'leftover port forwards not looked for this time');
+      }
+      try {
+        const containers = await removeOrphanedLeases(this.engine);
+        if (containers.length)
+          log?.warn({ containers }, 'freed the bridge addresses CNI kept for containers that are gone');
+      } catch (err) {
+        log?.warn({ err: (err as Error).message }, 'leftover address leases not looked for this time');
       }
     });
     return this.sweeping;
@@ -328,7 +339,7 @@ export class PodmanRuntime implements ContainerRuntime {
       });
       void exited.then(async () => {
         await this.networks.release(projectId);
-        await this.removeOrphanedForwards();
+        await this.removeNetworkLeftovers();
       });
       this.running.set(replicaId, { deploymentId, exited, release: () => waiter.kill() });
       adopted.push({ deploymentId, replicaId });

@@ -1,22 +1,25 @@
 /**
- * Port forwards Podman leaves behind for a replica container that is gone
- * (providers/containers/podman/orphaned-port-forwards.ts), on real Podman and iptables.
+ * What Podman leaves on the network for a replica container that is gone, on real Podman, CNI and
+ * iptables: port forwards (providers/containers/podman/orphaned-port-forwards.ts) and bridge address
+ * leases (orphaned-address-leases.ts).
  *
  * Podman leaves them now and then, when a container is removed without its network torn down;
- * that cannot be caused on purpose. So the test makes the same state from real parts: CNI's own
- * rules for a replica container, read while it ran, put back after Podman removed the container
- * and its rules. With them back, a listener on the old host port gets none of its connections;
- * after the sweep it does, and a running replica's port forward is left as it was.
+ * that cannot be caused on purpose. So the tests make the same state from real parts: CNI's own
+ * rules and lease for a replica container, read while it ran, put back after Podman removed the
+ * container and them. With the rules back, a listener on the old host port gets none of its
+ * connections; with the lease back, a network with room for one container has none for the next.
+ * After the sweep both work again, and a running replica's forward and lease are left as they were.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer, type Server } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer, isIP, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { PodmanEngine, SYSTEM_PATH } from '../../providers/containers/podman/podman-engine';
+import { CNI_STATE, removeOrphanedLeases } from '../../providers/containers/podman/orphaned-address-leases';
 import { removeOrphanedForwards } from '../../providers/containers/podman/orphaned-port-forwards';
 import { projectNetworkName } from '../../providers/containers/podman/replica-networks';
 import { freePort } from '../../scripts/lib/ports';
@@ -58,7 +61,7 @@ function reaches(server: Server, port: number, ms = 1500): Promise<boolean> {
   });
 }
 
-describe('port forwards Podman left for replica containers that are gone', () => {
+describe('what Podman left on the network for replica containers that are gone', () => {
   const engine = new PodmanEngine(mkdtempSync(path.join(tmpdir(), 'gantry-podman-')));
   const network = projectNetworkName(`orphaned-forwards-${randomBytes(4).toString('hex')}`);
   const suffix = randomBytes(4).toString('hex');
@@ -110,7 +113,54 @@ describe('port forwards Podman left for replica containers that are gone', () =>
     rmSync(path.dirname(engine.confFile), { recursive: true, force: true });
   });
 
-  test('are taken out, so their port reaches what listens on it now; a running replica keeps its own', async () => {
+  test("address leases are taken out, freeing the gone container's bridge address, so its network has room for a replica again", async () => {
+    // A /30: one address for containers, so one leftover lease fills the network.
+    const small = projectNetworkName(`orphaned-leases-${suffix}`);
+    const leases = path.join(CNI_STATE.leases, small);
+    const subnet = `10.251.${randomBytes(1)[0]}.${(randomBytes(1)[0] % 64) * 4}/30`;
+    await engine.podman(['network', 'create', '--disable-dns', '--subnet', subnet, small]);
+    const run = (name: string) =>
+      engine.podman(['run', '--detach', '--name', name, '--network', small, '--env', 'PORT=8080', image]);
+    const [first, second] = [`gantry-lease-first-${suffix}`, `gantry-lease-second-${suffix}`];
+    try {
+      const firstId = (await run(first)).trim();
+      const [address] = readdirSync(leases).filter((f) => isIP(f));
+      const lease = readFileSync(path.join(leases, address), 'utf8');
+      assert.ok(lease.startsWith(firstId), `the lease names the container: ${lease}`);
+
+      // Podman removes the container and frees its address; then the lease is back, as a removal
+      // that skipped the network teardown leaves it.
+      await engine.podman(['rm', '--force', first]);
+      assert.ok(!existsSync(path.join(leases, address)), 'Podman freed the address');
+      // Another container host on this machine (a file beside this one) may free it first: then it
+      // is put back and tried again.
+      let full = false;
+      for (let attempt = 0; attempt < 5 && !full; attempt++) {
+        writeFileSync(path.join(leases, address), lease);
+        full = await run(second).then(
+          () => false,
+          (err: Error) => /no IP addresses available/.test(err.message),
+        );
+        if (!full) await engine.podman(['rm', '--force', '--ignore', second]);
+      }
+      assert.ok(full, 'with the leftover lease, the network has no address for another container');
+
+      const freed = await removeOrphanedLeases(engine);
+      assert.ok(!existsSync(path.join(leases, address)), 'the leftover lease is gone');
+      assert.ok(freed.includes(firstId) || freed.length === 0, `freed: ${freed.join(', ')}`);
+      await engine.podman(['rm', '--force', '--ignore', second]); // the failed run's container
+      const secondId = (await run(second)).trim();
+      assert.ok(readFileSync(path.join(leases, address), 'utf8').startsWith(secondId), 'the address is the new one');
+      assert.ok(!(await removeOrphanedLeases(engine)).includes(secondId), "a running container's lease stays");
+      assert.ok(existsSync(path.join(leases, address)));
+    } finally {
+      await engine.podman(['rm', '--force', '--ignore', first, second]).catch(() => undefined);
+      await engine.podman(['network', 'rm', small]).catch(() => undefined);
+      rmSync(leases, { recursive: true, force: true }); // `network rm` leaves host-local's folder
+    }
+  });
+
+  test('port forwards are taken out, so their port reaches what listens on it now; a running replica keeps its own', async () => {
     const [gonePort, livePort] = [await freePort(), await freePort()];
     goneId = await runReplica(names.gone, gonePort);
     const liveId = await runReplica(names.live, livePort);
