@@ -5,35 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { insertDeployment } from '../../db/deployments';
-import { migrate } from '../../db/migrate';
 import { claimJob, getJob, releaseClaim, submitJob } from '../../db/queue';
-import { newId } from '../../platform/ids';
 import { withScratchDatabase } from '../helpers/scratch-database';
-import { createTenant } from '../helpers/tenants';
+import { scratchQueue } from '../helpers/scratch-queue';
 
 test('a claim that fails lets go of the queue; the next claim takes the job, in priority order', async () => {
   await withScratchDatabase(async (db) => {
-    await migrate(db);
-    const tenant = await createTenant(db);
-    const deploymentId = newId('dep');
-    await insertDeployment(db, { id: deploymentId, projectId: tenant.projectId, name: 'm' });
-    for (const [i, priority] of [1, 5, 3].entries()) {
-      assert.ok(
-        await submitJob(db, {
-          id: `job-${i}`,
-          projectId: tenant.projectId,
-          model: 'm',
-          priority,
-          payload: { i },
-          info: {},
-        }),
-      );
-    }
-    const claim = () =>
-      claimJob(db, { projectId: tenant.projectId, model: 'm', worker: 'w', timeoutMs: 30_000 }).then(
-        (c) => c.claim?.job.id ?? null,
-      );
+    const { claimOf } = await scratchQueue(db, [1, 5, 3]);
+    const claim = () => claimJob(db, claimOf).then((c) => c.claim?.job.id ?? null);
 
     // The claim's UPDATE fails (a trigger stands in for anything the server may refuse).
     await db.query(`CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -56,11 +35,7 @@ test('a claim that fails lets go of the queue; the next claim takes the job, in 
 
 test('a claim given back before its worker saw it is pending again, first in line, with no retry counted', async () => {
   await withScratchDatabase(async (db) => {
-    await migrate(db);
-    const tenant = await createTenant(db);
-    const deploymentId = newId('dep');
-    await insertDeployment(db, { id: deploymentId, projectId: tenant.projectId, name: 'm' });
-    const claimOf = { projectId: tenant.projectId, model: 'm', worker: 'w', timeoutMs: 30_000 };
+    const { projectId, deploymentId, claimOf } = await scratchQueue(db);
     assert.deepEqual(await claimJob(db, { ...claimOf, model: 'absent' }), {
       deploymentId: null,
       claim: null,
@@ -68,9 +43,7 @@ test('a claim given back before its worker saw it is pending again, first in lin
     });
     assert.deepEqual(await claimJob(db, claimOf), { deploymentId, claim: null, wakeDispatcher: false });
     for (const id of ['first', 'second']) {
-      assert.ok(
-        await submitJob(db, { id, projectId: tenant.projectId, model: 'm', priority: 1, payload: {}, info: {} }),
-      );
+      assert.ok(await submitJob(db, { id, projectId: projectId, model: 'm', priority: 1, payload: {}, info: {} }));
     }
 
     // The queue's first claim: no dispatcher watches it yet, so it must be woken.
@@ -85,7 +58,7 @@ test('a claim given back before its worker saw it is pending again, first in lin
 
     // Waking failed: the first job goes back, and the next claim wakes the dispatcher again.
     await releaseClaim(db, deploymentId, first.claim!);
-    const job = await getJob(db, tenant.projectId, 'm', 'first');
+    const job = await getJob(db, projectId, 'm', 'first');
     assert.equal(job?.status, 'pending');
     assert.equal(job?.retries, 0);
     assert.equal(job?.claim_token, null);

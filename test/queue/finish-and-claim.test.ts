@@ -8,37 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { insertDeployment } from '../../db/deployments';
-import { migrate } from '../../db/migrate';
-import type { Db } from '../../db/pool';
-import { claimJob, finishJob, finishJobAndClaimNext, getJob, submitJob, sweepQueue } from '../../db/queue';
-import { newId } from '../../platform/ids';
+import { claimJob, finishJob, finishJobAndClaimNext, getJob, sweepQueue } from '../../db/queue';
 import { lockWaitOrDone, withScratchDatabase } from '../helpers/scratch-database';
-import { createTenant } from '../helpers/tenants';
-
-async function queueWithJobs(db: Db, priorities: number[]) {
-  await migrate(db);
-  const tenant = await createTenant(db);
-  const deploymentId = newId('dep');
-  await insertDeployment(db, { id: deploymentId, projectId: tenant.projectId, name: 'm' });
-  for (const [i, priority] of priorities.entries()) {
-    const queued = await submitJob(db, {
-      id: `job-${i}`,
-      projectId: tenant.projectId,
-      model: 'm',
-      priority,
-      payload: { i },
-      info: {},
-    });
-    assert.ok(queued);
-  }
-  const claimOf = { projectId: tenant.projectId, model: 'm', worker: 'w', timeoutMs: 30_000 };
-  return { projectId: tenant.projectId, deploymentId, claimOf };
-}
+import { scratchQueue } from '../helpers/scratch-queue';
 
 test('a report with claim_next finishes its job and claims the next in order; a lost claim claims nothing', async () => {
   await withScratchDatabase(async (db) => {
-    const { projectId, deploymentId, claimOf } = await queueWithJobs(db, [1, 5, 3]);
+    const { projectId, deploymentId, claimOf } = await scratchQueue(db, [1, 5, 3]);
     const first = (await claimJob(db, claimOf)).claim!;
     assert.equal(first.job.id, 'job-1');
     const ref = (claim: { job: { id: string }; token: string }) => ({
@@ -81,7 +57,7 @@ test('a report with claim_next finishes its job and claims the next in order; a 
 
 test("the dispatcher's sweep passes over a lapsed job that a report holds, instead of waiting for it", async () => {
   await withScratchDatabase(async (db) => {
-    const { projectId, deploymentId, claimOf } = await queueWithJobs(db, [1, 1]);
+    const { projectId, deploymentId, claimOf } = await scratchQueue(db, [1, 1]);
     const lapsing = (await claimJob(db, { ...claimOf, timeoutMs: 1 })).claim!;
     await new Promise((r) => setTimeout(r, 20)); // the 1 ms claim is past its deadline
 

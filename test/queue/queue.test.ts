@@ -172,13 +172,15 @@ describe('queue API', () => {
     assert.deepEqual(done.body.next_claim.payload, { n: 'low' });
     assert.equal((await status(model, low)).body.status, 'running');
 
-    const failed = await post('fail', {
-      model,
-      request_id: low,
-      claim_token: done.body.next_claim.claim_token,
-      error: 'no good',
-      claim_next: { wait_seconds: 0 },
-    });
+    const failLow = () =>
+      post('fail', {
+        model,
+        request_id: low,
+        claim_token: done.body.next_claim.claim_token,
+        error: 'no good',
+        claim_next: { wait_seconds: 0 },
+      });
+    const failed = await failLow();
     assert.equal(failed.status, 200, JSON.stringify(failed.body));
     assert.equal(failed.body.status, 'failed');
     assert.equal(failed.body.next_claim, null, 'the queue is empty: no next claim');
@@ -195,13 +197,7 @@ describe('queue API', () => {
     assert.equal(lostReport.status, 409, JSON.stringify(lostReport.body));
     assert.equal(lostReport.body.error.code, 'claim_lost');
     assert.equal((await status(model, waiting)).body.status, 'pending', 'a lost report claims nothing');
-    const again = await post('fail', {
-      model,
-      request_id: low,
-      claim_token: done.body.next_claim.claim_token,
-      error: 'no good',
-      claim_next: { wait_seconds: 0 },
-    });
+    const again = await failLow();
     assert.equal(again.status, 200, JSON.stringify(again.body));
     assert.equal(again.body.status, 'failed');
     assert.equal(again.body.next_claim.request_id, waiting);

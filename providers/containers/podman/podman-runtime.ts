@@ -282,21 +282,19 @@ export class PodmanRuntime implements ContainerRuntime {
    * fails (it says why it could not look).
    */
   removeNetworkLeftovers(): Promise<void> {
+    const sweeps = [
+      { what: 'port forwards', remove: removeOrphanedForwards },
+      { what: 'bridge address leases', remove: removeOrphanedLeases },
+    ];
     this.sweeping = this.sweeping.then(async () => {
-      const log = this.opts.logger;
-      try {
-        const containers = await removeOrphanedForwards(this.engine);
-        if (containers.length)
-          log?.warn({ containers }, 'removed the port forwards Podman left for containers that are gone');
-      } catch (err) {
-        log?.warn({ err: (err as Error).message }, 'leftover port forwards not looked for this time');
-      }
-      try {
-        const containers = await removeOrphanedLeases(this.engine);
-        if (containers.length)
-          log?.warn({ containers }, 'freed the bridge addresses CNI kept for containers that are gone');
-      } catch (err) {
-        log?.warn({ err: (err as Error).message }, 'leftover address leases not looked for this time');
+      for (const { what, remove } of sweeps) {
+        try {
+          const containers = await remove(this.engine);
+          if (containers.length)
+            this.opts.logger?.warn({ containers }, `removed the ${what} left for containers that are gone`);
+        } catch (err) {
+          this.opts.logger?.warn({ err: (err as Error).message }, `leftover ${what} not looked for this time`);
+        }
       }
     });
     return this.sweeping;
