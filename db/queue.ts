@@ -144,11 +144,6 @@ export interface ClaimAttempt {
   wakeDispatcher: boolean;
 }
 
-/**
- * Takes the next job of a project's queue in strict order (priority desc, then submission), in one
- * statement (migration 028, queue_claim): the deployment's lookup, the claim and the dispatcher's
- * wake time commit together.
- */
 /** Who claims a job of which queue, for how long. */
 export interface ClaimRequest {
   projectId: string;
@@ -158,6 +153,11 @@ export interface ClaimRequest {
   timeoutMs: number;
 }
 
+/**
+ * Takes the next job of a project's queue in strict order (priority desc, then submission), in one
+ * statement (migration 028, queue_claim): the deployment's lookup, the claim and the dispatcher's
+ * wake time commit together.
+ */
 export async function claimJob(db: Queryable, c: ClaimRequest): Promise<ClaimAttempt> {
   const token = randomBytes(16).toString('hex');
   const { rows } = await db.query<JobRow & { claim_deployment: string; wake_dispatcher: boolean }>(
@@ -243,14 +243,13 @@ export async function finishJob(db: Queryable, c: ClaimRef, f: Outcome): Promise
   );
   return again.rows[0] ?? null;
 }
-const FINISH = preparedStatement(
-  'queue_finish',
-  `UPDATE queue_jobs
+/** The outcome's UPDATE, $1–$8 as FINISH's values; FINISH_AND_CLAIM makes it too. */
+const FINISH_UPDATE = `UPDATE queue_jobs
       SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
           history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
     WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8
-   RETURNING ${JOB}`,
-);
+   RETURNING ${JOB}`;
+const FINISH = preparedStatement('queue_finish', FINISH_UPDATE);
 
 /**
  * A worker's outcome for its claim and its next claim, in one statement (one round trip and one
@@ -308,12 +307,7 @@ export async function finishJobAndClaimNext(
  */
 const FINISH_AND_CLAIM = preparedStatement(
   'queue_finish_and_claim',
-  `WITH finished AS (
-     UPDATE queue_jobs
-        SET status = $3, outputs = $4, error = $5, info = info || $6::jsonb, done_at = clock_timestamp(),
-            history = history || jsonb_build_array(jsonb_build_object('status', $3::text, 'at', clock_timestamp()))
-      WHERE id = $1 AND claim_token = $2 AND status = 'running' AND project_id = $7 AND model = $8
-     RETURNING ${JOB})
+  `WITH finished AS (${FINISH_UPDATE})
    SELECT ${JOB_COLUMNS.map((col) => `f.${col}`).join(', ')}, c.claim_deployment, c.wake_dispatcher,
           ${JOB_COLUMNS.map((col) => `(c.claim_job).${col} AS next_${col}`).join(', ')}
      FROM finished f
