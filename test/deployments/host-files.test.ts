@@ -206,11 +206,17 @@ describe("a container host's files for its replicas", () => {
       for (let i = 0; i < 40; i++) {
         const dir = path.join(root, 'rev', 'v1');
         if (existsSync(dir)) utimesSync(dir, longAgo, longAgo); // unused for an hour
-        // The launch comes a moment after the sweep begins, or at once: either may decide first.
-        const [swept, given] = await Promise.all([
-          store.sweep(new Set(), 60_000),
-          new Promise((r) => setTimeout(r, i % 3)).then(() => store.materialize('rev', 1, files)),
-        ]);
+        // Every other round the launch begins first, and its claim decides first; in the others it
+        // comes a moment after the sweep began (0-2 ms), when the sweep mostly decides first. Left to
+        // timers alone, a loaded machine had the sweep decide first in all 40 rounds.
+        const launch = () => store.materialize('rev', 1, files);
+        const [given, swept] =
+          i % 2
+            ? await Promise.all([launch(), store.sweep(new Set(), 60_000)])
+            : await Promise.all([
+                new Promise((r) => setTimeout(r, (i / 2) % 3)).then(launch),
+                store.sweep(new Set(), 60_000),
+              ]);
         outcomes[swept.includes(dir) ? 'sweptFirst' : 'claimedFirst']++;
         assert.equal(readFileSync(path.join(given.dir, 'model.safetensors'), 'utf8'), 'weights', `round ${i}`);
         // Pinned until released: a sweep with no keep time at all leaves it, then takes it.
