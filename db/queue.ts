@@ -409,7 +409,7 @@ export async function sweepQueue(db: Db, deploymentId: string, retentionSeconds:
     const lapsed = await tx.query<Pick<JobRow, 'id' | 'retries'>>(
       `SELECT id, retries FROM queue_jobs
         WHERE deployment_id = $1 AND status = 'running' AND claim_expires_at <= clock_timestamp()
-        FOR UPDATE SKIP LOCKED`, // a job being finished now: its worker's report wins (see FINISH_AND_CLAIM)
+        FOR UPDATE SKIP LOCKED`, // a job its worker is reporting on right now wins (see FINISH_AND_CLAIM)
       [deploymentId],
     );
     let requeued = 0;

@@ -55,6 +55,34 @@ test('a report with claim_next finishes its job and claims the next in order; a 
   });
 });
 
+test('a report whose next claim fails makes nothing: its outcome is not recorded either, and the same report goes through after', async () => {
+  await withScratchDatabase(async (db) => {
+    const { projectId, claimOf } = await scratchQueue(db, [1, 1]);
+    const first = (await claimJob(db, claimOf)).claim!;
+    const ref = { projectId, model: 'm', id: first.job.id, token: first.token };
+    // The claim's UPDATE fails (a trigger stands in for anything the server may refuse); the finish's would not.
+    await db.query(`CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'claims refused'; END $$`);
+    await db.query(`CREATE TRIGGER refuse_claims BEFORE UPDATE ON queue_jobs FOR EACH ROW
+      WHEN (NEW.status = 'running' AND OLD.status = 'pending') EXECUTE FUNCTION refuse_claims()`);
+    await assert.rejects(
+      finishJobAndClaimNext(db, ref, { status: 'done', outputs: { n: 1 } }, claimOf),
+      /claims refused/,
+    );
+    const unchanged = await getJob(db, projectId, 'm', first.job.id);
+    assert.equal(unchanged?.status, 'running', 'the outcome went with the failed claim');
+    assert.equal(unchanged?.outputs, null);
+    assert.equal((await getJob(db, projectId, 'm', 'job-1'))?.status, 'pending');
+
+    // The worker reports again (as worker-kit does until the API takes it): now both are made.
+    await db.query('DROP TRIGGER refuse_claims ON queue_jobs');
+    const both = await finishJobAndClaimNext(db, ref, { status: 'done', outputs: { n: 1 } }, claimOf);
+    assert.equal(both?.job.status, 'done');
+    assert.deepEqual(both?.job.outputs, { n: 1 });
+    assert.equal(both?.next.claim?.job.id, 'job-1');
+  });
+});
+
 test("the dispatcher's sweep passes over a lapsed job that a report holds, instead of waiting for it", async () => {
   await withScratchDatabase(async (db) => {
     const { projectId, deploymentId, claimOf } = await scratchQueue(db, [1, 1]);
