@@ -151,26 +151,17 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!upload) throw notFound(`Multipart upload '${body.upload_id}' not found.`);
       const stored = await listParts(db, upload.id);
       const byNumber = new Map(stored.map((p) => [p.part_number, p]));
-      if (body.parts.length !== upload.part_count) {
-        throw badRequest(`This upload has ${upload.part_count} parts; ${body.parts.length} were listed.`, 'parts');
+      try {
+        checkListedParts(body.parts, upload.part_count, byNumber);
+      } catch (err) {
+        // A delete or abort that won a race with this call took the parts away after the upload was
+        // read: that is the answer the caller gets, not a complaint about the parts it listed.
+        const now = await getMultipartUpload(db, principal.projectId, body.upload_id);
+        if (!now) throw notFound(`Multipart upload '${body.upload_id}' not found.`);
+        if (now.state !== 'open')
+          throw conflict(`Multipart upload '${now.id}' is already ${now.state}.`, 'upload_not_open');
+        throw err;
       }
-      body.parts.forEach((p, i) => {
-        if (p.part_number !== i + 1) {
-          throw badRequest(
-            `List the parts in order: expected part ${i + 1}, found ${p.part_number}.`,
-            `parts.${i}.part_number`,
-          );
-        }
-        const have = byNumber.get(p.part_number);
-        if (!have) throw badRequest(`Part ${p.part_number} was never uploaded.`, `parts.${i}`, 'part_missing');
-        if (have.sha256 !== p.etag.replace(/"/g, '')) {
-          throw badRequest(
-            `Part ${p.part_number}'s ETag does not match the part Gantry stored; upload it again.`,
-            `parts.${i}.etag`,
-            'etag_mismatch',
-          );
-        }
-      });
       if (!(await moveMultipartState(db, upload.id, 'open', 'completing'))) {
         throw conflict(`Multipart upload '${upload.id}' is already ${upload.state}.`, 'upload_not_open');
       }
@@ -192,6 +183,11 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
         }
       } catch (err) {
         await moveMultipartState(db, upload.id, 'completing', 'open'); // a retry of complete may succeed
+        // A delete that won the race took the parts away while they were being joined.
+        if (!(await getMultipartUpload(db, principal.projectId, body.upload_id)) || !(await getFileById(db, file.id))) {
+          await discardBlobs(db, blobs, [file.blob_key]);
+          throw notFound(`File '${file.id}' no longer exists; start the upload again.`);
+        }
         if (err instanceof BlobTooLargeError) throw badRequest('The parts hold more bytes than declared.', 'parts');
         throw err;
       }
@@ -327,4 +323,32 @@ function multipartPartHandler(deps: ApiDeps) {
       .status(200)
       .json({ part_number: part, size: stored.bytes, etag: stored.sha256 });
   };
+}
+
+/** Refuses a complete whose listed parts are not, in order, the parts this upload stored. */
+function checkListedParts(
+  parts: Array<{ part_number: number; etag: string }>,
+  partCount: number,
+  stored: Map<number, { sha256: string }>,
+): void {
+  if (parts.length !== partCount) {
+    throw badRequest(`This upload has ${partCount} parts; ${parts.length} were listed.`, 'parts');
+  }
+  parts.forEach((p, i) => {
+    if (p.part_number !== i + 1) {
+      throw badRequest(
+        `List the parts in order: expected part ${i + 1}, found ${p.part_number}.`,
+        `parts.${i}.part_number`,
+      );
+    }
+    const have = stored.get(p.part_number);
+    if (!have) throw badRequest(`Part ${p.part_number} was never uploaded.`, `parts.${i}`, 'part_missing');
+    if (have.sha256 !== p.etag.replace(/"/g, '')) {
+      throw badRequest(
+        `Part ${p.part_number}'s ETag does not match the part Gantry stored; upload it again.`,
+        `parts.${i}.etag`,
+        'etag_mismatch',
+      );
+    }
+  });
 }
