@@ -45,7 +45,7 @@ describe('project, member and API-key administration', () => {
     org.adminKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: org.adminId, name: 'a' })).secret;
     org.devKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: org.devId, name: 'd' })).secret;
     org.legacyKey = (
-      await createApiKey(p.db, { projectId: org.defaultProject, userId: org.adminId, name: 'legacy', legacy: true })
+      await createApiKey(p.db, { projectId: org.defaultProject, userId: null, name: 'legacy', legacy: true })
     ).secret;
   });
   after(() => p.stop());
