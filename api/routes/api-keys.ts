@@ -17,26 +17,12 @@ import {
   findProjectForUser,
   listApiKeys,
   regenerateLegacyKey,
-  type ApiKeyRow,
 } from '../../db/administration';
 import type { ApiDeps } from '../deps';
 import { forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { ApiKeyParams, ApiKeySchema, CreateApiKeyBody, listOf, NewApiKeySchema } from '../schemas/administration';
-import { requireUser, visibleProject } from '../use-cases/administration-access';
-
-const keyView = (k: ApiKeyRow) => ({
-  id: k.id,
-  object: 'api_key' as const,
-  project_id: k.project_id,
-  user_id: k.user_id,
-  name: k.name,
-  key_hint: k.key_hint,
-  legacy: k.legacy,
-  created_at: k.created_at.toISOString(),
-  last_used_at: k.last_used_at?.toISOString() ?? null,
-  revoked_at: k.revoked_at?.toISOString() ?? null,
-});
+import { keyView, requireUser, visibleProject } from '../use-cases/administration-access';
 
 export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
   const isAdminOf = (role: string | null, orgRole: string | null) => role === 'Admin' || orgRole === 'Admin';
