@@ -25,6 +25,7 @@ import {
   requestsSince,
   meanRequestMsSince,
   sealedSecrets,
+  type SealedSecret,
   updateReplicaStatus,
   runningReplicaOrigins,
   upsertReplica,
@@ -35,6 +36,7 @@ import {
 import { queueMetrics } from '../db/queue';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
 import { withTransaction, type Db } from '../db/pool';
+import { openFromRow, SEALED_COLUMNS } from '../db/sealed-values';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
 import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
 import type { AdapterFiles } from '../providers/containers/adapter-files';
@@ -209,14 +211,22 @@ export function createReplicaActivities(deps: {
         [REVISION_ENV]: String(l.revision),
       };
       const wanted = l.spec.environment_variables.filter((e) => e.value_from_secret).map((e) => e.value_from_secret!);
-      const sealed = wanted.length ? await sealedSecrets(db, l.projectId, wanted) : new Map<string, Buffer>();
+      const sealed = wanted.length ? await sealedSecrets(db, l.projectId, wanted) : new Map<string, SealedSecret>();
       for (const e of l.spec.environment_variables) {
         if (e.value_from_secret) {
           const box = sealed.get(e.value_from_secret);
           let value: string | undefined;
           let why = `secret '${e.value_from_secret}' does not exist`;
           try {
-            value = box && deps.keyring?.unseal(box);
+            value =
+              box &&
+              deps.keyring &&
+              openFromRow(
+                deps.keyring,
+                SEALED_COLUMNS.deploymentSecret,
+                { id: box.id, projectId: l.projectId },
+                box.sealed,
+              );
           } catch (err) {
             // Sealed under a key this installation no longer has: retrying cannot help.
             if (!(err instanceof SealedValueUnreadable)) throw err;

@@ -20,6 +20,7 @@ import { addUploadEvent, getUploadById, setUploadStatus, type UploadStatus } fro
 import { withTransaction, type Db } from '../db/pool';
 import { insertRevision } from '../db/models';
 import { projectStoredBytes } from '../db/files';
+import { openFromRow, SEALED_COLUMNS } from '../db/sealed-values';
 import { fetchRemote, RemoteFetchRefused } from '../providers/remote/fetch-remote';
 import { assertSafeKey, BlobTooLargeError, type BlobStore } from '../providers/storage/blob-store';
 import { checkRevisionWeights } from '../providers/trainer/safetensors';
@@ -152,7 +153,15 @@ export function createModelUploadActivities(deps: {
         attempt > 1 ? 'download.restarted' : 'download.started',
         attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
       );
-      const token = upload.sealed_token && deps.keyring ? deps.keyring.unseal(upload.sealed_token) : undefined;
+      const token =
+        upload.sealed_token && deps.keyring
+          ? openFromRow(
+              deps.keyring,
+              SEALED_COLUMNS.registryUploadToken,
+              { id: upload.id, projectId: upload.project_id },
+              upload.sealed_token,
+            )
+          : undefined;
       const revisionId = 'rv_' + createHash('sha256').update(uploadId).digest('hex').slice(0, 24);
       const prefix = `registry/${upload.model_id}/${revisionId}`;
 

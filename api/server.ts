@@ -6,6 +6,7 @@ import { createLogger } from '../platform/logger';
 import { ensureSearchAttributes, temporalConnectionOptions } from '../platform/temporal';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { bindStoredValuesOnce } from '../db/sealed-values';
 import { PrincipalCache } from '../db/principal-cache';
 import { QueueWakeups } from '../db/queue-wakeups';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
@@ -21,6 +22,7 @@ async function main() {
   const db = createPool(requireDatabaseUrl(config));
   const applied = await retryUntilReady('PostgreSQL', () => migrate(db), logger);
   if (applied.length) logger.info({ applied }, 'migrations applied');
+  await bindStoredValuesOnce(db, config.keyring, logger);
 
   const connection = await retryUntilReady(
     `Temporal at ${config.temporal.address}`,

@@ -37,41 +37,56 @@ export function hashApiKey(secret: string): Buffer {
   return createHash('sha256').update(secret, 'utf8').digest();
 }
 
+/**
+ * What a key resolves to, with the rules every use of a key follows: not revoked, its project
+ * and organization still there, and a person's key only while they belong to its project (a
+ * member, or, for the default project, which everyone in the organization belongs to, an
+ * organization member). `match` picks the key.
+ */
+const PRINCIPAL_QUERY = (match: string) =>
+  `SELECT k.id AS api_key_id, k.user_id, p.id AS project_id, p.name AS project_name, p.slug AS project_slug,
+          o.id AS organization_id, o.name AS organization_name,
+          pm.role AS project_role, om.role AS organization_role,
+          coalesce(u.is_platform_admin, false) AS is_platform_admin,
+          (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS use_is_stale
+     FROM api_keys k
+     JOIN projects p ON p.id = k.project_id
+     JOIN organizations o ON o.id = p.organization_id
+     LEFT JOIN users u ON u.id = k.user_id
+     LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = k.user_id
+     LEFT JOIN organization_members om ON om.organization_id = o.id AND om.user_id = k.user_id
+    WHERE ${match} AND k.revoked_at IS NULL
+      AND (k.user_id IS NULL OR pm.role IS NOT NULL OR (p.is_default AND om.role IS NOT NULL))`;
+
+const toPrincipal = (r: Record<string, any>): Principal => ({
+  apiKeyId: r.api_key_id,
+  userId: r.user_id,
+  projectId: r.project_id,
+  projectName: r.project_name,
+  projectSlug: r.project_slug,
+  organizationId: r.organization_id,
+  organizationName: r.organization_name,
+  projectRole: r.project_role,
+  organizationRole: r.organization_role,
+  isPlatformAdmin: r.is_platform_admin,
+});
+
 export async function findPrincipalByApiKey(db: Queryable, secret: string): Promise<Principal | null> {
-  const { rows } = await db.query(
-    `SELECT k.id AS api_key_id, k.user_id, p.id AS project_id, p.name AS project_name, p.slug AS project_slug,
-            o.id AS organization_id, o.name AS organization_name,
-            pm.role AS project_role, om.role AS organization_role,
-            coalesce(u.is_platform_admin, false) AS is_platform_admin,
-            (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS use_is_stale
-       FROM api_keys k
-       JOIN projects p ON p.id = k.project_id
-       JOIN organizations o ON o.id = p.organization_id
-       LEFT JOIN users u ON u.id = k.user_id
-       LEFT JOIN project_members pm ON pm.project_id = p.id AND pm.user_id = k.user_id
-       LEFT JOIN organization_members om ON om.organization_id = o.id AND om.user_id = k.user_id
-      WHERE k.key_hash = $1 AND k.revoked_at IS NULL
-        -- A person's key works while they belong to its project: a member, or (for the default
-        -- project, which everyone in the organization belongs to) an organization member.
-        AND (k.user_id IS NULL OR pm.role IS NOT NULL OR (p.is_default AND om.role IS NOT NULL))`,
-    [hashApiKey(secret)],
-  );
+  const { rows } = await db.query(PRINCIPAL_QUERY('k.key_hash = $1'), [hashApiKey(secret)]);
   const r = rows[0];
   if (!r) return null;
   // Record use at most once a minute per key, so reads do not become writes (nor extra round trips).
   if (r.use_is_stale) await recordApiKeyUse(db, r.api_key_id);
-  return {
-    apiKeyId: r.api_key_id,
-    userId: r.user_id,
-    projectId: r.project_id,
-    projectName: r.project_name,
-    projectSlug: r.project_slug,
-    organizationId: r.organization_id,
-    organizationName: r.organization_name,
-    projectRole: r.project_role,
-    organizationRole: r.organization_role,
-    isPlatformAdmin: r.is_platform_admin,
-  };
+  return toPrincipal(r);
+}
+
+/**
+ * The principal of a key named by its id, if that key would still authenticate a request now:
+ * for credentials made on a key's behalf (pre-signed download URLs), which must end with it.
+ */
+export async function findPrincipalByApiKeyId(db: Queryable, apiKeyId: string): Promise<Principal | null> {
+  const { rows } = await db.query(PRINCIPAL_QUERY('k.id = $1'), [apiKeyId]);
+  return rows[0] ? toPrincipal(rows[0]) : null;
 }
 
 /** Sets last_used_at, unless it was set within the last minute. */

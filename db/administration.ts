@@ -281,11 +281,15 @@ export async function defaultProjectOf(db: Queryable, organizationId: string): P
 /**
  * Replaces the organization's legacy key: every unrevoked legacy key of the
  * default project is revoked and one new legacy key is made, atomically.
+ *
+ * The legacy key is shared by everyone who holds it, so it belongs to no user:
+ * it acts as the default project's key and nothing more (no one's roles, no
+ * administration), and it does not end when the person who regenerated it
+ * leaves. A CHECK on api_keys (migration 035) keeps it so.
  */
 export async function regenerateLegacyKey(
   db: Db,
   defaultProjectId: string,
-  userId: string,
 ): Promise<{ id: string; secret: string; revoked: string[] }> {
   return withTransaction(db, async (tx) => {
     await lockProject(tx, defaultProjectId);
@@ -294,7 +298,7 @@ export async function regenerateLegacyKey(
         WHERE project_id = $1 AND legacy AND revoked_at IS NULL RETURNING id`,
       [defaultProjectId],
     );
-    const key = await createApiKey(tx, { projectId: defaultProjectId, userId, name: 'legacy key', legacy: true });
+    const key = await createApiKey(tx, { projectId: defaultProjectId, userId: null, name: 'legacy key', legacy: true });
     return { ...key, revoked: rows.map((r) => r.id) };
   });
 }

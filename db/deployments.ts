@@ -300,13 +300,23 @@ export async function deleteSecret(db: Queryable, id: string): Promise<void> {
   await db.query('DELETE FROM deployment_secrets WHERE id = $1', [id]);
 }
 
-/** Sealed values of the named secrets of a project (for the replica that needs them, nothing else). */
-export async function sealedSecrets(db: Queryable, projectId: string, names: string[]): Promise<Map<string, Buffer>> {
-  const { rows } = await db.query<{ name: string; sealed_value: Buffer }>(
-    'SELECT name, sealed_value FROM deployment_secrets WHERE project_id = $1 AND name = ANY($2)',
+/** A secret's sealed value and the row it is sealed for (db/sealed-values.ts opens it there only). */
+export interface SealedSecret {
+  id: string;
+  sealed: Buffer;
+}
+
+/** Sealed values of the named secrets of a project, by name (for the replica that needs them, nothing else). */
+export async function sealedSecrets(
+  db: Queryable,
+  projectId: string,
+  names: string[],
+): Promise<Map<string, SealedSecret>> {
+  const { rows } = await db.query<{ id: string; name: string; sealed_value: Buffer }>(
+    'SELECT id, name, sealed_value FROM deployment_secrets WHERE project_id = $1 AND name = ANY($2)',
     [projectId, names],
   );
-  return new Map(rows.map((r) => [r.name, r.sealed_value]));
+  return new Map(rows.map((r) => [r.name, { id: r.id, sealed: r.sealed_value }]));
 }
 
 // ---- request counts (the gateway's proxy) ----

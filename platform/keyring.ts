@@ -12,17 +12,31 @@
  *   `scripts/reseal.ts` moves stored values to the current key, after which the
  *   old root can be dropped.
  *
+ * A sealed value is bound to where it is stored: GCM's associated data is a
+ * string naming its place (db/sealed-values.ts: table, column, project, row),
+ * and it opens only with that same string. A value copied into another row (by
+ * an SQL injection elsewhere, a restore, a buggy move) does not open there.
+ *
  * A key id is derived too (8 bytes of HKDF output, shown as 16 hex digits): it
  * says which root sealed a value without saying anything about the root.
  *
- * Sealed values: 'GK' || key id (8) || iv (12) || tag (16) || ciphertext. Values
- * sealed before key ids existed (iv || tag || ciphertext, same sealing key) are
- * still opened, by trying each key.
+ * Sealed values: 'GB' || key id (8) || iv (12) || tag (16) || ciphertext, with
+ * the place as associated data. Two older forms carry no place: 'GK' || key id
+ * || iv || tag || ciphertext, and before key ids iv || tag || ciphertext. They
+ * never open as stored values; `bind` turns one into a bound value of the row it
+ * is in (db/sealed-values.ts does that for every stored value when a process
+ * starts), so what was stored before binding keeps working.
  */
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
-const MAGIC = Buffer.from('GK');
+/** A value sealed with its place as associated data. */
+const BOUND = Buffer.from('GB');
+/** A value sealed with a key id but no place (before binding). */
+const UNBOUND = Buffer.from('GK');
 const KEY_ID_BYTES = 8;
+const HEADER_BYTES = BOUND.length + KEY_ID_BYTES;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
 
 export class SealedValueUnreadable extends Error {}
 
@@ -45,11 +59,25 @@ function keyVersion(root: string): KeyVersion {
   };
 }
 
-function open(key: Buffer, iv: Buffer, tag: Buffer, body: Buffer): string {
-  const decipher = createDecipheriv('aes-256-gcm', key, iv);
-  decipher.setAuthTag(tag);
-  return Buffer.concat([decipher.update(body), decipher.final()]).toString('utf8');
+/** Opens iv || tag || ciphertext; `place` is the associated data it was sealed with, if any. */
+function open(key: Buffer, box: Buffer, place?: string): string {
+  const decipher = createDecipheriv('aes-256-gcm', key, box.subarray(0, IV_BYTES));
+  decipher.setAuthTag(box.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+  if (place !== undefined) decipher.setAAD(Buffer.from(place, 'utf8'));
+  return Buffer.concat([decipher.update(box.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
 }
+
+function sealWith(key: KeyVersion, value: string, place: string): Buffer {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key.sealing, iv);
+  cipher.setAAD(Buffer.from(place, 'utf8'));
+  const body = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
+  return Buffer.concat([BOUND, Buffer.from(key.id, 'hex'), iv, cipher.getAuthTag(), body]);
+}
+
+const LOST_KEY =
+  'A stored secret was sealed with a key this installation no longer has: put its GANTRY_SIGNING_SECRET ' +
+  'back in GANTRY_PREVIOUS_SIGNING_SECRETS, or set the secret again.';
 
 export class Keyring {
   private readonly keys: KeyVersion[];
@@ -78,49 +106,75 @@ export class Keyring {
     });
   }
 
-  seal(value: string): Buffer {
-    const key = this.keys[0];
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', key.sealing, iv);
-    const body = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
-    return Buffer.concat([MAGIC, Buffer.from(key.id, 'hex'), iv, cipher.getAuthTag(), body]);
+  /** `value` sealed under the current key, bound to `place`: it opens with that place only. */
+  seal(value: string, place: string): Buffer {
+    return sealWith(this.keys[0], value, place);
   }
 
-  /** The id of the key that sealed `sealed`; undefined for a value sealed before key ids. */
+  /** Whether `sealed` is bound to a place (the form `seal` makes). */
+  isBound(sealed: Buffer): boolean {
+    return sealed.length >= HEADER_BYTES + IV_BYTES + TAG_BYTES && sealed.subarray(0, 2).equals(BOUND);
+  }
+
+  /** The id of the key that sealed `sealed`, if this ring has it; undefined for a value sealed before key ids. */
   keyIdOf(sealed: Buffer): string | undefined {
-    if (sealed.length < MAGIC.length + KEY_ID_BYTES + 28 || !sealed.subarray(0, 2).equals(MAGIC)) return undefined;
-    const id = sealed.subarray(2, 2 + KEY_ID_BYTES).toString('hex');
+    const magic = sealed.subarray(0, 2);
+    if (sealed.length < HEADER_BYTES + IV_BYTES + TAG_BYTES || !(magic.equals(BOUND) || magic.equals(UNBOUND)))
+      return undefined;
+    const id = sealed.subarray(2, HEADER_BYTES).toString('hex');
     return this.keys.some((k) => k.id === id) ? id : undefined;
   }
 
-  unseal(sealed: Buffer): string {
-    const id = this.keyIdOf(sealed);
-    if (id) {
-      const key = this.keys.find((k) => k.id === id)!;
-      const at = MAGIC.length + KEY_ID_BYTES;
-      return open(
-        key.sealing,
-        sealed.subarray(at, at + 12),
-        sealed.subarray(at + 12, at + 28),
-        sealed.subarray(at + 28),
+  /**
+   * The value sealed at `place`. A value sealed for another place, one changed since, and one in
+   * a form without a place (see `bind`) do not open: SealedValueUnreadable.
+   */
+  unseal(sealed: Buffer, place: string): string {
+    if (!this.isBound(sealed)) {
+      throw new SealedValueUnreadable(
+        'A stored secret is in a form from before secrets were bound to where they are stored, and was not ' +
+          'bound when this process started: run scripts/reseal.ts, or set the secret again.',
       );
     }
-    // A value sealed before key ids (or under a key id this ring lacks, which then fails here too).
-    for (const key of this.keys) {
-      try {
-        return open(key.sealing, sealed.subarray(0, 12), sealed.subarray(12, 28), sealed.subarray(28));
-      } catch {
-        // not this key
-      }
+    const id = this.keyIdOf(sealed);
+    if (!id) throw new SealedValueUnreadable(LOST_KEY);
+    try {
+      return open(this.keys.find((k) => k.id === id)!.sealing, sealed.subarray(HEADER_BYTES), place);
+    } catch {
+      throw new SealedValueUnreadable(
+        'A stored secret does not open where it is stored (it was sealed for another place, or changed): ' +
+          'set the secret again.',
+      );
     }
-    throw new SealedValueUnreadable(
-      'A stored secret was sealed with a key this installation no longer has: put its GANTRY_SIGNING_SECRET ' +
-        'back in GANTRY_PREVIOUS_SIGNING_SECRETS, or set the secret again.',
-    );
   }
 
-  /** Whether `sealed` is under the current key (reseal moves the others). */
+  /**
+   * A value sealed without a place ('GK', or from before key ids), sealed again under the same
+   * key and bound to `place`: for values stored before binding, each bound to the row it is in.
+   * The key does not change (moving to the current key is `scripts/reseal.ts`'s work).
+   */
+  bind(sealed: Buffer, place: string): Buffer {
+    const id = this.keyIdOf(sealed);
+    // 'GK' names its key; a value from before key ids (whatever its first bytes happen to be) is
+    // tried with each key.
+    const tries: [KeyVersion, Buffer][] =
+      id && sealed.subarray(0, 2).equals(UNBOUND)
+        ? [[this.keys.find((k) => k.id === id)!, sealed.subarray(HEADER_BYTES)]]
+        : this.keys.map((k) => [k, sealed]);
+    for (const [key, box] of tries) {
+      let value: string;
+      try {
+        value = open(key.sealing, box);
+      } catch {
+        continue; // not this key
+      }
+      return sealWith(key, value, place);
+    }
+    throw new SealedValueUnreadable(LOST_KEY);
+  }
+
+  /** Whether `sealed` is bound and under the current key (reseal moves the others). */
   isCurrent(sealed: Buffer): boolean {
-    return this.keyIdOf(sealed) === this.currentKeyId;
+    return this.isBound(sealed) && this.keyIdOf(sealed) === this.currentKeyId;
   }
 }

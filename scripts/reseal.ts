@@ -2,7 +2,10 @@
  * After rotating GANTRY_SIGNING_SECRET (the new value in GANTRY_SIGNING_SECRET,
  * the old one in GANTRY_PREVIOUS_SIGNING_SECRETS), moves every stored sealed
  * value to the new key. Then the old value can be removed from
- * GANTRY_PREVIOUS_SIGNING_SECRETS. Safe to run again; prints what it did.
+ * GANTRY_PREVIOUS_SIGNING_SECRETS. It also binds to its row any value stored in
+ * the form from before binding (say, after restoring an old backup), and lists
+ * the values that do not open where they are (their key is gone, or they were
+ * sealed for another row). Safe to run again; prints what it did.
  *
  *   GANTRY_SIGNING_SECRET=… GANTRY_PREVIOUS_SIGNING_SECRETS=… DATABASE_URL=… node --import tsx scripts/reseal.ts
  */

@@ -11,6 +11,7 @@ import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../platform
 import { createLogger } from '../platform/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { bindStoredValuesOnce } from '../db/sealed-values';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
 import { startContainerHost } from './container-host-workers';
 import { connectWorkerConnection, installRuntime } from './runtime';
@@ -24,6 +25,7 @@ async function main() {
   installRuntime(logger, { host: config.host, port: config.metricsPort });
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);
+  await bindStoredValuesOnce(db, config.keyring, logger);
   const connection = await connectWorkerConnection(config, logger);
   const host = await startContainerHost({
     config,

@@ -13,6 +13,7 @@ import { exitOnStartupError, ownerOnlyFiles, retryUntilReady } from '../platform
 import { createLogger } from '../platform/logger';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { bindStoredValuesOnce } from '../db/sealed-values';
 import { LocalFleet } from '../providers/compute/local-fleet';
 import { startBlobDeletionRetries } from '../providers/storage/blob-deletions';
 import { FilesystemBlobStore } from '../providers/storage/filesystem';
@@ -26,6 +27,7 @@ async function main() {
   installRuntime(logger, { host: config.host, port: config.metricsPort });
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);
+  await bindStoredValuesOnce(db, config.keyring, logger);
   const connection = await connectWorkerConnection(config, logger);
   // The workflows here set Gantry's search attributes: an upgraded worker that starts before the
   // API must not run them against a namespace that lacks a new attribute (the API registers too).

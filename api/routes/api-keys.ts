@@ -1,7 +1,9 @@
 /**
  * API keys: list, create (the secret is shown once), revoke, and the legacy
  * key's regeneration (spec: Authentication, "legacy keys can be regenerated
- * by any admin or editor of the default project").
+ * by any admin or editor of the default project"). The legacy key is shared,
+ * so it carries no user: it is the default project's key without anyone's
+ * roles, and cannot administer (db/administration.ts regenerateLegacyKey).
  *
  * A revoked key is refused from the next request on: the revoking process
  * drops its principal cache before answering, and every other API and
@@ -15,26 +17,12 @@ import {
   findProjectForUser,
   listApiKeys,
   regenerateLegacyKey,
-  type ApiKeyRow,
 } from '../../db/administration';
 import type { ApiDeps } from '../deps';
 import { forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { ApiKeyParams, ApiKeySchema, CreateApiKeyBody, listOf, NewApiKeySchema } from '../schemas/administration';
-import { requireUser, visibleProject } from '../use-cases/administration-access';
-
-const keyView = (k: ApiKeyRow) => ({
-  id: k.id,
-  object: 'api_key' as const,
-  project_id: k.project_id,
-  user_id: k.user_id,
-  name: k.name,
-  key_hint: k.key_hint,
-  legacy: k.legacy,
-  created_at: k.created_at.toISOString(),
-  last_used_at: k.last_used_at?.toISOString() ?? null,
-  revoked_at: k.revoked_at?.toISOString() ?? null,
-});
+import { keyView, requireUser, visibleProject } from '../use-cases/administration-access';
 
 export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
   const isAdminOf = (role: string | null, orgRole: string | null) => role === 'Admin' || orgRole === 'Admin';
@@ -129,9 +117,10 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
           'default_project_role_required',
         );
       }
-      const { id, secret, revoked } = await regenerateLegacyKey(db, defaultProject, userId);
+      // The new key carries no user (it is shared): who made it is in this log line only.
+      const { id, secret, revoked } = await regenerateLegacyKey(db, defaultProject);
       principals?.drop();
-      req.log?.info({ newKeyId: id, revokedKeyIds: revoked }, 'legacy API key regenerated');
+      req.log?.info({ newKeyId: id, revokedKeyIds: revoked, regeneratedBy: userId }, 'legacy API key regenerated');
       return { ...keyView((await findApiKey(db, id))!), key: secret };
     },
   });

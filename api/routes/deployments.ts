@@ -22,6 +22,7 @@ import {
   type SecretRow,
 } from '../../db/deployments';
 import type { Db } from '../../db/pool';
+import { SEALED_COLUMNS, sealForRow } from '../../db/sealed-values';
 import type { ApiDeps } from '../deps';
 import { tailLines } from '../../providers/containers/log-tail';
 import { followLogs } from '../replica-logs';
@@ -175,7 +176,12 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
         projectId: principal.projectId,
         name: body.name,
         description: body.description,
-        sealed: config.keyring.seal(body.value),
+        sealed: sealForRow(
+          config.keyring,
+          SEALED_COLUMNS.deploymentSecret,
+          { id, projectId: principal.projectId },
+          body.value,
+        ),
         by: who(principal.apiKeyId),
       });
       return toSecret((await getSecret(db, principal.projectId, id))!);
@@ -230,7 +236,15 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       await updateSecret(db, s.id, {
         name: body.name,
         description: body.description,
-        sealed: body.value !== undefined ? config.keyring!.seal(body.value) : undefined,
+        sealed:
+          body.value !== undefined
+            ? sealForRow(
+                config.keyring!,
+                SEALED_COLUMNS.deploymentSecret,
+                { id: s.id, projectId: principal.projectId },
+                body.value,
+              )
+            : undefined,
         by: who(principal.apiKeyId),
       });
       return toSecret((await getSecret(db, principal.projectId, s.id))!);

@@ -164,7 +164,7 @@ export function addFineTuneDownloadRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
       const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_TTL_SECONDS;
       return {
-        url: downloadUrl(config.publicUrl, config.keyring, tokenizedPath(job.id), expires),
+        url: downloadUrl(config.publicUrl, config.keyring, tokenizedPath(job.id), principal.apiKeyId, expires),
         filename: `${job.id}-tokenized-dataset.tar.zst`,
         content_type: 'application/zstd',
         size,
@@ -217,10 +217,10 @@ function tokenizedDatasetHandler(deps: ApiDeps) {
   return async (req: Request, res: Response) => {
     if (!deps.config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const jobId = String(req.params.id);
-    verifyDownloadUrl(deps.config.keyring, tokenizedPath(jobId), req.query);
+    const principal = await verifyDownloadUrl(deps.config.keyring, deps.db, tokenizedPath(jobId), req.query);
     const job = await getFineTuneById(deps.db, jobId);
     const key = tokenizedDatasetArchiveKey(jobId);
-    const size = job ? await deps.blobs.size(key) : null;
+    const size = job?.project_id === principal.projectId ? await deps.blobs.size(key) : null;
     if (size === null) throw notFound(`The tokenized dataset of '${jobId}' no longer exists.`);
     await sendBlob(req, res, deps.blobs, {
       key,

@@ -406,7 +406,13 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
           .filter(({ f }) => wanted.includes(f.path))
           .map(({ f, index }) => {
             const size = Number(f.size_bytes);
-            const url = downloadUrl(config.publicUrl, keyring(), revisionFilePath(revision.id, index), expires);
+            const url = downloadUrl(
+              config.publicUrl,
+              keyring(),
+              revisionFilePath(revision.id, index),
+              principal.apiKeyId,
+              expires,
+            );
             return {
               path: f.path,
               // What the CLI compares a local copy with: the upload's ETag where the file came from one.
@@ -447,10 +453,12 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     },
     async (req: Request, res: Response) => {
       const { id, file } = parseOrThrow(RevisionFileParams, req.params, 'path', false);
-      verifyDownloadUrl(keyring(), revisionFilePath(id, file), req.query);
-      const { rows } = await db.query<{ model_id: string; blob_prefix: string }>(
-        'SELECT model_id, blob_prefix FROM registry_model_revisions WHERE id = $1',
-        [id],
+      const principal = await verifyDownloadUrl(keyring(), db, revisionFilePath(id, file), req.query);
+      // The revision of a model of the key's own project, as when the URL was made.
+      const { rows } = await db.query<{ blob_prefix: string }>(
+        `SELECT r.blob_prefix FROM registry_model_revisions r JOIN registry_models m ON m.id = r.model_id
+          WHERE r.id = $1 AND m.project_id = $2`,
+        [id, principal.projectId],
       );
       const f = rows[0] && (await listRevisionFiles(db, id))[file];
       if (!f) throw notFound(`The file no longer exists (its model or revision was deleted).`);

@@ -16,6 +16,7 @@ import {
   type UploadRow,
 } from '../../db/model-uploads';
 import { findRegistryModelsByName, getRegistryModel } from '../../db/models';
+import { SEALED_COLUMNS, sealForRow } from '../../db/sealed-values';
 import { checkRemoteUrl, RemoteFetchRefused } from '../../providers/remote/fetch-remote';
 import { modelUpload } from '../../workflows/model-uploads';
 import type { ApiDeps } from '../deps';
@@ -88,7 +89,14 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
         projectId: principal.projectId,
         modelId: model.id,
         remoteUrl: body.remoteUrl,
-        sealedToken: body.token ? config.keyring!.seal(body.token) : undefined,
+        sealedToken: body.token
+          ? sealForRow(
+              config.keyring!,
+              SEALED_COLUMNS.registryUploadToken,
+              { id, projectId: principal.projectId },
+              body.token,
+            )
+          : undefined,
         maxRestarts: MAX_RESTARTS,
       });
       await startResourceWorkflowOrUndo(

@@ -59,6 +59,17 @@ export const NewApiKeySchema = ApiKeySchema.extend({
   key: z.string(),
 }).meta({ id: 'NewApiKey' });
 
+export const AcceptedInvitationSchema = z
+  .object({
+    object: z.literal('organization.membership'),
+    organization_id: z.string(),
+    organization_name: z.string(),
+    role: OrganizationRoleSchema,
+    /** A key of the organization's default project, its secret shown this once; null without a default project. */
+    api_key: NewApiKeySchema.nullable(),
+  })
+  .meta({ id: 'AcceptedInvitation' });
+
 export const listOf = <T extends z.ZodType>(item: T) => z.object({ object: z.literal('list'), data: z.array(item) });
 
 export const slugField = z
@@ -100,11 +111,27 @@ export const AddProjectMemberBody = z
     path: ['user_id'],
   });
 
-export const AddOrganizationMemberBody = z.object({
+/** A member's new role, the member named by email (people join by invitation: InviteBody). */
+export const OrganizationMemberRoleBody = z.object({
   email: z.email(),
-  name: GivenName.optional(),
   role: OrganizationRoleSchema,
 });
+
+export const InviteBody = z.object({ email: z.email(), role: OrganizationRoleSchema });
+export const InvitationParams = z.object({ invitationId: ResourceId });
+
+/** The same for every address: nothing in it says whether the address belongs to a user. */
+export const InvitationSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('organization.invitation'),
+    organization_id: z.string(),
+    organization_name: z.string(),
+    email: z.string(),
+    role: OrganizationRoleSchema,
+    created_at: z.string(),
+  })
+  .meta({ id: 'OrganizationInvitation' });
 
 export const CreateApiKeyBody = z.object({ name: GivenName, project_id: ResourceId.optional() });
 export const ApiKeyParams = z.object({ keyId: ResourceId });

@@ -8,6 +8,8 @@
  * sent again (a retry) until its upload completes, never after.
  */
 import { z } from 'zod';
+import { findPrincipalByApiKeyId, type Principal } from '../../db/accounts';
+import type { Queryable } from '../../db/pool';
 import type { Keyring } from '../../platform/keyring';
 import { forbidden } from '../errors';
 import { parseOrThrow } from '../validation';
@@ -75,31 +77,62 @@ export function verifyUploadUrl(
 }
 
 /**
- * Pre-signed download URLs: an HMAC over the resource path and the expiry.
- * Used where a client expects a URL it can fetch without its API key.
+ * Pre-signed download URLs: an HMAC over the resource path, the key that asked for the URL and
+ * the expiry. Used where a client expects a URL it can fetch without its API key. The URL is a
+ * credential of that key and works only while the key does (not revoked, its project still
+ * there, its person still in the project): revoking a key ends its URLs at once, not when they
+ * expire.
  */
-const downloadPayload = (resourcePath: string, expires: number) => ['v1-download', resourcePath, expires].join('\n');
+const downloadPayload = (resourcePath: string, keyId: string, expires: number) =>
+  ['v2-download', resourcePath, keyId, expires].join('\n');
 
-export function downloadUrl(publicUrl: string, keys: Keyring, resourcePath: string, expires: number): string {
+export function downloadUrl(
+  publicUrl: string,
+  keys: Keyring,
+  resourcePath: string,
+  keyId: string,
+  expires: number,
+): string {
   const q = new URLSearchParams({
+    key_id: keyId,
     expires: String(expires),
-    signature: keys.sign(downloadPayload(resourcePath, expires)),
+    signature: keys.sign(downloadPayload(resourcePath, keyId, expires)),
   });
   return `${publicUrl}${resourcePath}?${q}`;
 }
 
 export const DownloadUrlQuery = z.object({
+  key_id: z.string().min(1).max(128).meta({ description: 'The API key the URL was made for' }),
   expires: z.coerce.number().int().positive(),
   signature: z.string().regex(/^[0-9a-f]{64}$/),
 });
 
-export function verifyDownloadUrl(keys: Keyring, resourcePath: string, query: unknown, now = Date.now()): void {
+/**
+ * Checks the signature and expiry, then that the key the URL was made for still works. Answers
+ * that key's principal: the caller serves only what its project owns.
+ */
+export async function verifyDownloadUrl(
+  keys: Keyring,
+  db: Queryable,
+  resourcePath: string,
+  query: unknown,
+  now = Date.now(),
+): Promise<Principal> {
   const q = parseOrThrow(DownloadUrlQuery, query, 'query', true);
-  if (!keys.verify(downloadPayload(resourcePath, q.expires), q.signature)) {
+  if (!keys.verify(downloadPayload(resourcePath, q.key_id, q.expires), q.signature)) {
     throw forbidden('The download URL is not valid (its signature does not match).', 'invalid_signature');
   }
   if (now / 1000 > q.expires)
     throw forbidden('The download URL has expired; ask for a new one.', 'download_url_expired');
+  const principal = await findPrincipalByApiKeyId(db, q.key_id);
+  if (!principal) {
+    throw forbidden(
+      'The API key this download URL was made for no longer works (revoked, or its project or membership ended); ' +
+        'ask for a new URL with a key that works.',
+      'download_url_key_revoked',
+    );
+  }
+  return principal;
 }
 
 /**

@@ -7,7 +7,7 @@
  * cached principal, which describes the key's own project only).
  */
 import type { Principal } from '../../db/accounts';
-import { findProjectForUser, type MemberRow, type ProjectRow } from '../../db/administration';
+import { findProjectForUser, type ApiKeyRow, type MemberRow, type ProjectRow } from '../../db/administration';
 import type { Queryable } from '../../db/pool';
 import { forbidden, notFound } from '../errors';
 
@@ -68,4 +68,18 @@ export const memberView = (r: MemberRow) => ({
   name: r.name,
   role: r.role,
   created_at: r.created_at.toISOString(),
+});
+
+/** An API key as every route shows it (never its secret). */
+export const keyView = (k: ApiKeyRow) => ({
+  id: k.id,
+  object: 'api_key' as const,
+  project_id: k.project_id,
+  user_id: k.user_id,
+  name: k.name,
+  key_hint: k.key_hint,
+  legacy: k.legacy,
+  created_at: k.created_at.toISOString(),
+  last_used_at: k.last_used_at?.toISOString() ?? null,
+  revoked_at: k.revoked_at?.toISOString() ?? null,
 });

@@ -45,7 +45,7 @@ describe('project, member and API-key administration', () => {
     org.adminKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: org.adminId, name: 'a' })).secret;
     org.devKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: org.devId, name: 'd' })).secret;
     org.legacyKey = (
-      await createApiKey(p.db, { projectId: org.defaultProject, userId: org.adminId, name: 'legacy', legacy: true })
+      await createApiKey(p.db, { projectId: org.defaultProject, userId: null, name: 'legacy', legacy: true })
     ).secret;
   });
   after(() => p.stop());
@@ -224,14 +224,24 @@ describe('project, member and API-key administration', () => {
   });
 
   test('removing an organization member ends their memberships and keys; the last org admin stays', async () => {
-    const added = await api(org.adminKey, 'POST', '/organization/members', {
-      email: `temp-${suffix}@example.test`,
-      name: 'Temp',
-      role: 'Developer',
+    // A member as an accepted invitation leaves them (test/security/organization-invitations.test.ts).
+    const tempId = await createUser(p.db, { email: `temp-${suffix}@example.test`, name: 'Temp' });
+    await addOrganizationMember(p.db, org.id, tempId, 'Developer');
+    const added = { body: { user_id: tempId } };
+    const tempKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: tempId, name: 't' })).secret;
+    // An admin changes a member's role by email; an address outside the organization is a 404.
+    const promoted = await api(org.adminKey, 'POST', '/organization/members', {
+      email: `TEMP-${suffix}@example.test`,
+      role: 'Admin',
     });
-    assert.equal(added.status, 200);
-    const tempKey = (await createApiKey(p.db, { projectId: org.defaultProject, userId: added.body.user_id, name: 't' }))
-      .secret;
+    assert.equal(promoted.status, 200, JSON.stringify(promoted.body));
+    assert.equal(promoted.body.role, 'Admin');
+    const outsider = await api(org.adminKey, 'POST', '/organization/members', {
+      email: `nobody-${suffix}@example.test`,
+      role: 'Admin',
+    });
+    assert.equal(outsider.status, 404);
+    assert.equal(outsider.body.error.code, 'member_not_found');
     assert.equal((await call(p.baseUrl, 'GET', '/v1/whoami', { key: tempKey })).status, 200);
     assert.equal((await api(org.devKey, 'DELETE', `/organization/members/${added.body.user_id}`)).status, 403);
 
