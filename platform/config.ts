@@ -55,7 +55,7 @@ const rootSecret = z
   );
 
 /** The size of Podman's storage a container host makes when it has none (GANTRY_CONTAINER_STORAGE_GIB). */
-export const DEFAULT_CONTAINER_STORAGE_GIB = 100;
+export const DEFAULT_CONTAINER_STORAGE_GIB = 200;
 
 /** How long a GPU activity waits for a worker on its queue by default (GANTRY_GPU_QUEUE_WAIT_SECONDS). */
 export const DEFAULT_GPU_QUEUE_WAIT_SECONDS = 30;
@@ -266,7 +266,8 @@ const EnvSchema = z.object({
    */
   GANTRY_REPLICA_MAX_CPUS: z.coerce.number().positive().default(16),
   GANTRY_REPLICA_MAX_MEMORY_GIB: z.coerce.number().positive().default(64),
-  GANTRY_REPLICA_MAX_STORAGE_GIB: z.coerce.number().positive().default(50),
+  // 100: what the jig CLI asks for by default (its DeployConfig.storage).
+  GANTRY_REPLICA_MAX_STORAGE_GIB: z.coerce.number().positive().default(100),
   GANTRY_REPLICA_MAX_IMAGE_GIB: z.coerce.number().positive().default(20),
   /**
    * Size of the btrfs filesystem image a podman container host makes for Podman's storage (images
