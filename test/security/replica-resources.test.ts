@@ -8,14 +8,20 @@
  * - a replica that writes to its own disk without end, from inside its container, is stopped at
  *   its `storage` (or the host's default where its deployment names none) with EDQUOT or ENOSPC,
  *   and the host's disk loses no more than that. Its write is capped at twice the limit, so that
- *   code which enforces nothing shows it (it writes it all) without filling this machine's disk.
+ *   code which enforces nothing shows it (it writes it all) without filling this machine's disk;
+ * - an image larger than the installation allows (GANTRY_REPLICA_MAX_IMAGE_GIB) fails its launch,
+ *   saying so in the replica's status, and is not kept on the host.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { statfsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
+import { PodmanEngine } from '../../providers/containers/podman/podman-engine';
+import { buildExampleImage } from '../../scripts/build-example-images';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
@@ -30,11 +36,44 @@ let registry: LocalRegistry;
 let p: TestPlatform;
 let attacker: Tenant;
 let image: string;
+let engine: PodmanEngine;
+/** The example replica's image with 96 MiB more, and the largest image this installation runs. */
+let bloated: string;
+let maxImageGiB: number;
+
+/**
+ * Builds the example replica's image and one with `extraMiB` of random bytes more, pushes the
+ * larger to the registry, and answers it with the smaller's size (its layers unpacked).
+ */
+async function publishBloated(extraMiB: number): Promise<{ ref: string; baseBytes: number }> {
+  const suffix = randomBytes(4).toString('hex');
+  const base = await buildExampleImage(engine, 'http-replica', `localhost/gantry-test/bloat-base-${suffix}:1`);
+  const local = `localhost/gantry-test/bloated-${suffix}:1`;
+  const context = mkdtempSync(path.join(tmpdir(), 'gantry-bloated-'));
+  try {
+    writeFileSync(path.join(context, 'filler'), randomBytes(extraMiB * MiB));
+    writeFileSync(path.join(context, 'Containerfile'), `FROM ${base}\nCOPY filler /filler\n`);
+    await engine.podman(['build', '--quiet', '--network=none', '--tag', local, context], { timeoutMs: 600_000 });
+  } finally {
+    rmSync(context, { recursive: true, force: true });
+  }
+  const history = JSON.parse(await engine.podman(['history', '--format', 'json', base])) as Array<{ size: number }>;
+  const baseBytes = history.reduce((sum, layer) => sum + layer.size, 0);
+  const ref = `${registry.address}/gantry-test/bloated:1`;
+  await engine.podman(['push', '--quiet', '--tls-verify=false', local, ref]);
+  await engine.podman(['rmi', local, base]);
+  return { ref, baseBytes };
+}
 
 before(async () => {
   const dataDir = process.env.GANTRY_DATA_DIR ?? path.resolve(__dirname, '../../.data');
+  engine = new PodmanEngine(path.join(dataDir, 'podman'));
   registry = await startLocalRegistry(dataDir);
   image = await registry.publish('http-replica');
+  const published = await publishBloated(96);
+  bloated = published.ref;
+  // Room for the example replica's image, not for the bloated one.
+  maxImageGiB = (published.baseBytes + 48 * MiB) / GiB;
   p = await startTestPlatform({
     containerRuntime: 'podman',
     env: {
@@ -43,6 +82,7 @@ before(async () => {
       GANTRY_REPLICA_MAX_MEMORY_GIB: String(MAX.memory),
       GANTRY_REPLICA_MAX_STORAGE_GIB: String(MAX.storage),
       GANTRY_REPLICA_DEFAULT_STORAGE_GIB: String(DEFAULT_STORAGE_GIB),
+      GANTRY_REPLICA_MAX_IMAGE_GIB: String(maxImageGiB),
     },
   });
   attacker = await createTenant(p.db);
@@ -50,6 +90,7 @@ before(async () => {
 after(async () => {
   await p?.stop();
   await registry?.stop();
+  await engine?.podman(['rmi', '--ignore', bloated]).catch(() => undefined);
 });
 
 const api = (method: string, url: string, json?: unknown) =>
@@ -120,5 +161,33 @@ describe('a replica takes no more of its host than the ceilings allow', () => {
       const lost = freeBefore - hostFreeBytes();
       assert.ok(lost < limit + 64 * MiB, `${name}: the host lost ${lost / MiB} MiB for a ${limit / MiB} MiB limit`);
     }
+  });
+
+  test('an image larger than a replica may run fails its launch, saying so, and is not kept', async () => {
+    const created = await api('POST', '/deployments', spec('bloated', { image: bloated, min_replicas: 1 }));
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    type Events = Record<string, { replica_status: string; replica_status_message?: string }>;
+    // Whichever comes first: a replica that failed, or one that runs (the image was not bounded).
+    const seen = await eventually(
+      () => api('GET', '/deployments/bloated').then((r) => r.body as { status: string; replica_events: Events }),
+      (d) => d.status === 'Ready' || Object.values(d.replica_events).some((e) => e.replica_status === 'Failed'),
+      120_000,
+    );
+    assert.notEqual(seen.status, 'Ready', `an image over ${maxImageGiB.toFixed(3)} GiB runs`);
+    const failed = Object.values(seen.replica_events).find((e) => e.replica_status === 'Failed');
+    assert.match(failed?.replica_status_message ?? '', /takes [\d.]+ GiB unpacked; a replica's image may take at most/);
+    // Once no launch can pull it again (each failed one took it out), the host does not have it.
+    assert.equal((await api('DELETE', '/deployments/bloated')).status, 200);
+    await eventually(
+      () => api('GET', '/deployments/bloated').then((r) => r.status),
+      (status) => status === 404,
+      60_000,
+    );
+    const kept = () =>
+      engine.podman(['image', 'exists', bloated]).then(
+        () => true,
+        () => false,
+      );
+    await eventually(kept, (k) => !k, 30_000);
   });
 });

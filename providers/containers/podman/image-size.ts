@@ -10,9 +10,11 @@ const GIB = 1024 ** 3;
 
 /** Why the image is too large for a replica, or undefined when it is not; takes a too large one out. */
 export async function imageTooLarge(engine: PodmanEngine, image: string, maxGiB: number): Promise<string | undefined> {
-  // Unpacked, as `podman images` counts it: what it takes of the storage.
-  const bytes = Number((await engine.podman(['image', 'inspect', '--format', '{{.Size}}', image])).trim());
+  // Its layers unpacked, from its history: the image's own Size counts again the copies of its
+  // layers made for containers' user namespaces (snapshots here, that share its data).
+  const history = JSON.parse(await engine.podman(['history', '--format', 'json', image])) as Array<{ size?: number }>;
+  const bytes = history.reduce((sum, layer) => sum + (layer.size ?? 0), 0);
   if (!(bytes > maxGiB * GIB)) return undefined;
   await engine.podman(['rmi', image]).catch(() => undefined); // in use by another container: it stays
-  return `The image ${image} takes ${(bytes / GIB).toFixed(2)} GiB unpacked; a replica's image may take at most ${maxGiB} GiB here.`;
+  return `The image ${image} takes ${(bytes / GIB).toFixed(2)} GiB unpacked; a replica's image may take at most ${+maxGiB.toFixed(2)} GiB here.`;
 }
