@@ -262,7 +262,8 @@ const EnvSchema = z.object({
   /**
    * The most one replica may have: a deployment asking for more `cpu`, `memory` or `storage` is
    * refused (400 naming the field). A replica's image is at most GANTRY_REPLICA_MAX_IMAGE_GIB
-   * unpacked: a larger one fails its launch, and is removed from the host.
+   * unpacked: a larger one fails its launch, and is removed from the host. That holds for the model
+   * server's image (GANTRY_MODEL_SERVER_IMAGE) too: the ceiling must leave room for it.
    */
   GANTRY_REPLICA_MAX_CPUS: z.coerce.number().positive().default(16),
   GANTRY_REPLICA_MAX_MEMORY_GIB: z.coerce.number().positive().default(64),
