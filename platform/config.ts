@@ -272,7 +272,7 @@ const EnvSchema = z.object({
   GANTRY_REPLICA_MAX_IMAGE_GIB: z.coerce.number().positive().default(20),
   /**
    * Size of the btrfs filesystem image a podman container host makes for Podman's storage (images
-   * and replicas' writable layers) when the machine has none yet; see podman-engine.ts. Made once,
+   * and replicas' writable layers) when the machine has none yet; see container-storage.ts. Made once,
    * sparse: it takes the host's disk only as it fills.
    */
   GANTRY_CONTAINER_STORAGE_GIB: z.coerce.number().int().positive().default(DEFAULT_CONTAINER_STORAGE_GIB),
