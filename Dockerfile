@@ -20,9 +20,10 @@ RUN npm install --omit=dev --no-audit --no-fund --loglevel=error \
 
 # The reference trainer (trainers/reference): Python with JAX on CPU, used by
 # GPU workers. Its packages get their own layer, rebuilt when they change.
-# Podman, runc and iptables: the container host's runtime (service container-host). Apertium and
-# its English pairs: speech translations into es, ca, gl and eo (service worker-speech).
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd podman runc iptables \
+# Podman, runc, iptables and btrfs-progs (its storage: podman/container-storage.ts): the container
+# host's runtime (service container-host). Apertium and its English pairs: speech translations into
+# es, ca, gl and eo (service worker-speech).
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv zstd podman runc iptables btrfs-progs \
     apertium apertium-eng-spa apertium-eng-cat apertium-en-gl apertium-eo-en \
     && rm -rf /var/lib/apt/lists/*
 # The container host gives each replica its own user namespace from these ids (podman-engine.ts).

@@ -254,6 +254,7 @@ export function createReplicaActivities(deps: {
             containerPort: l.spec.port,
             cpu: l.spec.cpu,
             memoryGiB: l.spec.memory,
+            storageGiB: l.spec.storage,
             env,
             healthPath: l.spec.health_check_path ?? '/',
             healthTimeoutMs: 60_000,

@@ -54,6 +54,9 @@ const rootSecret = z
     'is a published example value; set a random one (openssl rand -hex 32)',
   );
 
+/** The size of Podman's storage a container host makes when it has none (GANTRY_CONTAINER_STORAGE_GIB). */
+export const DEFAULT_CONTAINER_STORAGE_GIB = 200;
+
 /** How long a GPU activity waits for a worker on its queue by default (GANTRY_GPU_QUEUE_WAIT_SECONDS). */
 export const DEFAULT_GPU_QUEUE_WAIT_SECONDS = 30;
 
@@ -249,11 +252,30 @@ const EnvSchema = z.object({
   /** Image registries the podman runtime reaches over plain HTTP (host:port, comma-separated), such as a local one. */
   GANTRY_INSECURE_REGISTRIES: commaList,
   /**
-   * The limits a podman replica gets when its deployment sets no `cpu` or `memory` (0: none), so
-   * that no tenant's container has the whole host by leaving them out.
+   * The limits a podman replica gets when its deployment sets no `cpu`, `memory` or `storage` (GiB
+   * its container may write), so that no tenant's container has the whole host by leaving them out.
+   * Each is at most its ceiling below.
    */
-  GANTRY_REPLICA_DEFAULT_CPUS: z.coerce.number().nonnegative().default(2),
-  GANTRY_REPLICA_DEFAULT_MEMORY_GIB: z.coerce.number().nonnegative().default(4),
+  GANTRY_REPLICA_DEFAULT_CPUS: z.coerce.number().positive().default(2),
+  GANTRY_REPLICA_DEFAULT_MEMORY_GIB: z.coerce.number().positive().default(4),
+  GANTRY_REPLICA_DEFAULT_STORAGE_GIB: z.coerce.number().positive().default(10),
+  /**
+   * The most one replica may have: a deployment asking for more `cpu`, `memory` or `storage` is
+   * refused (400 naming the field). A replica's image is at most GANTRY_REPLICA_MAX_IMAGE_GIB
+   * unpacked: a larger one fails its launch, and is removed from the host. That holds for the model
+   * server's image (GANTRY_MODEL_SERVER_IMAGE) too: the ceiling must leave room for it.
+   */
+  GANTRY_REPLICA_MAX_CPUS: z.coerce.number().positive().default(16),
+  GANTRY_REPLICA_MAX_MEMORY_GIB: z.coerce.number().positive().default(64),
+  // 100: what the jig CLI asks for by default (its DeployConfig.storage).
+  GANTRY_REPLICA_MAX_STORAGE_GIB: z.coerce.number().positive().default(100),
+  GANTRY_REPLICA_MAX_IMAGE_GIB: z.coerce.number().positive().default(20),
+  /**
+   * Size of the btrfs filesystem image a podman container host makes for Podman's storage (images
+   * and replicas' writable layers) when the machine has none yet; see container-storage.ts. Made once,
+   * sparse: it takes the host's disk only as it fills.
+   */
+  GANTRY_CONTAINER_STORAGE_GIB: z.coerce.number().int().positive().default(DEFAULT_CONTAINER_STORAGE_GIB),
   /**
    * Where tenants push images for their deployments (host[/path]); each project's base path is
    * `<this>/<project slug>` (GET /v1/image-repositories/base-path, which the official jig CLI reads).
@@ -393,8 +415,12 @@ export interface GantryConfig {
   blobDeletionRetrySeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
   insecureRegistries: string[];
-  /** Limits of a podman replica whose deployment sets none (0: none). */
-  replicaDefaultLimits: { cpus: number; memoryGiB: number };
+  /** Limits of a podman replica whose deployment sets none. */
+  replicaDefaultLimits: ReplicaLimits;
+  /** The most one replica may have (deployments asking for more are refused), and its image's largest size. */
+  replicaMaxLimits: ReplicaLimits & { imageGiB: number };
+  /** Size of the filesystem a podman container host makes for Podman's storage. */
+  containerStorageGiB: number;
   imageRegistry?: string;
   replicaApiUrl: string;
   deploymentMaxRestartBackoffSeconds: number;
@@ -410,7 +436,24 @@ export interface GantryConfig {
   clusterSettings: ClusterSettings;
 }
 
+/** A replica's CPUs, memory and writable storage (GiB). */
+export interface ReplicaLimits {
+  cpus: number;
+  memoryGiB: number;
+  storageGiB: number;
+}
+
 export class ConfigError extends Error {}
+
+/** Each default a replica gets must be within the ceilings every replica is held to. */
+function defaultsAboveCeilings(e: z.infer<typeof EnvSchema>): string[] {
+  const pairs = [
+    ['GANTRY_REPLICA_DEFAULT_CPUS', 'GANTRY_REPLICA_MAX_CPUS'],
+    ['GANTRY_REPLICA_DEFAULT_MEMORY_GIB', 'GANTRY_REPLICA_MAX_MEMORY_GIB'],
+    ['GANTRY_REPLICA_DEFAULT_STORAGE_GIB', 'GANTRY_REPLICA_MAX_STORAGE_GIB'],
+  ] as const;
+  return pairs.filter(([d, max]) => e[d] > e[max]).map(([d, max]) => `  ${d}: ${e[d]} is more than ${max} (${e[max]})`);
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
   const parsed = EnvSchema.safeParse(env);
@@ -419,6 +462,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     throw new ConfigError(`Invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  const above = defaultsAboveCeilings(e);
+  if (above.length) throw new ConfigError(`Invalid environment:\n${above.join('\n')}`);
   return {
     dataDir: path.resolve(e.GANTRY_DATA_DIR),
     adminKeyFile: path.resolve(e.GANTRY_ADMIN_KEY_FILE ?? path.join(e.GANTRY_DATA_DIR, 'admin-api-key')),
@@ -488,7 +533,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     blobDeletionRetrySeconds: e.GANTRY_BLOB_DELETION_RETRY_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
-    replicaDefaultLimits: { cpus: e.GANTRY_REPLICA_DEFAULT_CPUS, memoryGiB: e.GANTRY_REPLICA_DEFAULT_MEMORY_GIB },
+    replicaDefaultLimits: {
+      cpus: e.GANTRY_REPLICA_DEFAULT_CPUS,
+      memoryGiB: e.GANTRY_REPLICA_DEFAULT_MEMORY_GIB,
+      storageGiB: e.GANTRY_REPLICA_DEFAULT_STORAGE_GIB,
+    },
+    replicaMaxLimits: {
+      cpus: e.GANTRY_REPLICA_MAX_CPUS,
+      memoryGiB: e.GANTRY_REPLICA_MAX_MEMORY_GIB,
+      storageGiB: e.GANTRY_REPLICA_MAX_STORAGE_GIB,
+      imageGiB: e.GANTRY_REPLICA_MAX_IMAGE_GIB,
+    },
+    containerStorageGiB: e.GANTRY_CONTAINER_STORAGE_GIB,
     imageRegistry: e.GANTRY_IMAGE_REGISTRY?.replace(/\/+$/, ''),
     replicaApiUrl: e.GANTRY_REPLICA_API_URL ?? e.GANTRY_PUBLIC_URL ?? `http://${e.GANTRY_HOST}:${e.GANTRY_API_PORT}`,
     deploymentMaxRestartBackoffSeconds: e.GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS,

@@ -10,7 +10,7 @@
  * registry as `<registry>/gantry-examples/<name>:1`.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -62,6 +62,9 @@ export async function buildExampleImage(
     copyInto(rootfs, process.execPath, '/usr/local/bin/node');
     for (const lib of sharedLibraries(process.execPath)) copyInto(rootfs, lib);
     for (const f of spec.copy) copyInto(rootfs, path.join(ROOT, spec.dir, f), `/app/${f}`);
+    // A /tmp anyone may write, as an image of a distribution has: the images run as nobody.
+    mkdirSync(path.join(rootfs, 'tmp'));
+    chmodSync(path.join(rootfs, 'tmp'), 0o1777);
     for (const [out, entry] of Object.entries(spec.bundle)) {
       await build({
         entryPoints: [path.join(ROOT, spec.dir, entry)],

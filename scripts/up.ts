@@ -135,7 +135,7 @@ async function main() {
       // trainer environment the first time (a minute or so), then found by its content's tag.
       say('building the model server image (first start, or after the trainer changed)...');
       env.GANTRY_MODEL_SERVER_IMAGE = await buildModelServerImage(
-        new PodmanEngine(path.join(config.dataDir, 'podman')),
+        new PodmanEngine(path.join(config.dataDir, 'podman'), { storageGiB: config.containerStorageGiB }),
       );
       say(`model server image ${env.GANTRY_MODEL_SERVER_IMAGE}`);
     }

@@ -23,6 +23,7 @@ import { ApiError, badRequest, conflict, notFound } from '../errors';
 import { getRevision, recordRevision, RETAINED_REVISIONS } from '../../db/deployment-revisions';
 import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { requireReplicaRoom } from './replica-quota';
+import { requireWithinReplicaCeilings } from './replica-ceilings';
 
 /**
  * Creates a container deployment: its row, then its entity workflow
@@ -138,6 +139,7 @@ export async function deployContainer(deps: ApiDeps, principal: Principal, body:
   const spec: DeploymentSpec = { ...body, max_replicas: body.max_replicas ?? Math.max(body.min_replicas, 1) };
   if (spec.max_replicas < spec.min_replicas)
     throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
+  requireWithinReplicaCeilings(spec, deps.config.replicaMaxLimits);
   await checkSecrets(db, principal.projectId, spec.environment_variables);
   Object.assign(spec, await pinMounts(db, principal.projectId, spec));
   if (await getDeployment(db, principal.projectId, body.name)) {
@@ -165,6 +167,8 @@ export async function changeContainerDeployment(
     Object.entries(change).filter(([, v]) => v !== undefined),
   ) as Partial<DeploymentSpec>;
   const next = { ...row.state.spec, ...patch };
+  // What this change (or the revision a rollback re-applies) asks for; a value it leaves as it was is kept.
+  requireWithinReplicaCeilings(patch, deps.config.replicaMaxLimits);
   if (next.max_replicas < next.min_replicas)
     throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
   if (next.max_replicas > row.state.spec.max_replicas) {

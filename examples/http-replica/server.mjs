@@ -8,10 +8,13 @@
 // when it starts (with &tag=T) and when its caller leaves first (`slow request abandoned (T)`); GET /metrics exposes the gauge `inflight_requests` in Prometheus text
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it); GET /connect?host=H&port=P
 // answers whether a TCP connection to H:P opens within a second (`connected`, or the error's code: the
-// isolation tests probe what a replica can reach). On SIGTERM it logs, waits DRAIN_MS (to exercise the grace period) and exits.
-import { readFile } from 'node:fs/promises';
+// isolation tests probe what a replica can reach); POST /fill?path=P&bytes=N writes up to N bytes to the file P and answers
+// how many it wrote and the error that stopped it (`{"written":…,"error":"EDQUOT"}`: the storage limit tests). On SIGTERM it
+// logs, waits DRAIN_MS (to exercise the grace period) and exits.
+import { open, readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { connect } from 'node:net';
+import { constants } from 'node:os';
 
 const replica = process.env.GANTRY_REPLICA_ID ?? 'unknown';
 let inflight = 0;
@@ -55,6 +58,13 @@ const server = createServer((req, res) => {
     socket.once('error', (err) => answer(err.code ?? 'error'));
     return;
   }
+  if (url.pathname === '/fill' && req.method === 'POST') {
+    fill(url.searchParams.get('path') ?? '', Number(url.searchParams.get('bytes') ?? 0)).then((result) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(result));
+    });
+    return;
+  }
   if (url.pathname === '/log' && req.method === 'POST') {
     console.log(`${replica}: ${url.searchParams.get('text') ?? ''}`);
     return res.end('logged');
@@ -82,6 +92,28 @@ const server = createServer((req, res) => {
   res.setHeader('content-type', 'application/json');
   res.end(JSON.stringify({ replica, greeting: process.env.GREETING ?? null }));
 });
+/** Writes zeros to `file`, a MiB at a time, until `bytes` are written or a write fails. */
+async function fill(file, bytes) {
+  const chunk = Buffer.alloc(1024 * 1024);
+  let written = 0;
+  let handle;
+  try {
+    handle = await open(file, 'w');
+    while (written < bytes) {
+      const { bytesWritten } = await handle.write(chunk, 0, Math.min(chunk.length, bytes - written));
+      written += bytesWritten;
+    }
+    await handle.sync();
+    return { written, error: null };
+  } catch (err) {
+    // Node names no code for some errors (EDQUOT: "Unknown system error -122"): the errno's name instead.
+    const name = Object.entries(constants.errno).find(([, n]) => n === -err.errno)?.[0];
+    return { written, error: name ?? err.code ?? String(err) };
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
+
 // HOST: the image sets 0.0.0.0 (its port is published from the container's own address).
 server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1', () =>
   console.log(`${replica}: listening on ${process.env.PORT}`),

@@ -17,9 +17,13 @@ export interface ReplicaToLaunch {
   args: string[];
   /** The port the replica's server listens on inside its container (the deployment's `port`). */
   containerPort: number;
-  /** Limits: CPU cores and memory in GiB, as the deployment states them; absent, none. */
+  /**
+   * Limits: CPU cores, memory and writable storage in GiB, as the deployment states them; absent,
+   * the host's defaults (podman: replica-limits.ts).
+   */
   cpu?: number;
   memoryGiB?: number;
+  storageGiB?: number;
   /** Plain values and resolved secrets; the runtime adds PORT (and, for a host process, HOST). */
   env: Record<string, string>;
   healthPath: string;

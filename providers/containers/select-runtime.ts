@@ -5,6 +5,7 @@
 import path from 'node:path';
 
 import type { Logger } from 'pino';
+import type { ReplicaLimits } from '../../platform/config';
 import { PodmanEngine } from './podman/podman-engine';
 import { PodmanRuntime } from './podman/podman-runtime';
 import { ReplicaNetworks } from './podman/replica-networks';
@@ -20,7 +21,9 @@ export async function selectContainerRuntime(
     containerHostAddress: string;
     insecureRegistries: string[];
     replicaApiUrl: string;
-    replicaDefaultLimits: { cpus: number; memoryGiB: number };
+    replicaDefaultLimits: ReplicaLimits;
+    replicaMaxLimits: ReplicaLimits & { imageGiB: number };
+    containerStorageGiB: number;
   },
   logger: Logger,
 ): Promise<ContainerRuntime | null> {
@@ -38,7 +41,11 @@ export async function selectContainerRuntime(
     case 'podman': {
       const why = await PodmanEngine.unavailable();
       if (why) throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${why}.`);
-      const engine = new PodmanEngine(path.join(config.dataDir, 'podman'));
+      const engine = new PodmanEngine(path.join(config.dataDir, 'podman'), { storageGiB: config.containerStorageGiB });
+      // Now rather than at the first replica: a host whose storage cannot bound replicas' disks says so at start.
+      await engine.prepareStorage().catch((err: Error) => {
+        throw new Error(`GANTRY_CONTAINER_RUNTIME=podman cannot run here: ${err.message}`);
+      });
       const api = new URL(config.replicaApiUrl);
       // (An IPv6 hostname comes in brackets; the forwarder wants the address.)
       const target = {
@@ -48,7 +55,7 @@ export async function selectContainerRuntime(
       const runtime = new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
-        defaultLimits: config.replicaDefaultLimits,
+        limits: { defaults: config.replicaDefaultLimits, max: config.replicaMaxLimits },
         address: config.containerHostAddress,
         logger,
       });

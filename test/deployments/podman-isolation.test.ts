@@ -94,8 +94,13 @@ const connectFrom = (key: string, name: string, host: string, port: number) =>
   viaGateway(key, name, `/connect?host=${encodeURIComponent(host)}&port=${port}`).then((r) => r.text);
 
 function podman(args: string[]): string {
-  const conf = path.join(p.config.dataDir, 'podman', 'containers.conf');
-  return execFileSync('podman', args, { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } });
+  const conf = (file: string) => path.join(p.config.dataDir, 'podman', file);
+  const env = {
+    ...process.env,
+    CONTAINERS_CONF: conf('containers.conf'),
+    CONTAINERS_STORAGE_CONF: conf('storage.conf'),
+  };
+  return execFileSync('podman', args, { encoding: 'utf8', env });
 }
 const containerIp = (replicaId: string) =>
   podman([

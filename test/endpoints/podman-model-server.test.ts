@@ -107,9 +107,13 @@ test('an endpoint serves a registry model from its image in a container, and loa
   assert.equal(ready.modelRevisionId, 'rv_pod_model');
 
   // The replica is a container of the model server's image, under ids of its own.
-  const conf = path.join(p.config.dataDir, 'podman', 'containers.conf');
-  const podman = (args: string[]) =>
-    execFileSync('podman', args, { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } }).trim();
+  const conf = (file: string) => path.join(p.config.dataDir, 'podman', file);
+  const env = {
+    ...process.env,
+    CONTAINERS_CONF: conf('containers.conf'),
+    CONTAINERS_STORAGE_CONF: conf('storage.conf'),
+  };
+  const podman = (args: string[]) => execFileSync('podman', args, { encoding: 'utf8', env }).trim();
   const [container] = podman([
     'ps',
     '--filter',

@@ -12,6 +12,10 @@
  *   with an empty v2 mount): crun 1.8 refuses that layout outright.
  * - cgroupfs, not systemd, as the cgroup manager: a container host need not run systemd.
  *
+ * Podman's storage is Gantry's own, with a storage.conf beside (CONTAINERS_STORAGE_CONF): one btrfs
+ * filesystem with quotas per machine, which bounds every replica's writable layer and all images
+ * together (container-storage.ts). Every `podman()` call waits until it is mounted.
+ *
  * Each container gets its own user namespace (podman-runtime.ts), carved from the subordinate
  * ids /etc/subuid and /etc/subgid give the user `containers`: `unavailable()` refuses to start
  * without them rather than run tenants' containers as the host's root.
@@ -20,6 +24,15 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+
+import { DEFAULT_CONTAINER_STORAGE_GIB } from '../../../platform/config';
+import {
+  PULL_TMP_DIR,
+  containerStorageUnavailable,
+  prepareContainerStorage,
+  storageConf,
+  writableLayerHook,
+} from './container-storage';
 
 const run = promisify(execFile);
 
@@ -61,8 +74,11 @@ function cgroupV1(): boolean {
   return existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes');
 }
 
-/** The containers.conf for this machine (see the file's comment for why each setting). */
-export function containersConf(): string {
+/**
+ * The containers.conf for this machine (see the file's comment for why each setting). `hooksDir`:
+ * Gantry's OCI hooks (container-storage.ts), beside the system's (a GPU toolkit's, say).
+ */
+export function containersConf(hooksDir: string): string {
   const limits = readFileSync('/proc/self/limits', 'utf8');
   const ulimits: string[] = [];
   const nofile = Math.min(hardLimit(limits, 'Max open files') ?? 1 << 20, 1 << 20);
@@ -78,26 +94,59 @@ export function containersConf(): string {
     `runtime = "${cgroupV1() ? 'runc' : 'crun'}"`,
     'cgroup_manager = "cgroupfs"',
     'events_logger = "file"',
+    `hooks_dir = ["/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d", "${hooksDir}"]`,
+    `image_copy_tmp_dir = "${PULL_TMP_DIR}"`,
     '',
   ].join('\n');
 }
 
 export class PodmanEngine {
   readonly confFile: string;
+  readonly storageConfFile: string;
+  private storageMounted?: Promise<void>;
 
-  constructor(stateDir: string) {
-    mkdirSync(stateDir, { recursive: true });
+  /** `storageGiB`: the size of the container storage this machine gets if it has none yet. */
+  constructor(
+    stateDir: string,
+    private readonly opts: { storageGiB?: number } = {},
+  ) {
+    const hooksDir = path.join(stateDir, 'hooks.d');
+    mkdirSync(hooksDir, { recursive: true });
+    writeFileSync(path.join(hooksDir, 'gantry-writable-layer.json'), writableLayerHook());
     this.confFile = path.join(stateDir, 'containers.conf');
-    writeFileSync(this.confFile, containersConf());
+    writeFileSync(this.confFile, containersConf(hooksDir));
+    this.storageConfFile = path.join(stateDir, 'storage.conf');
+    writeFileSync(this.storageConfFile, storageConf());
   }
 
-  /** The environment of a Podman process: system PATH and Gantry's containers.conf, plus `extra`. */
+  /** Mounts Gantry's container storage unless it is (once per engine, again after a failure). */
+  prepareStorage(): Promise<void> {
+    this.storageMounted ??= prepareContainerStorage(this.opts.storageGiB ?? DEFAULT_CONTAINER_STORAGE_GIB).catch(
+      (err: Error) => {
+        this.storageMounted = undefined;
+        throw new PodmanError(err.message);
+      },
+    );
+    return this.storageMounted;
+  }
+
+  /**
+   * The environment of a Podman process: system PATH and Gantry's containers.conf and storage.conf,
+   * plus `extra`. (A process spawned with it comes after a `podman()` call, which mounted the storage.)
+   */
   env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-    return { PATH: SYSTEM_PATH, HOME: '/root', CONTAINERS_CONF: this.confFile, ...extra };
+    return {
+      PATH: SYSTEM_PATH,
+      HOME: '/root',
+      CONTAINERS_CONF: this.confFile,
+      CONTAINERS_STORAGE_CONF: this.storageConfFile,
+      ...extra,
+    };
   }
 
   /** Runs `podman args…` and answers its standard output; fails with Podman's own message. */
   async podman(args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+    await this.prepareStorage();
     try {
       const { stdout } = await run('podman', args, {
         env: this.env(),
@@ -124,7 +173,7 @@ export class PodmanEngine {
     const missing = subordinateIdsMissing('/etc/subuid') ?? subordinateIdsMissing('/etc/subgid');
     if (missing)
       return `each replica runs in its own user namespace, and ${missing}: add the line ${SUBORDINATE_USER}:${SUBORDINATE_RANGE} to /etc/subuid and /etc/subgid (./dev does)`;
-    return undefined;
+    return containerStorageUnavailable();
   }
 }
 

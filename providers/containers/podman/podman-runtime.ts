@@ -11,8 +11,10 @@
  *   beyond that bridge (replica-networks.ts), with its port published on this
  *   host's address (GANTRY_CONTAINER_HOST_ADDRESS) for the gateway, the health
  *   checks and the metric scrapes;
- * - the deployment's `cpu` and `memory` as cgroup limits, a bound on its
- *   processes, and no privilege escalation;
+ * - the deployment's `cpu` and `memory` as cgroup limits, its `storage` as a
+ *   quota on its writable layer (container-storage.ts), each within the host's
+ *   ceilings (replica-limits.ts), an image no larger than the host allows
+ *   (image-size.ts), a bound on its processes, and no privilege escalation;
  * - its own user namespace (`--userns=auto`): Podman runs as root, but the
  *   container's root, and every other user in it, is an unprivileged id of
  *   this host, from a range no other container has (the `containers` ranges of
@@ -40,6 +42,10 @@ import { replicaOrigin } from '../../../shared/deployments';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
+import { replicaLimits } from '../replica-limits';
+import type { ReplicaLimits } from '../../../platform/config';
+import { WRITABLE_LAYER_ANNOTATION } from './container-storage';
+import { imageTooLarge } from './image-size';
 import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
 import { removeOrphanedLeases } from './orphaned-address-leases';
@@ -70,8 +76,8 @@ export class PodmanRuntime implements ContainerRuntime {
   /**
    * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
    * container host's stable name; with it a restarted worker adopts the containers the previous
-   * one left running, as the process runtime does. `defaultLimits`: a replica's CPUs and memory when
-   * its deployment sets none (0: none).
+   * one left running, as the process runtime does. `limits`: what a replica gets when its deployment
+   * sets none, and the most it gets (and the largest image it runs) whatever its deployment says.
    */
   constructor(
     readonly logDir: string,
@@ -80,12 +86,12 @@ export class PodmanRuntime implements ContainerRuntime {
     private readonly opts: {
       hostId?: string;
       insecureRegistries?: string[];
-      defaultLimits?: { cpus: number; memoryGiB: number };
+      limits: { defaults: ReplicaLimits; max: ReplicaLimits & { imageGiB: number } };
       /** Where replicas' ports are published (GANTRY_CONTAINER_HOST_ADDRESS); 127.0.0.1 without it. */
       address?: string;
       /** Says what the sweep of leftover port forwards took out, or why it could not look. */
       logger?: Pick<Logger, 'warn'>;
-    } = {},
+    },
   ) {
     this.address = opts.address ?? '127.0.0.1';
   }
@@ -151,13 +157,14 @@ export class PodmanRuntime implements ContainerRuntime {
   /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
     await this.pull(r.image, onProgress);
+    const tooLarge = await imageTooLarge(this.engine, r.image, this.opts.limits.max.imageGiB);
+    if (tooLarge) throw new ReplicaFailed(tooLarge);
     const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
     });
     const port = await freePort(this.address);
     const name = this.containerName(r.replicaId);
-    const cpus = r.cpu ?? this.opts.defaultLimits?.cpus;
-    const memoryGiB = r.memoryGiB ?? this.opts.defaultLimits?.memoryGiB;
+    const limits = replicaLimits(r, this.opts.limits.defaults, this.opts.limits.max);
     // GANTRY_BASE_URL: the API as the replica reaches it (a queue worker's); the deployment may name another.
     const env: Record<string, string> = {
       ...(apiUrl ? { GANTRY_BASE_URL: apiUrl } : {}),
@@ -192,8 +199,12 @@ export class PodmanRuntime implements ContainerRuntime {
       '--security-opt',
       'no-new-privileges',
       '--userns=auto',
-      ...(cpus ? ['--cpus', String(cpus)] : []),
-      ...(memoryGiB ? ['--memory', `${Math.ceil(memoryGiB * 1024)}m`] : []),
+      '--cpus',
+      String(limits.cpus),
+      '--memory',
+      `${Math.ceil(limits.memoryGiB * 1024)}m`,
+      '--annotation',
+      `${WRITABLE_LAYER_ANNOTATION}=${Math.ceil(limits.storageGiB * 1024 ** 3)}`,
       ...r.mounts.flatMap((m) => ['--volume', `${m.hostDir}:${m.mountPath}:ro`]),
       ...envArgs,
       ...(r.command.length ? ['--entrypoint', JSON.stringify(r.command)] : []),
