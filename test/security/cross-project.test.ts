@@ -21,7 +21,14 @@ import { safetensorsFile } from '../helpers/archives';
 import { clusterBody, FAST_CLUSTERS, waitForCluster } from '../helpers/clusters';
 import { chat, jsonl } from '../helpers/datasets';
 import { HTTP_REPLICA } from '../helpers/deployments';
-import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
+import {
+  call,
+  eventually,
+  startTestPlatform,
+  uploadValidated,
+  type HttpResult,
+  type TestPlatform,
+} from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 /** What an attacker writes where a name or a description goes: B's resources must not show it. */
@@ -360,7 +367,8 @@ describe('cross-project access', () => {
       // B's ids throughout; then the attacker's own parents with B's resource last (its own project,
       // endpoint or cluster, which it may use), where the route has more than the one.
       const spellings = [params.map(() => B)];
-      const leaf = params.findLastIndex((x) => typeof x.kind !== 'function');
+      const named = params.map((x, i) => (typeof x.kind === 'function' ? -1 : i));
+      const leaf = Math.max(...named);
       if (params.length > 1 && leaf > 0) spellings.push(params.map((_, i) => (i === leaf ? B : A)));
       for (const [n, owners] of spellings.entries()) {
         const send = async (leafId?: string) => {
@@ -412,7 +420,7 @@ describe('cross-project access', () => {
     );
     const etag = 'd41d8cd98f00b204e9800998ecf8427e';
     // [what, B's id, the request with an id, and where the id has a shape, one of that shape that is nobody's]
-    const attacks: Array<[string, string, (id: string) => ReturnType<typeof call>, string?]> = [
+    const attacks: Array<[string, string, (id: string) => Promise<HttpResult>, string?]> = [
       // The queue of A's own deployment `web`, with B's job (B's deployment is also `web`).
       ['queue status', B.queueJob, (id) => v1('GET', `/queue/status?model=web&request_id=${id}`)],
       ['queue cancel', B.queueJob, (id) => v1('POST', '/queue/cancel', { model: 'web', request_id: id })],
