@@ -175,7 +175,10 @@ export function createSpeechActivities(deps: SpeechDeps) {
               `The audio at the URL is larger than ${policy.maxBytes} bytes.`,
               AUDIO_FAILURES.tooLarge,
             );
-          if (err instanceof RemoteFetchRefused || err instanceof TypeError)
+          // A name that resolves to nothing is refused like an unreachable server: fetch reports a
+          // failed lookup as a TypeError, the URL's check (before fetch) as the lookup's own error.
+          const lookupFailed = (err as NodeJS.ErrnoException).syscall === 'getaddrinfo';
+          if (err instanceof RemoteFetchRefused || err instanceof TypeError || lookupFailed)
             throw ApplicationFailure.nonRetryable(
               `The audio URL could not be fetched: ${(err as Error).message}`,
               AUDIO_FAILURES.unreachable,

@@ -135,6 +135,8 @@ export interface RegisteredRoute {
   /** The documented path, e.g. `/v1/fine-tunes/{id}`. */
   path: string;
   operationId: string;
+  /** Who may call it: an API key's access (`project`, `platform-admin`), or `signed` (the URL is the credential). */
+  access: Access | 'signed';
   response: { status: number; schema: ZodType; mediaType: string };
 }
 
@@ -254,6 +256,7 @@ export class ApiRouter {
       method: spec.method,
       path: documentedPath,
       operationId: spec.operationId,
+      access: keyed ? (spec.access ?? 'project') : 'signed',
       response: {
         status: spec.response.status,
         schema: spec.response.schema,
