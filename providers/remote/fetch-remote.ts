@@ -32,7 +32,11 @@ const MAX_REDIRECTS = 5;
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast';
+  const parsed = ipaddr.process(address);
+  // IPv4-compatible IPv6 (::a.b.c.d, deprecated by RFC 4291), which ipaddr.js calls unicast: some
+  // stacks still route it to the IPv4 address it embeds, 127.0.0.1 included.
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).parts.slice(0, 6).every((p) => p === 0)) return false;
+  return parsed.range() === 'unicast';
 }
 
 const refusal = (host: string, address: string) =>

@@ -7,7 +7,7 @@ exit 2: bad arguments / input file missing          {"error": ...}
 exit 3: ffmpeg cannot decode it (or no audio in it)  {"error": "<ffmpeg's reason>"}
 exit 4: longer than --max-seconds                    {"error": "too_long", "duration_at_least": s}
 
-Inputs are whatever ffmpeg reads (tested: wav mp3 m4a webm flac ogg opus aac); the container is
+Inputs are the audio containers of INPUT_FORMATS (tested: wav mp3 m4a webm flac ogg opus aac); the container is
 detected from content, not from the extension. For --max-seconds, a duration the container's
 header states (WAV, MP4, Ogg, FLAC...) longer than the limit is refused before decoding; then
 ffmpeg gets `-t N+1`, so audio whose header says nothing (or understates) is refused after
@@ -45,13 +45,20 @@ def _reason(stderr, input_path):
     return "; ".join(reasons[:3])[:300] or "ffmpeg failed without a message"
 
 
+# The containers a tenant's audio may be, by ffmpeg demuxer name. Without this list ffmpeg also
+# reads playlists and manifests (HLS, DASH, concat, image sequences), which open other paths of the
+# speech host: an uploaded DASH manifest naming a local file would have decoded that file.
+INPUT_FORMATS = "wav,w64,mp3,mov,matroska,flac,ogg,aac,aiff,caf,amr,wv"
+INPUT_OPTIONS = ["-format_whitelist", INPUT_FORMATS, "-protocol_whitelist", "file"]
+
+
 _DURATION = re.compile(rb"Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)")
 
 
 def header_duration(input_path):
     """The duration the container's header states, in seconds (None when it states none): ffmpeg
     reads only the header when given no output."""
-    proc = subprocess.run([ffmpeg_exe(), "-nostdin", "-hide_banner", "-i", str(input_path)],
+    proc = subprocess.run([ffmpeg_exe(), "-nostdin", "-hide_banner", *INPUT_OPTIONS, "-i", str(input_path)],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     m = _DURATION.search(proc.stderr)
     return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
@@ -65,7 +72,7 @@ def decode(input_path, output_path, max_seconds=None):
         if stated is not None and stated > max_seconds:
             _cli.fail(EXIT_TOO_LONG, "too_long", duration_at_least=round(stated, 3))
     tmp = output_path.with_name(f".{output_path.name}.{os.getpid()}.tmp.wav")
-    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-v", "error", "-y", "-i", str(input_path)]
+    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-v", "error", "-y", *INPUT_OPTIONS, "-i", str(input_path)]
     if max_seconds is not None:
         cmd += ["-t", f"{max_seconds + 1:g}"]
     cmd += ["-map", "0:a:0", "-vn", "-sn", "-dn", "-ac", "1", "-ar", str(SAMPLE_RATE),

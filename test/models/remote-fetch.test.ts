@@ -56,6 +56,7 @@ describe('remote fetch: public addresses only', () => {
       'http://[::ffff:169.254.169.254]/',
       'http://[::ffff:a9fe:a9fe]/',
       'http://[64:ff9b::7f00:1]/', // NAT64 of 127.0.0.1
+      'http://[::7f00:1]/', // IPv4-compatible IPv6 of 127.0.0.1 (deprecated, still routed by some stacks)
       'http://[fd00::1]/',
       'http://[fe80::1]/',
       'http://0.0.0.0/',
