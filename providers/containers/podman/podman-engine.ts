@@ -85,15 +85,21 @@ export function containersConf(): string {
 export class PodmanEngine {
   readonly confFile: string;
 
-  constructor(stateDir: string) {
+  /** `stateDir`: this engine's own directory (its containers.conf, launches under way), this host's root's only. */
+  constructor(readonly stateDir: string) {
     mkdirSync(stateDir, { recursive: true });
     this.confFile = path.join(stateDir, 'containers.conf');
     writeFileSync(this.confFile, containersConf());
   }
 
-  /** The environment of a Podman process: system PATH and Gantry's containers.conf, plus `extra`. */
-  env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-    return { PATH: SYSTEM_PATH, HOME: '/root', CONTAINERS_CONF: this.confFile, ...extra };
+  /**
+   * The whole environment of a Podman process: the system PATH and Gantry's containers.conf, and
+   * nothing else, ever. Podman runs as root, and what is in its environment steers it and what it
+   * loads (LD_PRELOAD, CONTAINERS_*, …): nothing of a tenant's goes here (replica-environment.ts
+   * says how a replica's variables travel).
+   */
+  env(): NodeJS.ProcessEnv {
+    return { PATH: SYSTEM_PATH, HOME: '/root', CONTAINERS_CONF: this.confFile };
   }
 
   /** Runs `podman args…` and answers its standard output; fails with Podman's own message. */
