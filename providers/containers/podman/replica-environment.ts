@@ -20,13 +20,14 @@
  *   (Not from standard input: Podman takes that only from a pipe, and Node's
  *   child processes get a socket.)
  *
- * A launch's directory is named after the process that made it; one left by a
- * process that died meanwhile (with the names of any secrets it made) is
- * removed by the next start of the host (`removeLeftovers`).
+ * A launch's directory is named after the process that made it (its pid and
+ * start time: a pid alone comes back, in a container at every start); one left
+ * by a process that is gone (with the names of any secrets it made) is removed
+ * by the next start of the host (`removeLeftovers`).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, existsSync, openSync, watch } from 'node:fs';
+import { closeSync, constants, existsSync, openSync, readFileSync, watch } from 'node:fs';
 import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -78,7 +79,7 @@ export class LaunchEnvironment {
     const { fileText, apart } = splitVariables(env);
     await mkdir(root, { recursive: true, mode: 0o700 });
     await chmod(root, 0o700);
-    const dir = await mkdtemp(path.join(root, `${process.pid}-`)); // 0700
+    const dir = await mkdtemp(path.join(root, `${processIdentity(process.pid)}-`)); // 0700
     const launch = new LaunchEnvironment(engine, dir, fileText, []);
     try {
       await makeFifo(launch.fifo);
@@ -183,8 +184,9 @@ export class LaunchEnvironment {
     const names = await readdir(root).catch(() => [] as string[]);
     const removed: string[] = [];
     for (const name of names) {
-      const pid = Number(/^(\d+)-/.exec(name)?.[1]);
-      if (!pid || pid === process.pid || alive(pid)) continue;
+      const [, identity, pid] = /^((\d+)\.\d+)-/.exec(name) ?? [];
+      if (!identity || processIdentity(Number(pid)) === identity) continue; // its process runs
+
       const dir = path.join(root, name);
       const secrets = (await readFile(path.join(dir, 'secrets'), 'utf8').catch(() => '')).split('\n').filter(Boolean);
       await removeSecrets(engine, secrets);
@@ -227,11 +229,13 @@ async function removeSecrets(engine: PodmanEngine, secrets: string[]): Promise<v
   for (const secret of secrets) await engine.podman(['secret', 'rm', '--', secret]).catch(() => undefined);
 }
 
-function alive(pid: number): boolean {
+/** `pid.starttime` of a running process (/proc/PID/stat), which no later process shares; undefined if none runs. */
+export function processIdentity(pid: number): string | undefined {
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    // The fields after the command's closing parenthesis; the start time is the 22nd field of all.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return `${pid}.${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`;
+  } catch {
+    return undefined;
   }
 }
