@@ -1,6 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
 import { REVISION_ENV } from '../../shared/deployments';
+import { imageReferenceProblem } from '../../shared/image-reference';
 import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
@@ -52,7 +53,15 @@ const Autoscaling = z.preprocess(
 );
 const SpecFields = {
   description: z.string().max(1000).optional(),
-  image: z.string().min(1).max(512),
+  // An OCI image reference and nothing else: Podman is handed it (a string such as `--privileged` is an option there).
+  image: z
+    .string()
+    .min(1)
+    .max(512)
+    .superRefine((image, ctx) => {
+      const problem = imageReferenceProblem(image);
+      if (problem) ctx.addIssue({ code: 'custom', message: `not an OCI image reference (${problem})` });
+    }),
   command: z.array(z.string()).optional(),
   args: z.array(z.string()).optional(),
   cpu: z.number().positive().optional(),

@@ -16,6 +16,7 @@ import {
 } from '../../db/deployments';
 import { newId } from '../../platform/ids';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../shared/deployments';
+import { imageReferenceProblem } from '../../shared/image-reference';
 import { deleteDeploymentUpdate, deployment, updateDeploymentUpdate } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { pinMounts } from '../deployment-mounts';
@@ -214,6 +215,10 @@ export async function rollbackContainerDeployment(
     );
   }
   const { name: _name, ...spec } = target.spec;
+  // A revision kept from before the API checked images may hold anything (its launch would fail).
+  const problem = imageReferenceProblem(spec.image);
+  if (problem)
+    throw badRequest(`Revision ${revision}'s image is not an OCI image reference (${problem}).`, 'revision_identifier');
   await changeContainerDeployment(deps, principal, row, spec, idempotencyKey);
 }
 

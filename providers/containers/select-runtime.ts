@@ -61,6 +61,7 @@ export async function selectContainerRuntime(
       });
       // What a host that stopped, or Podman, left behind since this host last looked.
       void runtime.removeNetworkLeftovers();
+      void runtime.removeLaunchLeftovers();
       return runtime;
     }
   }

@@ -105,9 +105,12 @@ export class PodmanEngine {
   readonly storageConfFile: string;
   private storageMounted?: Promise<void>;
 
-  /** `storageGiB`: the size of the container storage this machine gets if it has none yet. */
+  /**
+   * `stateDir`: this engine's own directory (its containers.conf, launches under way), this host's
+   * root's only. `storageGiB`: the size of the container storage this machine gets if it has none yet.
+   */
   constructor(
-    stateDir: string,
+    readonly stateDir: string,
     private readonly opts: { storageGiB?: number } = {},
   ) {
     const hooksDir = path.join(stateDir, 'hooks.d');
@@ -131,16 +134,18 @@ export class PodmanEngine {
   }
 
   /**
-   * The environment of a Podman process: system PATH and Gantry's containers.conf and storage.conf,
-   * plus `extra`. (A process spawned with it comes after a `podman()` call, which mounted the storage.)
+   * The whole environment of a Podman process: the system PATH and Gantry's containers.conf and
+   * storage.conf, and nothing else, ever. Podman runs as root, and what is in its environment steers
+   * it and what it loads (LD_PRELOAD, CONTAINERS_*, …): nothing of a tenant's goes here
+   * (replica-environment.ts says how a replica's variables travel). A process spawned with it comes
+   * after a `podman()` call, which mounted the storage.
    */
-  env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  env(): NodeJS.ProcessEnv {
     return {
       PATH: SYSTEM_PATH,
       HOME: '/root',
       CONTAINERS_CONF: this.confFile,
       CONTAINERS_STORAGE_CONF: this.storageConfFile,
-      ...extra,
     };
   }
 

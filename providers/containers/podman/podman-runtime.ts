@@ -28,17 +28,21 @@
  * driver), so the logs route reads it as it does the process runtime's, and it
  * outlives a crash of this worker: a restarted worker of the same host
  * (GANTRY_CONTAINER_HOST_ID) finds its containers by label and adopts them.
- * Secrets reach the container through the Podman client's environment
- * (`--env NAME`), never through its command line.
+ * No tenant value reaches Podman's environment (a fixed one) or its options as
+ * anything but data: the variables go through an environment file and secrets
+ * (replica-environment.ts), never the client's environment or command line;
+ * the image is a checked reference after `--`; mount paths are checked paths.
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync, closeSync } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 
 import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
 import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
+import { imageReferenceProblem } from '../../../shared/image-reference';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
@@ -50,15 +54,25 @@ import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
 import { removeOrphanedLeases } from './orphaned-address-leases';
 import { removeOrphanedForwards } from './orphaned-port-forwards';
+import { LaunchEnvironment } from './replica-environment';
 
 /** Most processes (threads included) one replica may run: a fork bomb stays inside its container. */
 const PIDS_LIMIT = 4096;
 
 /**
- * Variables the Podman client itself reads: a replica's variable of such a name is passed as
- * NAME=VALUE on the command line instead of through the client's environment.
+ * `--volume host:mount:ro` for a mount, refused unless both are clean absolute paths with nothing
+ * Podman would read as more than a path there (`:` separates the parts, `,` lists options). The
+ * API takes only such mount paths; this keeps one stored before it checked them inert.
  */
-const CLIENT_VARIABLE = /^(PATH|HOME|TMPDIR|CONTAINERS_.*|XDG_.*|PODMAN_.*|BUILDAH_.*|STORAGE_.*|REGISTRY_.*)$/;
+export function volumeOption(m: { hostDir: string; mountPath: string }): string {
+  for (const p of [m.hostDir, m.mountPath]) {
+    if (!path.isAbsolute(p) || path.normalize(p) !== p || p === '/' || /[:,\0-\x1f]/.test(p))
+      throw new ReplicaFailed(
+        `The mount path ${JSON.stringify(m.mountPath)} cannot be mounted: not a plain absolute path.`,
+      );
+  }
+  return `${m.hostDir}:${m.mountPath}:ro`;
+}
 
 /** The registry host of an image reference (`host[:port]/path[:tag]`), if it names one. */
 export function registryOf(image: string): string | undefined {
@@ -154,8 +168,17 @@ export class PodmanRuntime implements ContainerRuntime {
     return sources;
   }
 
+  /** Where launches under way keep what hands their variables over (replica-environment.ts). */
+  private get environmentDir(): string {
+    return path.join(this.engine.stateDir, 'replica-env');
+  }
+
   /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
+    // The API takes only image references; one stored before it checked them stops here.
+    const problem = imageReferenceProblem(r.image);
+    if (problem) throw new ReplicaFailed(`The image ${JSON.stringify(r.image)} is not an image reference: ${problem}.`);
+    const volumes = r.mounts.flatMap((m) => ['--volume', volumeOption(m)]);
     await this.pull(r.image, onProgress);
     const tooLarge = await imageTooLarge(this.engine, r.image, this.opts.limits.max.imageGiB);
     if (tooLarge) throw new ReplicaFailed(tooLarge);
@@ -171,8 +194,10 @@ export class PodmanRuntime implements ContainerRuntime {
       ...r.env,
       PORT: String(r.containerPort),
     };
-    const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', CLIENT_VARIABLE.test(k) ? `${k}=${v}` : k]);
-    const clientEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !CLIENT_VARIABLE.test(k)));
+    const environment = await LaunchEnvironment.prepare(this.engine, this.environmentDir, env).catch(async (err) => {
+      await this.networks.release(r.projectId);
+      throw err;
+    });
     const args = [
       'run',
       '--rm',
@@ -205,15 +230,17 @@ export class PodmanRuntime implements ContainerRuntime {
       `${Math.ceil(limits.memoryGiB * 1024)}m`,
       '--annotation',
       `${WRITABLE_LAYER_ANNOTATION}=${Math.ceil(limits.storageGiB * 1024 ** 3)}`,
-      ...r.mounts.flatMap((m) => ['--volume', `${m.hostDir}:${m.mountPath}:ro`]),
-      ...envArgs,
+      ...volumes,
+      ...environment.args,
       ...(r.command.length ? ['--entrypoint', JSON.stringify(r.command)] : []),
+      // Options end here: the image, then its arguments, are positionals whatever they hold.
+      '--',
       r.image,
       ...r.args,
     ];
     const logFile = this.logFile(r.deploymentId, r.replicaId);
     const log = openReplicaLog(this.logDir, logFile);
-    const client = spawn('podman', args, { env: this.engine.env(clientEnv), stdio: ['ignore', log, log] });
+    const client = spawn('podman', args, { env: this.engine.env(), stdio: ['ignore', log, log] });
     closeSync(log);
     const exited = new Promise<ReplicaExit>((resolve) => {
       client.once('error', (err) => {
@@ -225,6 +252,8 @@ export class PodmanRuntime implements ContainerRuntime {
         resolve({ code, signal });
       });
     });
+    // Handed over as Podman reads them, and removed from this host once it has.
+    const handedOver = environment.deliver(exited);
     void exited.then(async () => {
       await this.networks.release(r.projectId);
       await this.removeNetworkLeftovers();
@@ -239,6 +268,8 @@ export class PodmanRuntime implements ContainerRuntime {
         onProgress,
         onTimeout: () => this.stop(r.replicaId, 0),
       });
+      // It answers, so Podman has read them all: they are gone from this host when launch returns.
+      await handedOver;
     } catch (err) {
       this.running.delete(r.replicaId);
       // What Podman or the program said last (a wrong entrypoint, a crash) is the useful part.
@@ -281,6 +312,13 @@ export class PodmanRuntime implements ContainerRuntime {
 
   release(): void {
     this.running.releaseAll();
+  }
+
+  /** Takes out what launches of an earlier process of this host left on their way (it died part way); never fails. */
+  async removeLaunchLeftovers(): Promise<void> {
+    const removed = await LaunchEnvironment.removeLeftovers(this.engine, this.environmentDir);
+    if (removed.length)
+      this.opts.logger?.warn({ launches: removed }, "removed what unfinished launches left of replicas' variables");
   }
 
   private sweeping: Promise<void> = Promise.resolve();

@@ -17,9 +17,15 @@
  * of FORWARD when it sets up its first container, and that chain accepts whatever a
  * container subnet sends: a jump of ours in `filter` was passed over whenever CNI's
  * came later (on a fresh host, one project's replicas reached another's).
+ *
+ * The same rules hold for IPv6 (ip6tables), but for the forwarder's, which is on
+ * an IPv4 address. A bridge has no IPv6 subnet, but a container has a link-local
+ * address on it, and so has the host's end of it: without them, anything on the
+ * host listening on `::` answered a replica there.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
 
 import { ApiForwarder } from './api-forwarder';
@@ -29,9 +35,13 @@ const run = promisify(execFile);
 /** Rules for what replicas send to this host (jumped to from INPUT) and through it (from FORWARD). */
 const CHAINS = { INPUT: 'GANTRY-REPLICAS-IN', FORWARD: 'GANTRY-REPLICAS-FWD' } as const;
 
-async function iptables(args: string[], table = TABLE): Promise<boolean> {
+/** The firewall of each address family: IPv6's where this kernel has IPv6 at all (else it has nothing to filter). */
+type Firewall = 'iptables' | 'ip6tables';
+const FIREWALLS: Firewall[] = existsSync('/proc/sys/net/ipv6') ? ['iptables', 'ip6tables'] : ['iptables'];
+
+async function iptables(args: string[], table = TABLE, firewall: Firewall = 'iptables'): Promise<boolean> {
   try {
-    await run('iptables', ['-w', '-t', table, ...args], { env: { PATH: SYSTEM_PATH } });
+    await run(firewall, ['-w', '-t', table, ...args], { env: { PATH: SYSTEM_PATH } });
     return true;
   } catch {
     return false;
@@ -51,10 +61,19 @@ async function removeFilterTableChains(): Promise<void> {
 }
 
 /** Adds the rule unless it is there (`-C` answers whether it is). */
-async function ensureRule(where: string, position: 'append' | 'first', rule: string[]): Promise<void> {
-  if (await iptables(['-C', where, ...rule])) return;
-  const added = await iptables(position === 'first' ? ['-I', where, '1', ...rule] : ['-A', where, ...rule]);
-  if (!added) throw new PodmanError(`could not add the replica firewall rule ${where} ${rule.join(' ')}`);
+async function ensureRule(
+  firewall: Firewall,
+  where: string,
+  position: 'append' | 'first',
+  rule: string[],
+): Promise<void> {
+  if (await iptables(['-C', where, ...rule], TABLE, firewall)) return;
+  const added = await iptables(
+    position === 'first' ? ['-I', where, '1', ...rule] : ['-A', where, ...rule],
+    TABLE,
+    firewall,
+  );
+  if (!added) throw new PodmanError(`could not add the replica firewall rule (${firewall}) ${where} ${rule.join(' ')}`);
 }
 
 /** The Podman network of a project's replicas. */
@@ -121,8 +140,10 @@ export class ReplicaNetworks {
       () => false,
     );
     if (removed && ready) {
-      for (const [chain, rules] of bridgeRules(ready.bridge, ready.forwarder)) {
-        for (const rule of rules) await iptables(['-D', chain, ...rule]);
+      for (const firewall of FIREWALLS) {
+        for (const [chain, rules] of bridgeRules(firewall, ready.bridge, ready.forwarder)) {
+          for (const rule of rules) await iptables(['-D', chain, ...rule], TABLE, firewall);
+        }
       }
     }
   }
@@ -130,9 +151,11 @@ export class ReplicaNetworks {
   private async ensure(name: string, projectId: string): Promise<{ bridge: string; forwarder?: ApiForwarder }> {
     this.chain ??= (async () => {
       await removeFilterTableChains();
-      for (const [hook, chain] of Object.entries(CHAINS)) {
-        await iptables(['-N', chain]); // fails harmlessly when it exists
-        await ensureRule(hook, 'first', ['-j', chain]);
+      for (const firewall of FIREWALLS) {
+        for (const [hook, chain] of Object.entries(CHAINS)) {
+          await iptables(['-N', chain], TABLE, firewall); // fails harmlessly when it exists
+          await ensureRule(firewall, hook, 'first', ['-j', chain]);
+        }
       }
     })();
     await this.chain;
@@ -162,8 +185,10 @@ export class ReplicaNetworks {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge ?? ''))
       throw new PodmanError(`network ${name} has no bridge (${bridge})`);
     const forwarder = this.api && gateway ? new ApiForwarder(gateway, this.api) : undefined;
-    for (const [chain, rules] of bridgeRules(bridge, forwarder)) {
-      for (const rule of rules) await ensureRule(chain, 'append', rule);
+    for (const firewall of FIREWALLS) {
+      for (const [chain, rules] of bridgeRules(firewall, bridge, forwarder)) {
+        for (const rule of rules) await ensureRule(firewall, chain, 'append', rule);
+      }
     }
     void forwarder?.start();
     return { bridge, forwarder };
@@ -172,11 +197,11 @@ export class ReplicaNetworks {
 
 /**
  * A bridge's rules, per chain and in order. To this host: replies to connections made to its
- * replicas, and connections to the API forwarder on its gateway address; nothing else. Through
- * this host: replies, and traffic between the bridge's own replicas (which crosses FORWARD where
- * br_netfilter is loaded); nothing else.
+ * replicas, and connections to the API forwarder on its gateway address (IPv4); nothing else.
+ * Through this host: replies, and traffic between the bridge's own replicas (which crosses FORWARD
+ * where br_netfilter is loaded); nothing else.
  */
-function bridgeRules(bridge: string, forwarder?: ApiForwarder): Array<[string, string[][]]> {
+function bridgeRules(firewall: Firewall, bridge: string, forwarder?: ApiForwarder): Array<[string, string[][]]> {
   const replies = ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN'];
   const drop = ['-i', bridge, '-j', 'DROP'];
   return [
@@ -184,7 +209,7 @@ function bridgeRules(bridge: string, forwarder?: ApiForwarder): Array<[string, s
       CHAINS.INPUT,
       [
         replies,
-        ...(forwarder
+        ...(forwarder && firewall === 'iptables'
           ? [
               [
                 '-i',
