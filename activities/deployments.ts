@@ -13,6 +13,7 @@ import {
   ADAPTERS_MOUNT_PATH,
   HOST_RESTARTING,
   REVISION_ENV,
+  replicaUrl,
   type DeploymentState,
   type LaunchedReplica,
   type ReplicaLaunch,
@@ -280,7 +281,11 @@ export function createReplicaActivities(deps: {
       await Promise.all(
         running.map(async (origin) => {
           try {
-            const res = await fetch(`${origin}/metrics`, { signal: AbortSignal.timeout(2000) });
+            // From the host's network: a redirect is an unreadable metric, never followed.
+            const res = await fetch(replicaUrl(origin, '/metrics'), {
+              redirect: 'manual',
+              signal: AbortSignal.timeout(2000),
+            });
             if (!res.ok) return;
             const family = parsePrometheusTextFormat(await res.text()).find((f) => f.name === metricName);
             for (const sample of family?.metrics ?? []) total += Number(sample.value ?? 0);

@@ -1,6 +1,6 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
-import { REVISION_ENV } from '../../shared/deployments';
+import { REPLICA_PATH, REVISION_ENV } from '../../shared/deployments';
 import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
@@ -61,7 +61,12 @@ const SpecFields = {
   gpu_count: z.number().int().nonnegative().optional(),
   gpu_type: z.enum(['h100-80gb', 'h100-40gb-mig', 'h200-140gb', 'b200-192gb']),
   port: z.number().int().min(1).max(65535),
-  health_check_path: z.string().startsWith('/').optional(),
+  // Asked from the container host's network: a path of the replica, never another origin.
+  health_check_path: z
+    .string()
+    .max(2048)
+    .regex(REPLICA_PATH, 'a path of the replica: /, then printable ASCII without spaces or backslashes, not //')
+    .optional(),
   min_replicas: z.number().int().min(0).max(100),
   max_replicas: z.number().int().min(0).max(100).optional(),
   termination_grace_period_seconds: z.number().int().min(0).max(3600),

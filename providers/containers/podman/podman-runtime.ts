@@ -226,7 +226,7 @@ export class PodmanRuntime implements ContainerRuntime {
         timeoutMs: r.healthTimeoutMs,
         exited,
         onProgress,
-        onTimeout: () => this.stop(r.replicaId, 0),
+        stop: () => this.stop(r.replicaId, 0),
       });
     } catch (err) {
       this.running.delete(r.replicaId);
