@@ -34,6 +34,7 @@ import {
   pruneEndedReplicas,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
+import { projectSlugOf } from '../db/administration';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
 import { withTransaction, type Db } from '../db/pool';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
@@ -238,6 +239,8 @@ export function createReplicaActivities(deps: {
           {
             deploymentId: l.deploymentId,
             projectId: l.projectId,
+            // Whose images it may pull (podman-runtime.ts).
+            projectSlug: await projectSlugOf(db, l.projectId),
             replicaId: l.replicaId,
             image: l.spec.image,
             command: l.spec.command ?? [],

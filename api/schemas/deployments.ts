@@ -1,6 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
 import { REPLICA_PATH, REVISION_ENV } from '../../shared/deployments';
+import { parseImageReference } from '../../shared/image-references';
 import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
@@ -52,7 +53,11 @@ const Autoscaling = z.preprocess(
 );
 const SpecFields = {
   description: z.string().max(1000).optional(),
-  image: z.string().min(1).max(512),
+  image: z
+    .string()
+    .min(1)
+    .max(512)
+    .refine((i) => parseImageReference(i) !== undefined, 'an image reference: [registry/]repository[:tag][@digest]'),
   command: z.array(z.string()).optional(),
   args: z.array(z.string()).optional(),
   cpu: z.number().positive().optional(),

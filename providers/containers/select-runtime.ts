@@ -19,6 +19,8 @@ export async function selectContainerRuntime(
     containerHostId?: string;
     containerHostAddress: string;
     insecureRegistries: string[];
+    imageRegistry?: string;
+    modelServerImage?: string;
     replicaApiUrl: string;
     replicaDefaultLimits: { cpus: number; memoryGiB: number };
   },
@@ -48,6 +50,9 @@ export async function selectContainerRuntime(
       const runtime = new PodmanRuntime(logDir, engine, new ReplicaNetworks(engine, target), {
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
+        imageRegistry: config.imageRegistry,
+        // The platform's own image: run from this host's copy for any project (shared/image-references.ts).
+        platformImages: config.modelServerImage ? [config.modelServerImage] : [],
         defaultLimits: config.replicaDefaultLimits,
         address: config.containerHostAddress,
         logger,

@@ -84,11 +84,18 @@ export function containersConf(): string {
 
 export class PodmanEngine {
   readonly confFile: string;
+  /**
+   * An auth file with no credentials (`--authfile`): a pull made with it gets only what its
+   * registry gives anyone, whatever credentials this host holds (podman-runtime.ts).
+   */
+  readonly noCredentialsFile: string;
 
   constructor(stateDir: string) {
     mkdirSync(stateDir, { recursive: true });
     this.confFile = path.join(stateDir, 'containers.conf');
     writeFileSync(this.confFile, containersConf());
+    this.noCredentialsFile = path.join(stateDir, 'no-credentials.json');
+    writeFileSync(this.noCredentialsFile, '{"auths": {}}\n', { mode: 0o600 });
   }
 
   /** The environment of a Podman process: system PATH and Gantry's containers.conf, plus `extra`. */
