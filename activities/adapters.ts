@@ -12,6 +12,7 @@ import { deleteAdapterRow, recordAdapterLoad } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { getRevision, listRevisionFiles } from '../db/models';
 import type { AdapterFiles } from '../providers/containers/adapter-files';
+import { replicaUrl } from '../shared/deployments';
 
 export interface AdapterLoadResult {
   ready: number;
@@ -59,8 +60,9 @@ export function createAdapterHostActivities({
       await Promise.all(
         origins.map(async (origin) => {
           try {
-            const res = await fetch(`${origin}/adapters`, {
+            const res = await fetch(replicaUrl(origin, '/adapters'), {
               method: 'POST',
+              redirect: 'manual', // the host never follows a replica elsewhere
               headers: { 'content-type': 'application/json' },
               body: JSON.stringify({ name: a.adapterModelId, dir }),
               signal: AbortSignal.timeout(30_000),
@@ -84,8 +86,9 @@ export function createAdapterHostActivities({
       const origins = await replicasOf(a);
       await Promise.all(
         origins.map((origin) =>
-          fetch(`${origin}/adapters/${encodeURIComponent(a.adapterModelId)}`, {
+          fetch(replicaUrl(origin, `/adapters/${encodeURIComponent(a.adapterModelId)}`), {
             method: 'DELETE',
+            redirect: 'manual',
             signal: AbortSignal.timeout(10_000),
           }).catch(() => undefined),
         ),

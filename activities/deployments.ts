@@ -13,6 +13,7 @@ import {
   ADAPTERS_MOUNT_PATH,
   HOST_RESTARTING,
   REVISION_ENV,
+  replicaUrl,
   type DeploymentState,
   type LaunchedReplica,
   type ReplicaLaunch,
@@ -34,6 +35,7 @@ import {
   pruneEndedReplicas,
 } from '../db/deployments';
 import { queueMetrics } from '../db/queue';
+import { projectSlugOf } from '../db/administration';
 import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './endpoint-projection';
 import { withTransaction, type Db } from '../db/pool';
 import { openFromRow, SEALED_COLUMNS } from '../db/sealed-values';
@@ -247,6 +249,8 @@ export function createReplicaActivities(deps: {
           {
             deploymentId: l.deploymentId,
             projectId: l.projectId,
+            // Whose images it may pull (podman-runtime.ts).
+            projectSlug: await projectSlugOf(db, l.projectId),
             replicaId: l.replicaId,
             image: l.spec.image,
             command: l.spec.command ?? [],
@@ -291,7 +295,11 @@ export function createReplicaActivities(deps: {
       await Promise.all(
         running.map(async (origin) => {
           try {
-            const res = await fetch(`${origin}/metrics`, { signal: AbortSignal.timeout(2000) });
+            // From the host's network: a redirect is an unreadable metric, never followed.
+            const res = await fetch(replicaUrl(origin, '/metrics'), {
+              redirect: 'manual',
+              signal: AbortSignal.timeout(2000),
+            });
             if (!res.ok) return;
             const family = parsePrometheusTextFormat(await res.text()).find((f) => f.name === metricName);
             for (const sample of family?.metrics ?? []) total += Number(sample.value ?? 0);

@@ -81,6 +81,12 @@ export async function findProjectForUser(
   return rows[0] ?? null;
 }
 
+/** A project's slug (fixed at its creation); undefined when the project is gone. */
+export async function projectSlugOf(db: Queryable, projectId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ slug: string }>('SELECT slug FROM projects WHERE id = $1', [projectId]);
+  return rows[0]?.slug;
+}
+
 export async function slugTaken(db: Queryable, slug: string): Promise<boolean> {
   const { rowCount } = await db.query('SELECT 1 FROM projects WHERE slug = $1', [slug]);
   return (rowCount ?? 0) > 0;

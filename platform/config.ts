@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { Keyring } from './keyring';
 import { z } from 'zod';
 import { GPU_TYPES, type GpuType } from '../shared/gpu-types';
+import { parseImageReference } from '../shared/image-references';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -279,9 +280,18 @@ const EnvSchema = z.object({
   /**
    * Where tenants push images for their deployments (host[/path]); each project's base path is
    * `<this>/<project slug>` (GET /v1/image-repositories/base-path, which the official jig CLI reads).
-   * Unset: no registry of its own; deployments name images wherever they are.
+   * Unset: no registry of its own; deployments name images wherever they are. A project runs images
+   * of its own path here only (shared/image-references.ts), pulled with the container hosts' own
+   * credentials (root's `podman login`), so the registry should refuse anonymous pulls.
    */
-  GANTRY_IMAGE_REGISTRY: z.string().max(200).optional(),
+  GANTRY_IMAGE_REGISTRY: z
+    .string()
+    .max(200)
+    .refine(
+      (v) => parseImageReference(`${v.replace(/\/+$/, '')}/x`) !== undefined,
+      'a registry host[:port], then an optional /path',
+    )
+    .optional(),
   /** Deployments: longest wait before replacing a replica that keeps dying. */
   GANTRY_DEPLOYMENT_MAX_RESTART_BACKOFF_SECONDS: z.coerce.number().int().positive().default(60),
   /** Deployments: how often the autoscaler observes its metric. */
@@ -391,7 +401,8 @@ export interface GantryConfig {
   /**
    * The image endpoints' model servers run from (scripts/build-model-server-image.ts, or the
    * Gantry image); unset: they run this installation's trainer Python as a host process, which
-   * only the process runtime can.
+   * only the process runtime can. The platform's own image: the one image a container host runs
+   * from its own copy for any project (shared/image-references.ts).
    */
   modelServerImage?: string;
   speechPython: string;

@@ -77,6 +77,9 @@ export async function buildExampleImage(
       });
     }
     copyFileSync(path.join(ROOT, spec.dir, 'Containerfile'), path.join(context, 'Containerfile'));
+    // Readable by the image's unprivileged user whatever the umask of the process building it
+    // (a Gantry process's is 077: a test that builds after starting the platform).
+    execFileSync('chmod', ['-R', 'a+rX', rootfs]);
     await engine.podman(['build', '--quiet', '--network=none', '--tag', tag, context], {
       timeoutMs: 10 * 60_000,
     });
@@ -86,14 +89,15 @@ export async function buildExampleImage(
   }
 }
 
-/** Pushes a built example image to a registry; answers the reference there. */
+/** Pushes a built example image to a registry (at `repository` there); answers the reference there. */
 export async function pushExampleImage(
   engine: PodmanEngine,
   name: ExampleImage,
   registry: string,
   insecure: boolean,
+  repository = `gantry-examples/${name}`,
 ): Promise<string> {
-  const ref = `${registry}/gantry-examples/${name}:1`;
+  const ref = `${registry}/${repository}:1`;
   await engine.podman(['push', '--quiet', ...(insecure ? ['--tls-verify=false'] : []), localTag(name), ref]);
   return ref;
 }

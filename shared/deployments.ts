@@ -191,3 +191,20 @@ export function replicaOrigin(address: string | null, port: number): string {
   // An IPv6 address (the only form with a colon) goes in brackets.
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
+
+/**
+ * A path a replica is asked on (`health_check_path`): `/`, then printable ASCII without a space or
+ * a backslash, and not `//` (which a URL resolver reads as another host: `//evil.example/`).
+ */
+export const REPLICA_PATH = /^\/(?:[\x21-\x2e\x30-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)?$/;
+
+/**
+ * The URL of `path` on the replica at `origin` (replicaOrigin): always that origin. A path that
+ * would name another (a health path stored before REPLICA_PATH was checked) throws.
+ */
+export function replicaUrl(origin: string, path: string): string {
+  const url = new URL(origin + path);
+  if (!REPLICA_PATH.test(path) || url.origin !== new URL(origin).origin)
+    throw new Error(`${JSON.stringify(path)} is not a path of the replica`);
+  return url.href;
+}

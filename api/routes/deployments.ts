@@ -9,6 +9,7 @@ import { endpointDeploymentOfContainer } from '../../db/endpoints';
 import { REVISION_ENV, type DeploymentSpec } from '../../shared/deployments';
 import { getRevision, listRevisions, type RevisionRow } from '../../db/deployment-revisions';
 import { newId } from '../../platform/ids';
+import { projectImagePath } from '../../shared/image-references';
 import {
   deleteSecret,
   getDeployment,
@@ -136,7 +137,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: ImageRepositoryBasePathSchema,
     },
     handler: async ({ principal }) => ({
-      'base-path': config.imageRegistry ? `${config.imageRegistry}/${principal.projectSlug}` : '',
+      'base-path': config.imageRegistry ? projectImagePath(config.imageRegistry, principal.projectSlug) : '',
     }),
   });
 

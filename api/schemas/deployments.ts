@@ -1,7 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
-import { REVISION_ENV } from '../../shared/deployments';
-import { imageReferenceProblem } from '../../shared/image-reference';
+import { REPLICA_PATH, REVISION_ENV } from '../../shared/deployments';
+import { parseImageReference } from '../../shared/image-references';
 import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
@@ -58,10 +58,7 @@ const SpecFields = {
     .string()
     .min(1)
     .max(512)
-    .superRefine((image, ctx) => {
-      const problem = imageReferenceProblem(image);
-      if (problem) ctx.addIssue({ code: 'custom', message: `not an OCI image reference (${problem})` });
-    }),
+    .refine((i) => parseImageReference(i) !== undefined, 'an image reference: [registry/]repository[:tag][@digest]'),
   command: z.array(z.string()).optional(),
   args: z.array(z.string()).optional(),
   cpu: z.number().positive().optional(),
@@ -70,7 +67,12 @@ const SpecFields = {
   gpu_count: z.number().int().nonnegative().optional(),
   gpu_type: z.enum(['h100-80gb', 'h100-40gb-mig', 'h200-140gb', 'b200-192gb']),
   port: z.number().int().min(1).max(65535),
-  health_check_path: z.string().startsWith('/').optional(),
+  // Asked from the container host's network: a path of the replica, never another origin.
+  health_check_path: z
+    .string()
+    .max(2048)
+    .regex(REPLICA_PATH, 'a path of the replica: /, then printable ASCII without spaces or backslashes, not //')
+    .optional(),
   min_replicas: z.number().int().min(0).max(100),
   max_replicas: z.number().int().min(0).max(100).optional(),
   termination_grace_period_seconds: z.number().int().min(0).max(3600),

@@ -15,8 +15,8 @@ import {
   type DeploymentRow,
 } from '../../db/deployments';
 import { newId } from '../../platform/ids';
+import { imageAccess, parseImageReference } from '../../shared/image-references';
 import { deploymentWorkflowId, type DeploymentSpec, type DeploymentWorkflowInput } from '../../shared/deployments';
-import { imageReferenceProblem } from '../../shared/image-reference';
 import { deleteDeploymentUpdate, deployment, updateDeploymentUpdate } from '../../workflows/deployments';
 import type { ApiDeps } from '../deps';
 import { pinMounts } from '../deployment-mounts';
@@ -141,6 +141,7 @@ export async function deployContainer(deps: ApiDeps, principal: Principal, body:
   if (spec.max_replicas < spec.min_replicas)
     throw badRequest('max_replicas must be at least min_replicas.', 'max_replicas');
   requireWithinReplicaCeilings(spec, deps.config.replicaMaxLimits);
+  checkImage(deps, principal, spec.image);
   await checkSecrets(db, principal.projectId, spec.environment_variables);
   Object.assign(spec, await pinMounts(db, principal.projectId, spec));
   if (await getDeployment(db, principal.projectId, body.name)) {
@@ -179,6 +180,7 @@ export async function changeContainerDeployment(
       replacing: row.id,
     });
   }
+  if (patch.image !== undefined) checkImage(deps, principal, patch.image);
   if (patch.environment_variables) await checkSecrets(db, principal.projectId, patch.environment_variables);
   if (patch.volumes || patch.model_mounts) {
     const pinned = await pinMounts(db, principal.projectId, { volumes: next.volumes, model_mounts: next.model_mounts });
@@ -216,9 +218,11 @@ export async function rollbackContainerDeployment(
   }
   const { name: _name, ...spec } = target.spec;
   // A revision kept from before the API checked images may hold anything (its launch would fail).
-  const problem = imageReferenceProblem(spec.image);
-  if (problem)
-    throw badRequest(`Revision ${revision}'s image is not an OCI image reference (${problem}).`, 'revision_identifier');
+  if (!parseImageReference(spec.image))
+    throw badRequest(
+      `Revision ${revision}'s image is not an OCI image reference ([registry/]repository[:tag][@digest]).`,
+      'revision_identifier',
+    );
   await changeContainerDeployment(deps, principal, row, spec, idempotencyKey);
 }
 
@@ -230,6 +234,21 @@ export async function destroyContainerDeployment(deps: ApiDeps, row: DeploymentR
     if (!(err instanceof WorkflowNotFoundError)) throw refused(row, err);
     await tearDownOrphanedDeployment(deps, row);
   }
+}
+
+/**
+ * The project may run the image (shared/image-references.ts): not another project's path of the
+ * installation's registry (400 naming `image`). Each launch checks again, by pulling with the
+ * project's own access (podman-runtime.ts).
+ */
+function checkImage(deps: ApiDeps, principal: Principal, image: string) {
+  const access = imageAccess(image, {
+    installationRegistry: deps.config.imageRegistry,
+    projectSlug: principal.projectSlug,
+    platformImages: deps.config.modelServerImage ? [deps.config.modelServerImage] : [],
+  });
+  if (access.kind === 'foreign' || access.kind === 'invalid')
+    throw badRequest(`This project may not run the image ${image}: ${access.why}.`, 'image');
 }
 
 /** Every secret the environment names must exist in the project (400 naming the variable). */

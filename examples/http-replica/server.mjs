@@ -9,8 +9,10 @@
 // format, and POST /set-metric?value=N sets it (the autoscaling tests drive it); GET /connect?host=H&port=P
 // answers whether a TCP connection to H:P opens within a second (`connected`, or the error's code: the
 // isolation tests probe what a replica can reach); POST /fill?path=P&bytes=N writes up to N bytes to the file P and answers
-// how many it wrote and the error that stopped it (`{"written":…,"error":"EDQUOT"}`: the storage limit tests). On SIGTERM it
-// logs, waits DRAIN_MS (to exercise the grace period) and exits.
+// how many it wrote and the error that stopped it (`{"written":…,"error":"EDQUOT"}`: the storage limit tests); GET
+// /redirect?to=URL answers a 302 to URL, and with METRICS_REDIRECT=URL so does GET /metrics, each logging `redirected
+// <path>` (the tests of what the host does with a replica's redirect). On SIGTERM it logs, waits DRAIN_MS (to exercise
+// the grace period) and exits.
 import { open, readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { connect } from 'node:net';
@@ -21,6 +23,13 @@ let inflight = 0;
 const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (url.pathname === '/health') return res.end('ok');
+  const redirectTo = url.pathname === '/redirect' ? url.searchParams.get('to') : null;
+  const metricsRedirect = url.pathname === '/metrics' ? process.env.METRICS_REDIRECT : undefined;
+  if (redirectTo || metricsRedirect) {
+    console.log(`${replica}: redirected ${url.pathname}`);
+    res.writeHead(302, { location: redirectTo || metricsRedirect });
+    return res.end();
+  }
   if (url.pathname === '/slow') {
     const timer = setTimeout(
       () => res.end(JSON.stringify({ replica })),

@@ -191,7 +191,7 @@ export class ProcessRuntime implements ContainerRuntime {
         timeoutMs: r.healthTimeoutMs,
         exited,
         onProgress,
-        onTimeout: () => this.stop(r.replicaId, 0),
+        stop: () => this.stop(r.replicaId, 0),
       });
     } catch (err) {
       this.running.delete(r.replicaId);

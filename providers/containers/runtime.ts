@@ -8,6 +8,8 @@
 export interface ReplicaToLaunch {
   deploymentId: string;
   projectId: string;
+  /** Its project's slug, which names the project's own path of the installation's registry; undefined: the project is gone. */
+  projectSlug?: string;
   replicaId: string;
   /** The OCI image reference the deployment names. */
   image: string;

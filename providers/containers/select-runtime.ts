@@ -20,6 +20,8 @@ export async function selectContainerRuntime(
     containerHostId?: string;
     containerHostAddress: string;
     insecureRegistries: string[];
+    imageRegistry?: string;
+    modelServerImage?: string;
     replicaApiUrl: string;
     replicaDefaultLimits: ReplicaLimits;
     replicaMaxLimits: ReplicaLimits & { imageGiB: number };
@@ -56,6 +58,9 @@ export async function selectContainerRuntime(
         hostId: config.containerHostId,
         insecureRegistries: config.insecureRegistries,
         limits: { defaults: config.replicaDefaultLimits, max: config.replicaMaxLimits },
+        imageRegistry: config.imageRegistry,
+        // The platform's own image: run from this host's copy for any project (shared/image-references.ts).
+        platformImages: config.modelServerImage ? [config.modelServerImage] : [],
         address: config.containerHostAddress,
         logger,
       });

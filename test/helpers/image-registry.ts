@@ -18,8 +18,11 @@ import { buildExampleImage, localTag, pushExampleImage, type ExampleImage } from
 export interface LocalRegistry {
   /** host:port, as an image reference names it. */
   address: string;
-  /** Builds an example image and pushes it here; answers its reference. */
-  publish(name: ExampleImage): Promise<string>;
+  /**
+   * Builds an example image and pushes it here, at `repository` (`gantry-examples/<name>` unless
+   * told: a project's path, `<project slug>/<name>`); answers its reference.
+   */
+  publish(name: ExampleImage, repository?: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -60,9 +63,9 @@ export async function startLocalRegistry(dataDir: string): Promise<LocalRegistry
   const published: string[] = [];
   return {
     address,
-    async publish(name) {
+    async publish(name, repository) {
       await buildExampleImage(engine, name);
-      const ref = await pushExampleImage(engine, name, address, true);
+      const ref = await pushExampleImage(engine, name, address, true, repository);
       await engine.podman(['rmi', '--ignore', localTag(name), ref]);
       published.push(ref);
       return ref;

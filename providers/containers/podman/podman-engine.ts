@@ -104,6 +104,11 @@ export class PodmanEngine {
   readonly confFile: string;
   readonly storageConfFile: string;
   private storageMounted?: Promise<void>;
+  /**
+   * An auth file with no credentials (`--authfile`): a pull made with it gets only what its
+   * registry gives anyone, whatever credentials this host holds (podman-runtime.ts).
+   */
+  readonly noCredentialsFile: string;
 
   /**
    * `stateDir`: this engine's own directory (its containers.conf, launches under way), this host's
@@ -120,6 +125,8 @@ export class PodmanEngine {
     writeFileSync(this.confFile, containersConf(hooksDir));
     this.storageConfFile = path.join(stateDir, 'storage.conf');
     writeFileSync(this.storageConfFile, storageConf());
+    this.noCredentialsFile = path.join(stateDir, 'no-credentials.json');
+    writeFileSync(this.noCredentialsFile, '{"auths": {}}\n', { mode: 0o600 });
   }
 
   /** Mounts Gantry's container storage unless it is (once per engine, again after a failure). */

@@ -22,8 +22,16 @@
  *   would be nobody on the host, and would not share an id with another
  *   tenant's files or processes.
  *
- * The image is pulled from its registry (`GANTRY_INSECURE_REGISTRIES` names
- * the ones reached over plain HTTP, such as a local one). The container writes
+ * A project runs only images it may pull (shared/image-references.ts): every launch pulls the
+ * image again, with that project's access, and runs the image that pull answered (by its id),
+ * so what this host already holds for another project is never a shortcut. Its own path of the
+ * installation's registry (GANTRY_IMAGE_REGISTRY) is pulled with this host's credentials, any
+ * other image with none, and another project's path not at all; the platform's own images (the
+ * model server's) are the one exception, run from this host's copy. A registry's answer is
+ * checked again each time; layers this host has are not downloaded again. A failed pull says
+ * that the image could not be pulled, and what the registry said goes to this host's log only
+ * (a tenant may name any address as a registry). `GANTRY_INSECURE_REGISTRIES` names the
+ * registries reached over plain HTTP, such as a local one. The container writes
  * its output straight into the replica's log file (Podman's passthrough log
  * driver), so the logs route reads it as it does the process runtime's, and it
  * outlives a crash of this worker: a restarted worker of the same host
@@ -42,7 +50,7 @@ import { HeldReplicas, type HeldReplica } from '../held-replicas';
 import { tailLines } from '../log-tail';
 import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
-import { imageReferenceProblem } from '../../../shared/image-reference';
+import { imageAccess } from '../../../shared/image-references';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
@@ -74,14 +82,6 @@ export function volumeOption(m: { hostDir: string; mountPath: string }): string 
   return `${m.hostDir}:${m.mountPath}:ro`;
 }
 
-/** The registry host of an image reference (`host[:port]/path[:tag]`), if it names one. */
-export function registryOf(image: string): string | undefined {
-  const first = image.split('/')[0];
-  return image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost')
-    ? first
-    : undefined;
-}
-
 export class PodmanRuntime implements ContainerRuntime {
   readonly kind = 'podman';
   readonly address: string;
@@ -101,9 +101,13 @@ export class PodmanRuntime implements ContainerRuntime {
       hostId?: string;
       insecureRegistries?: string[];
       limits: { defaults: ReplicaLimits; max: ReplicaLimits & { imageGiB: number } };
+      /** GANTRY_IMAGE_REGISTRY: each project's path there is that project's own. */
+      imageRegistry?: string;
+      /** Images the operator names for the platform itself (GANTRY_MODEL_SERVER_IMAGE): any project runs them. */
+      platformImages?: string[];
       /** Where replicas' ports are published (GANTRY_CONTAINER_HOST_ADDRESS); 127.0.0.1 without it. */
       address?: string;
-      /** Says what the sweep of leftover port forwards took out, or why it could not look. */
+      /** Says what the sweep of leftover port forwards took out, or why it could not look, and why a pull failed. */
       logger?: Pick<Logger, 'warn'>;
     },
   ) {
@@ -119,23 +123,68 @@ export class PodmanRuntime implements ContainerRuntime {
     return `gantry-${replicaId.toLowerCase().replace(/[^a-z0-9_.-]/g, '-')}`;
   }
 
-  private tlsArgs(image: string): string[] {
-    const registry = registryOf(image);
-    return registry && this.opts.insecureRegistries?.includes(registry) ? ['--tls-verify=false'] : [];
+  /**
+   * The image the replica runs, as `podman run` names it: the id a pull with its project's access
+   * answered (the file's comment says which access), or a platform image as named.
+   */
+  private async pull(r: ReplicaToLaunch, onProgress: () => void): Promise<string> {
+    const access = imageAccess(r.image, {
+      installationRegistry: this.opts.imageRegistry,
+      projectSlug: r.projectSlug,
+      platformImages: this.opts.platformImages ?? [],
+    });
+    switch (access.kind) {
+      case 'platform': {
+        const present = await this.engine.podman(['image', 'exists', r.image]).then(
+          () => true,
+          () => false,
+        );
+        return present ? r.image : this.pullAs(r.image, r.image, 'host', onProgress);
+      }
+      case 'own':
+        return this.pullAs(r.image, access.reference, 'host', onProgress);
+      case 'public':
+        return this.pullAs(r.image, access.reference, 'anyone', onProgress);
+      case 'foreign':
+      case 'invalid':
+        throw new ReplicaFailed(`The image ${r.image} could not be pulled: ${access.why}.`);
+    }
   }
 
-  /** Pulls the image unless this host has it; a failure says why, in the replica's status. */
-  private async pull(image: string, onProgress: () => void): Promise<void> {
-    const present = await this.engine.podman(['image', 'exists', image]).then(
-      () => true,
-      () => false,
-    );
-    if (present) return;
+  /**
+   * `podman pull` of `reference` with this host's credentials or with none (`anyone`); answers
+   * the image's id. A failure says only that: what the registry (or whatever answered at its
+   * address) said goes to this host's log.
+   */
+  private async pullAs(
+    image: string,
+    reference: string,
+    credentials: 'host' | 'anyone',
+    onProgress: () => void,
+  ): Promise<string> {
+    const registry = reference.split('/')[0];
+    const insecure = this.opts.insecureRegistries?.some((r) => r.toLowerCase() === registry);
     const beat = setInterval(onProgress, 5000);
     try {
-      await this.engine.podman(['pull', '--quiet', ...this.tlsArgs(image), image], { timeoutMs: 30 * 60_000 });
+      const out = await this.engine.podman(
+        [
+          'pull',
+          '--quiet',
+          ...(credentials === 'anyone' ? ['--authfile', this.engine.noCredentialsFile] : []),
+          ...(insecure ? ['--tls-verify=false'] : []),
+          '--',
+          reference,
+        ],
+        { timeoutMs: 30 * 60_000 },
+      );
+      const id = out.trim().split('\n').pop() ?? '';
+      if (!/^[0-9a-f]{64}$/.test(id)) throw new Error(`podman pull answered no image id: ${out.slice(0, 200)}`);
+      return id;
     } catch (err) {
-      throw new ReplicaFailed(`The image ${image} could not be pulled: ${(err as Error).message}`);
+      this.opts.logger?.warn({ image, reference, err: (err as Error).message }, 'an image could not be pulled');
+      throw new ReplicaFailed(
+        `The image ${image} could not be pulled (it does not exist, its registry did not answer, or this project may not pull it).`,
+      );
     } finally {
       clearInterval(beat);
     }
@@ -175,12 +224,10 @@ export class PodmanRuntime implements ContainerRuntime {
 
   /** Pulls the image, starts the container, and waits until its health check answers 2xx; returns the host port. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
-    // The API takes only image references; one stored before it checked them stops here.
-    const problem = imageReferenceProblem(r.image);
-    if (problem) throw new ReplicaFailed(`The image ${JSON.stringify(r.image)} is not an image reference: ${problem}.`);
+    // The API takes only image references; one stored before it checked them stops at pull.
     const volumes = r.mounts.flatMap((m) => ['--volume', volumeOption(m)]);
-    await this.pull(r.image, onProgress);
-    const tooLarge = await imageTooLarge(this.engine, r.image, this.opts.limits.max.imageGiB);
+    const image = await this.pull(r, onProgress);
+    const tooLarge = await imageTooLarge(this.engine, image, this.opts.limits.max.imageGiB);
     if (tooLarge) throw new ReplicaFailed(tooLarge);
     const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
@@ -235,7 +282,7 @@ export class PodmanRuntime implements ContainerRuntime {
       ...(r.command.length ? ['--entrypoint', JSON.stringify(r.command)] : []),
       // Options end here: the image, then its arguments, are positionals whatever they hold.
       '--',
-      r.image,
+      image,
       ...r.args,
     ];
     const logFile = this.logFile(r.deploymentId, r.replicaId);
@@ -266,7 +313,7 @@ export class PodmanRuntime implements ContainerRuntime {
         timeoutMs: r.healthTimeoutMs,
         exited,
         onProgress,
-        onTimeout: () => this.stop(r.replicaId, 0),
+        stop: () => this.stop(r.replicaId, 0),
       });
       // It answers, so Podman has read them all: they are gone from this host when launch returns.
       await handedOver;
