@@ -2,6 +2,7 @@
  * The container runtime a container host runs, from GANTRY_CONTAINER_RUNTIME:
  * one place, so the control worker and `./dev up` agree on what each setting means.
  */
+import type { RemoteFetchPolicy } from '../../platform/config';
 import path from 'node:path';
 
 import type { Logger } from 'pino';
@@ -26,6 +27,7 @@ export async function selectContainerRuntime(
     replicaDefaultLimits: ReplicaLimits;
     replicaMaxLimits: ReplicaLimits & { imageGiB: number };
     containerStorageGiB: number;
+    remoteFetch: RemoteFetchPolicy;
   },
   logger: Logger,
 ): Promise<ContainerRuntime | null> {
@@ -62,6 +64,8 @@ export async function selectContainerRuntime(
         // The platform's own image: run from this host's copy for any project (shared/image-references.ts).
         platformImages: config.modelServerImage ? [config.modelServerImage] : [],
         address: config.containerHostAddress,
+        // A tenant's registry is an outbound fetch like any other: public addresses only.
+        allowPrivateRegistries: config.remoteFetch.allowPrivateHosts,
         logger,
       });
       // What a host that stopped, or Podman, left behind since this host last looked.

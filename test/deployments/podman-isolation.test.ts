@@ -11,7 +11,6 @@
  * its own project's other replica.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -23,6 +22,7 @@ import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registr
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { storeValidatedRevision } from '../helpers/models';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { podmanOf } from '../helpers/podman-platform';
 
 let registry: LocalRegistry;
 let p: TestPlatform;
@@ -93,15 +93,7 @@ const readFrom = (key: string, name: string, file: string) =>
 const connectFrom = (key: string, name: string, host: string, port: number) =>
   viaGateway(key, name, `/connect?host=${encodeURIComponent(host)}&port=${port}`).then((r) => r.text);
 
-function podman(args: string[]): string {
-  const conf = (file: string) => path.join(p.config.dataDir, 'podman', file);
-  const env = {
-    ...process.env,
-    CONTAINERS_CONF: conf('containers.conf'),
-    CONTAINERS_STORAGE_CONF: conf('storage.conf'),
-  };
-  return execFileSync('podman', args, { encoding: 'utf8', env });
-}
+const podman = (args: string[]) => podmanOf(p.config.dataDir)(args);
 const containerIp = (replicaId: string) =>
   podman([
     'inspect',

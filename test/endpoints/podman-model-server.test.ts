@@ -18,6 +18,7 @@ import { buildModelServerImage } from '../../scripts/build-model-server-image';
 import { storeValidatedRevision } from '../helpers/models';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { podmanOf } from '../helpers/podman-platform';
 
 const ROOT = path.resolve(__dirname, '../..');
 let p: TestPlatform;
@@ -107,13 +108,7 @@ test('an endpoint serves a registry model from its image in a container, and loa
   assert.equal(ready.modelRevisionId, 'rv_pod_model');
 
   // The replica is a container of the model server's image, under ids of its own.
-  const conf = (file: string) => path.join(p.config.dataDir, 'podman', file);
-  const env = {
-    ...process.env,
-    CONTAINERS_CONF: conf('containers.conf'),
-    CONTAINERS_STORAGE_CONF: conf('storage.conf'),
-  };
-  const podman = (args: string[]) => execFileSync('podman', args, { encoding: 'utf8', env }).trim();
+  const podman = (args: string[]) => podmanOf(p.config.dataDir)(args).trim();
   const [container] = podman([
     'ps',
     '--filter',

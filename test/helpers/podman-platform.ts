@@ -15,13 +15,27 @@ export interface PodmanPlatform {
   p: TestPlatform;
   /** The example replica's image reference, as a deployment names it. */
   image: string;
-  /** `podman args…` with the platform's own containers.conf. */
+  /** `podman args…` as the platform's container host runs it (podmanOf). */
   podman(args: string[]): string;
   /** What the replica of `key`'s deployment `name` answers on `route`, through the gateway. */
   viaGateway(key: string, name: string, route: string): Promise<{ status: number; text: string }>;
   /** Creates the deployment (the example replica unless `spec` says otherwise) and waits until it is Ready. */
   deploy(key: string, name: string, spec: Record<string, unknown>): Promise<{ id: string }>;
   stop(): Promise<void>;
+}
+
+/**
+ * `podman args…` as the container host of the platform with this data directory runs it: with its
+ * containers.conf and storage.conf (podman-engine.ts), so it sees the same containers and images.
+ */
+export function podmanOf(dataDir: string): (args: string[]) => string {
+  const conf = (file: string) => path.join(dataDir, 'podman', file);
+  const env = {
+    ...process.env,
+    CONTAINERS_CONF: conf('containers.conf'),
+    CONTAINERS_STORAGE_CONF: conf('storage.conf'),
+  };
+  return (args) => execFileSync('podman', args, { encoding: 'utf8', env });
 }
 
 export async function startPodmanPlatform(env: Record<string, string> = {}): Promise<PodmanPlatform> {
@@ -39,8 +53,7 @@ export async function startPodmanPlatform(env: Record<string, string> = {}): Pro
       p: platform,
       image,
       podman(args) {
-        const conf = path.join(platform.config.dataDir, 'podman', 'containers.conf');
-        return execFileSync('podman', args, { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } });
+        return podmanOf(platform.config.dataDir)(args);
       },
       async viaGateway(key, name, route) {
         const res = await call<unknown>(platform.gatewayUrl, 'GET', `/v1/deployments/${name}${route}`, { key });

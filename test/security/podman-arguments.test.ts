@@ -12,7 +12,6 @@
  * rollback that would bring it back, and by the runtime.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -26,6 +25,7 @@ import { ReplicaFailed, type ReplicaToLaunch } from '../../providers/containers/
 import type { DeploymentSpec } from '../../shared/deployments';
 import { call, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { podmanOf } from '../helpers/podman-platform';
 
 let p: TestPlatform;
 let attacker: Tenant;
@@ -48,12 +48,14 @@ const spec = (fields: Record<string, unknown>) => ({
   ...fields,
 });
 function attackersContainers(): string {
-  const conf = path.join(p.config.dataDir, 'podman', 'containers.conf');
-  return execFileSync(
-    'podman',
-    ['ps', '--all', '--filter', `label=gantry.project=${attacker.projectId}`, '--format', '{{.Names}} {{.Image}}'],
-    { encoding: 'utf8', env: { ...process.env, CONTAINERS_CONF: conf } },
-  ).trim();
+  return podmanOf(p.config.dataDir)([
+    'ps',
+    '--all',
+    '--filter',
+    `label=gantry.project=${attacker.projectId}`,
+    '--format',
+    '{{.Names}} {{.Image}}',
+  ]).trim();
 }
 
 test('an image or mount path that Podman would read as options is refused, naming the field', async () => {

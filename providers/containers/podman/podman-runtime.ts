@@ -51,6 +51,7 @@ import { tailLines } from '../log-tail';
 import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
 import { imageAccess } from '../../../shared/image-references';
+import { checkRemoteUrl } from '../../remote/fetch-remote';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
@@ -105,6 +106,11 @@ export class PodmanRuntime implements ContainerRuntime {
       imageRegistry?: string;
       /** Images the operator names for the platform itself (GANTRY_MODEL_SERVER_IMAGE): any project runs them. */
       platformImages?: string[];
+      /**
+       * GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: a tenant may name a registry at a private address. Without
+       * it only the registries the operator names (GANTRY_INSECURE_REGISTRIES, the installation's) may be.
+       */
+      allowPrivateRegistries?: boolean;
       /** Where replicas' ports are published (GANTRY_CONTAINER_HOST_ADDRESS); 127.0.0.1 without it. */
       address?: string;
       /** Says what the sweep of leftover port forwards took out, or why it could not look, and why a pull failed. */
@@ -166,6 +172,11 @@ export class PodmanRuntime implements ContainerRuntime {
     const insecure = this.opts.insecureRegistries?.some((r) => r.toLowerCase() === registry);
     const beat = setInterval(onProgress, 5000);
     try {
+      // Podman would connect wherever a tenant points it, from this host's network: a registry the
+      // operator did not name must be at public addresses (a check before the pull; Podman resolves
+      // the name again, so a rebinding name is caught only here, on the first answer).
+      if (credentials === 'anyone' && !insecure && !this.opts.allowPrivateRegistries)
+        await checkRemoteUrl(`https://${registry}/`, { allowPrivateHosts: false, maxBytes: 0 });
       const out = await this.engine.podman(
         [
           'pull',
