@@ -51,7 +51,7 @@ async function timedGet(path: string, ms: number, key?: string) {
       headers: key ? { authorization: `Bearer ${key}` } : {},
       signal: AbortSignal.timeout(ms),
     });
-    return { status: res.status, body: await res.json(), ms: Date.now() - started };
+    return { status: res.status, body: (await res.json()) as any, ms: Date.now() - started };
   } catch (err) {
     return { error: String(err), ms: Date.now() - started };
   }
