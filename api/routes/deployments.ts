@@ -22,6 +22,7 @@ import {
   type SecretRow,
 } from '../../db/deployments';
 import type { Db } from '../../db/pool';
+import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
 import { tailLines } from '../../providers/containers/log-tail';
 import { followLogs } from '../replica-logs';
@@ -272,17 +273,18 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/deployments',
     operationId: 'listDeployments',
-    summary: "The project's deployments",
+    summary: "The project's deployments, newest first, by cursor (unasked, a page of up to 1000)",
     tags: ['deployments'],
+    query: WholeListPageQuery,
     response: {
       status: 200,
       description: 'Deployments',
       schema: DeploymentListSchema,
     },
-    handler: async ({ principal }) => ({
-      object: 'list' as const,
-      data: await Promise.all((await listDeployments(db, principal.projectId)).map((r) => toDeployment(db, r))),
-    }),
+    handler: async ({ principal, query }) => {
+      const rows = await listDeployments(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      return cursorPage(rows, query.limit, encodeCursor, (r) => toDeployment(db, r));
+    },
   });
   router.add({
     method: 'get',

@@ -1,7 +1,7 @@
 /** Container deployments and their volumes (spec: Container deployments; the SDK's beta.jig): what the API takes and answers. */
 import { z } from 'zod';
 import { REVISION_ENV } from '../../shared/deployments';
-import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
+import { cursorPageOf, DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
 const EnvVar = z
@@ -114,7 +114,7 @@ export const DeploymentSchema = z
   })
   .catchall(z.unknown())
   .meta({ id: 'Deployment' });
-export const DeploymentListSchema = listOf(DeploymentSchema);
+export const DeploymentListSchema = cursorPageOf(DeploymentSchema);
 
 // ---- revisions (the SDK's beta.jig list_revisions, retrieve_revision, rollback) ----
 
@@ -220,4 +220,4 @@ export const DeploymentVolumeSchema = z
     updated_at: z.string(),
   })
   .meta({ id: 'DeploymentVolume' });
-export const DeploymentVolumeListSchema = listOf(DeploymentVolumeSchema);
+export const DeploymentVolumeListSchema = cursorPageOf(DeploymentVolumeSchema);
