@@ -125,14 +125,18 @@ export function createApp(deps: ApiDeps): express.Express {
     swaggerUi.setup(openapi(), { customSiteTitle: 'Gantry API' })(req, res, next),
   );
 
+  // Every request from here on passes the per-address limit first, pre-signed URLs included: a URL
+  // that is its own credential is no way around the limits.
+  const limits = rateLimits(deps.config);
+  app.use(limits.beforeAuth);
+
   // Pre-signed URLs carry their own credential (an HMAC signature), not an API key.
   app.use('/v1', v1.signedRouter);
 
   // Everything else authenticates first, then parses bodies (no parsing for strangers).
   const json = express.json({ limit: deps.config.jsonBodyLimit, type: ['application/json', 'application/*+json'] });
   const form = express.urlencoded({ extended: false, limit: '64kb' });
-  const limits = rateLimits(deps.config);
-  app.use(limits.beforeAuth, authenticate(principalLookup(deps)), limits.afterAuth, json, form);
+  app.use(authenticate(principalLookup(deps)), limits.afterAuth, json, form);
 
   // The spec: "GET /compute/clusters/regions is not a route and returns HTTP 400".
   app.all('/v1/compute/clusters/regions', () => {

@@ -11,6 +11,19 @@ export const PageQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 
+/**
+ * The page of a list that the official SDKs read whole (files, deployments, a project's volumes:
+ * their list calls send no `limit`, and their types have no cursor). Unasked, one page holds up to
+ * WHOLE_LIST_PAGE_MAX rows, more than a project keeps in practice, so those calls still see
+ * everything; but never more, so that no project's list costs the API without bound. `next_cursor`
+ * names the next page when more remain; a `limit` above the maximum is a 400 naming it.
+ */
+export const WHOLE_LIST_PAGE_MAX = 1000;
+export const WholeListPageQuery = z.object({
+  after: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(WHOLE_LIST_PAGE_MAX).default(WHOLE_LIST_PAGE_MAX),
+});
+
 export function encodeCursor(last: { created_us: string; id: string }): string {
   return Buffer.from(`${last.created_us}|${last.id}`, 'utf8').toString('base64url');
 }

@@ -147,7 +147,7 @@ export class ApiRouter {
   readonly router = this.keyed.handle;
   /** Every route added, keyed and signed, in order: the OpenAPI document is checked against this list. */
   readonly routes: RegisteredRoute[] = [];
-  /** Routes whose URL is its own credential (pre-signed); app.ts mounts these before key authentication. */
+  /** Routes whose URL is its own credential (pre-signed); app.ts mounts these after the per-address limit, before key authentication. */
   readonly signedRouter = this.signed.handle;
 
   constructor(
@@ -233,8 +233,9 @@ export class ApiRouter {
   private document(spec: RouteSpec<AnyObject, AnyObject, ZodType, ZodType>, keyed = true) {
     const statuses = [
       400,
-      // Keyed routes pass the rate limits (api/middleware/rate-limit.ts).
-      ...(keyed ? [401, 429] : []),
+      ...(keyed ? [401] : []),
+      // Every route passes the rate limits, signed ones the per-address limit (api/middleware/rate-limit.ts).
+      429,
       ...(spec.access === 'platform-admin' ? [403] : []),
       ...(spec.errors ?? []),
     ];

@@ -105,10 +105,20 @@ export async function getVolume(db: Queryable, projectId: string, idOrName: stri
   return rows[0] ?? null;
 }
 
-export async function listVolumes(db: Queryable, projectId: string): Promise<VolumeRow[]> {
-  const { rows } = await db.query<VolumeRow>(
-    'SELECT * FROM deployment_volumes WHERE project_id = $1 ORDER BY created_at, id',
-    [projectId],
+/** A page of the project's volumes, oldest first: up to `limit` after the cursor `after` (api/cursor-pages.ts). */
+export async function listVolumes(
+  db: Queryable,
+  projectId: string,
+  after: { createdUs: string; id: string } | undefined,
+  limit: number,
+): Promise<Array<VolumeRow & { created_us: string }>> {
+  const { rows } = await db.query<VolumeRow & { created_us: string }>(
+    `SELECT *, (extract(epoch FROM created_at) * 1000000)::bigint AS created_us FROM deployment_volumes
+      WHERE project_id = $1
+        AND ($2::bigint IS NULL
+             OR (created_at, id) > (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::text))
+      ORDER BY created_at, id LIMIT $4`,
+    [projectId, after?.createdUs ?? null, after?.id ?? null, limit],
   );
   return rows;
 }

@@ -65,11 +65,22 @@ export async function getDeployment(db: Queryable, projectId: string, idOrName: 
   return rows[0] ?? null;
 }
 
-export async function listDeployments(db: Queryable, projectId: string): Promise<DeploymentRow[]> {
-  const { rows } = await db.query<DeploymentRow>(
-    `SELECT id, project_id, name, status, state, generation, created_at, updated_at FROM deployments
-      WHERE project_id = $1 ORDER BY created_at DESC`,
-    [projectId],
+/** A page of the project's deployments, newest first: up to `limit` after the cursor `after` (api/cursor-pages.ts). */
+export async function listDeployments(
+  db: Queryable,
+  projectId: string,
+  after: { createdUs: string; id: string } | undefined,
+  limit: number,
+): Promise<Array<DeploymentRow & { created_us: string }>> {
+  const { rows } = await db.query<DeploymentRow & { created_us: string }>(
+    `SELECT id, project_id, name, status, state, generation, created_at, updated_at,
+            (extract(epoch FROM created_at) * 1000000)::bigint AS created_us
+       FROM deployments
+      WHERE project_id = $1
+        AND ($2::bigint IS NULL
+             OR (created_at, id) < (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::text))
+      ORDER BY created_at DESC, id DESC LIMIT $4`,
+    [projectId, after?.createdUs ?? null, after?.id ?? null, limit],
   );
   return rows;
 }

@@ -80,10 +80,21 @@ export async function getFileById(db: Queryable, id: string): Promise<FileRow | 
   return rows[0] ?? null;
 }
 
-export async function listFiles(db: Queryable, projectId: string): Promise<FileRow[]> {
-  const { rows } = await db.query<FileRow>('SELECT * FROM files WHERE project_id = $1 ORDER BY created_at DESC, id', [
-    projectId,
-  ]);
+/** A page of the project's files, newest first: up to `limit` after the cursor `after` (api/cursor-pages.ts). */
+export async function listFiles(
+  db: Queryable,
+  projectId: string,
+  after: { createdUs: string; id: string } | undefined,
+  limit: number,
+): Promise<Array<FileRow & { created_us: string }>> {
+  const { rows } = await db.query<FileRow & { created_us: string }>(
+    `SELECT *, (extract(epoch FROM created_at) * 1000000)::bigint AS created_us FROM files
+      WHERE project_id = $1
+        AND ($2::bigint IS NULL
+             OR (created_at, id) < (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::text))
+      ORDER BY created_at DESC, id DESC LIMIT $4`,
+    [projectId, after?.createdUs ?? null, after?.id ?? null, limit],
+  );
   return rows;
 }
 

@@ -246,6 +246,13 @@ const EnvSchema = z.object({
    */
   GANTRY_CONTAINER_RUNTIME: z.enum(['podman', 'process', 'none']).default('none'),
   /**
+   * `yes`: this installation serves one trusted tenant, and says so in so many words. The `process`
+   * container runtime, which runs deployments as host processes of Gantry's own user, starts only
+   * then; the API then creates no second project, and a process host runs one project's replicas.
+   * Only `yes` or `no`: a `true` or `1` set in passing is an error, not a declaration.
+   */
+  GANTRY_SINGLE_TENANT: z.enum(['yes', 'no']).default('no'),
+  /**
    * Gantry's API as a container host reaches it (default: GANTRY_PUBLIC_URL): podman replicas reach
    * it, and nothing else, through a forwarder on their bridge, and find its address in GANTRY_BASE_URL.
    */
@@ -425,6 +432,8 @@ export interface GantryConfig {
   queueRetentionSeconds: number;
   blobDeletionRetrySeconds: number;
   containerRuntime: 'podman' | 'process' | 'none';
+  /** GANTRY_SINGLE_TENANT=yes: one trusted tenant (the process runtime may run; no second project). */
+  singleTenant: boolean;
   insecureRegistries: string[];
   /** Limits of a podman replica whose deployment sets none. */
   replicaDefaultLimits: ReplicaLimits;
@@ -543,6 +552,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     queueRetentionSeconds: e.GANTRY_QUEUE_RETENTION_SECONDS,
     blobDeletionRetrySeconds: e.GANTRY_BLOB_DELETION_RETRY_SECONDS,
     containerRuntime: e.GANTRY_CONTAINER_RUNTIME,
+    singleTenant: e.GANTRY_SINGLE_TENANT === 'yes',
     insecureRegistries: e.GANTRY_INSECURE_REGISTRIES,
     replicaDefaultLimits: {
       cpus: e.GANTRY_REPLICA_DEFAULT_CPUS,

@@ -54,7 +54,8 @@ async function main() {
     ...process.env,
     GANTRY_DATA_DIR: config.dataDir,
     // Deployments' replicas run as isolated containers (rootful Podman, installed by ./dev up);
-    // GANTRY_CONTAINER_RUNTIME=process is the single-tenant alternative, and says so at start.
+    // GANTRY_CONTAINER_RUNTIME=process is the single-tenant alternative: it starts only with
+    // GANTRY_SINGLE_TENANT=yes, and runs one project.
     GANTRY_CONTAINER_RUNTIME: process.env.GANTRY_CONTAINER_RUNTIME ?? 'podman',
   };
   if (!config.keyring) {

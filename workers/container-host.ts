@@ -21,7 +21,9 @@ async function main() {
   const config = loadConfig();
   const logger = createLogger('container-host', config.logLevel);
   if (config.containerRuntime === 'none')
-    throw new Error('a container host needs GANTRY_CONTAINER_RUNTIME (podman, or process where single-tenant)');
+    throw new Error(
+      'a container host needs GANTRY_CONTAINER_RUNTIME (podman, or process with GANTRY_SINGLE_TENANT=yes)',
+    );
   installRuntime(logger, { host: config.host, port: config.metricsPort });
   const db = createPool(requireDatabaseUrl(config));
   await retryUntilReady('PostgreSQL', () => migrate(db), logger);

@@ -26,6 +26,7 @@ import { withTransaction, type Db, type Queryable } from '../../db/pool';
 import { dropUnheldStorageObjects } from '../../db/storage-objects';
 import { isSafeVolumePath } from '../../providers/containers/volume-store';
 import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -133,17 +134,18 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/deployments/storage/volumes',
     operationId: 'listDeploymentVolumes',
-    summary: "The project's volumes",
+    summary: "The project's volumes, oldest first, by cursor (unasked, a page of up to 1000)",
     tags: ['deployments'],
+    query: WholeListPageQuery,
     response: {
       status: 200,
       description: 'Volumes',
       schema: DeploymentVolumeListSchema,
     },
-    handler: async ({ principal }) => ({
-      object: 'list' as const,
-      data: await Promise.all((await listVolumes(db, principal.projectId)).map((v) => toVolume(db, v))),
-    }),
+    handler: async ({ principal, query }) => {
+      const rows = await listVolumes(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      return cursorPage(rows, query.limit, encodeCursor, (v) => toVolume(db, v));
+    },
   });
   router.add({
     method: 'get',

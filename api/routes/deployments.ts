@@ -24,6 +24,7 @@ import {
 } from '../../db/deployments';
 import type { Db } from '../../db/pool';
 import { SEALED_COLUMNS, sealForRow } from '../../db/sealed-values';
+import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
 import { tailLines } from '../../providers/containers/log-tail';
 import { followLogs } from '../replica-logs';
@@ -287,17 +288,18 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/deployments',
     operationId: 'listDeployments',
-    summary: "The project's deployments",
+    summary: "The project's deployments, newest first, by cursor (unasked, a page of up to 1000)",
     tags: ['deployments'],
+    query: WholeListPageQuery,
     response: {
       status: 200,
       description: 'Deployments',
       schema: DeploymentListSchema,
     },
-    handler: async ({ principal }) => ({
-      object: 'list' as const,
-      data: await Promise.all((await listDeployments(db, principal.projectId)).map((r) => toDeployment(db, r))),
-    }),
+    handler: async ({ principal, query }) => {
+      const rows = await listDeployments(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      return cursorPage(rows, query.limit, encodeCursor, (r) => toDeployment(db, r));
+    },
   });
   router.add({
     method: 'get',

@@ -30,6 +30,7 @@ import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob
 import { BlobTooLargeError } from '../../providers/storage/blob-store';
 import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
 import { sendBlob } from '../blob-response';
+import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
 import { parseOrThrow } from '../validation';
 import { requireStorageRoom } from '../uploads/storage-quota';
@@ -192,13 +193,14 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     method: 'get',
     path: '/files',
     operationId: 'listFiles',
-    summary: "The project's files, newest first",
+    summary: "The project's files, newest first, by cursor (unasked, a page of up to 1000)",
     tags: ['files'],
+    query: WholeListPageQuery,
     response: { status: 200, description: 'Files', schema: FileListSchema },
-    handler: async ({ principal }) => ({
-      object: 'list' as const,
-      data: (await listFiles(db, principal.projectId)).map(toFileObject),
-    }),
+    handler: async ({ principal, query }) => {
+      const rows = await listFiles(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
+      return cursorPage(rows, query.limit, encodeCursor, toFileObject);
+    },
   });
 
   // GET /files/{id}, and POST /files/{id}/preprocess, which the Python SDK calls after its

@@ -46,7 +46,7 @@ const asRuleConflict = (err: unknown) => {
   return err;
 };
 
-export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
+export function addProjectRoutes(router: ApiRouter, { db, principals, config }: ApiDeps) {
   /** Roles resolve through the principal cache; a membership change must be seen by the next request. */
   const principalsChanged = () => principals?.drop();
 
@@ -91,6 +91,13 @@ export function addProjectRoutes(router: ApiRouter, { db, principals }: ApiDeps)
       if (!principal.organizationRole) {
         throw forbidden('Only members of the organization can create its projects.', 'organization_member_required');
       }
+      // Every key belongs to a project, so the installation already has its one.
+      if (config.singleTenant)
+        throw conflict(
+          'This installation is single-tenant (GANTRY_SINGLE_TENANT=yes: deployments may run as host processes ' +
+            "of the platform's own user) and has its one project; it creates no second.",
+          'single_tenant_installation',
+        );
       // Slugs are global: they name endpoints (`<project_slug>/<endpoint>`) across the installation.
       if (await slugTaken(db, body.slug)) throw conflict(`The slug '${body.slug}' is taken.`, 'project_slug_taken');
       const id = await createProjectWithAdmin(db, {

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { REPLICA_PATH, REVISION_ENV } from '../../shared/deployments';
 import { parseImageReference } from '../../shared/image-references';
-import { DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
+import { cursorPageOf, DnsLabelName, INT4_MAX, IsoDateTime, QueryFlag, ResourceId, listOf } from './common';
 
 const Name = DnsLabelName;
 const EnvVar = z
@@ -125,7 +125,7 @@ export const DeploymentSchema = z
   })
   .catchall(z.unknown())
   .meta({ id: 'Deployment' });
-export const DeploymentListSchema = listOf(DeploymentSchema);
+export const DeploymentListSchema = cursorPageOf(DeploymentSchema);
 
 // ---- revisions (the SDK's beta.jig list_revisions, retrieve_revision, rollback) ----
 
@@ -231,4 +231,4 @@ export const DeploymentVolumeSchema = z
     updated_at: z.string(),
   })
   .meta({ id: 'DeploymentVolume' });
-export const DeploymentVolumeListSchema = listOf(DeploymentVolumeSchema);
+export const DeploymentVolumeListSchema = cursorPageOf(DeploymentVolumeSchema);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FILE_PURPOSES, FILE_TYPES, PROCESSING_STATUSES } from '../../shared/files';
-import { IsoDateTime, listOf } from './common';
+import { cursorPageOf, IsoDateTime, listOf } from './common';
 
 /** The spec's file_name rule: valid UTF-8, no NUL, at most 128 bytes. Metadata only: never a path. */
 export const FileName = z
@@ -68,7 +68,7 @@ export const FileObjectSchema = z
   })
   .meta({ id: 'File' });
 
-export const FileListSchema = listOf(FileObjectSchema).meta({ id: 'FileList' });
+export const FileListSchema = cursorPageOf(FileObjectSchema).meta({ id: 'FileList' });
 
 export const FileDeletedSchema = z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) });
 

@@ -2,9 +2,11 @@
  * The `process` container runtime (DESIGN.md): a replica is a local process
  * running the deployment's command and args, with its environment (secrets
  * already resolved), an assigned port in PORT, and its output appended to a
- * log file. It is for one machine and one trusted user (GANTRY_CONTAINER_RUNTIME=process
- * says so at start): it runs what it is told on this host, as Gantry's own user,
- * with no isolation, and it pulls no image (`image` is recorded only). Tenants'
+ * log file. It is for one machine and one trusted tenant: it runs what it is told on
+ * this host, as Gantry's own user, with no isolation, and it pulls no image (`image` is
+ * recorded only). So it starts only where the installation says GANTRY_SINGLE_TENANT=yes
+ * (select-runtime.ts), and it runs one project's replicas: the first project it launches
+ * for, or adopts, since it started; any other project's launch is refused. Tenants'
  * replicas run in the `podman` runtime (podman/podman-runtime.ts).
  *
  * Without a container there is no filesystem to mount into, so each replica
@@ -41,6 +43,8 @@ export { ReplicaFailed };
 /** What this host keeps of a running replica on disk, so a restarted worker can adopt it. */
 export interface ReplicaRecordOnDisk {
   deploymentId: string;
+  /** Absent in records of Gantry before 2026-11-28 (this host then serves whichever project launches first). */
+  projectId?: string;
   replicaId: string;
   pid: number;
   port: number;
@@ -69,6 +73,8 @@ export class ProcessRuntime implements ContainerRuntime {
   private readonly running = new HeldReplicas<Held>();
   /** The host directories each replica held mounts (mountedHostDirs). */
   private readonly mounts = new Map<string, string[]>();
+  /** The one project whose replicas this host runs (servedProject), once it has run one. */
+  private project: string | undefined;
 
   /**
    * `hostId`: this container host's stable name (GANTRY_CONTAINER_HOST_ID). With it, the runtime
@@ -105,6 +111,8 @@ export class ProcessRuntime implements ContainerRuntime {
         rmSync(file, { force: true });
         continue;
       }
+      // The project the previous process of this host served is the one this one serves.
+      if (r.projectId) this.project ??= r.projectId;
       const exited = (async (): Promise<ReplicaExit> => {
         while (runsCommand(r.pid, r.command)) await sleep(500, undefined, { ref: false });
         rmSync(file, { force: true });
@@ -136,6 +144,7 @@ export class ProcessRuntime implements ContainerRuntime {
 
   /** Starts the process and waits until its health check answers 2xx; returns the port it serves. */
   async launch(r: ReplicaToLaunch, onProgress: () => void): Promise<number> {
+    this.serveOnly(r.projectId);
     const argv = [...r.command, ...r.args];
     if (!r.command.length) throw new ReplicaFailed('The process runtime needs a command to run (it pulls no images).');
     const port = await freePort(this.address);
@@ -166,6 +175,7 @@ export class ProcessRuntime implements ContainerRuntime {
       mkdirSync(path.dirname(record), { recursive: true });
       const onDisk: ReplicaRecordOnDisk = {
         deploymentId: r.deploymentId,
+        projectId: r.projectId,
         replicaId: r.replicaId,
         pid: child.pid,
         port,
@@ -198,6 +208,22 @@ export class ProcessRuntime implements ContainerRuntime {
       throw err;
     }
     return port;
+  }
+
+  /**
+   * Refuses a replica of any project but the one this host serves (the first it launched for or
+   * adopted): a replica here has Gantry's user and rights, so a second project's would reach the
+   * first one's files. Checked and taken before any await, so two launches cannot both take it.
+   * The refusal does not name the project served (it is another tenant's).
+   */
+  private serveOnly(projectId: string): void {
+    this.project ??= projectId;
+    if (this.project !== projectId)
+      throw new ReplicaFailed(
+        'This installation runs replicas as host processes of its own user (GANTRY_CONTAINER_RUNTIME=process, ' +
+          'GANTRY_SINGLE_TENANT=yes), for one project only, and that is another project. ' +
+          "This project's deployments need a host with GANTRY_CONTAINER_RUNTIME=podman.",
+      );
   }
 
   /** A fresh root with a link per mount (mount paths were checked to be absolute and plain at deploy). */

@@ -17,6 +17,7 @@ import { replicaLogDir } from './replica-log';
 export async function selectContainerRuntime(
   config: {
     containerRuntime: 'podman' | 'process' | 'none';
+    singleTenant: boolean;
     dataDir: string;
     containerHostId?: string;
     containerHostAddress: string;
@@ -36,10 +37,18 @@ export async function selectContainerRuntime(
     case 'none':
       return null;
     case 'process':
+      // A replica of this runtime has this worker's user and rights (its data directory, keys and
+      // database are within reach): it starts only where the installation says it has one tenant.
+      if (!config.singleTenant)
+        throw new Error(
+          'GANTRY_CONTAINER_RUNTIME=process runs every deployment as a host process with this ' +
+            "worker's user and rights, and ignores images: it is for an installation of one trusted " +
+            'tenant, which says so with GANTRY_SINGLE_TENANT=yes (it then runs one project). ' +
+            'Tenants need GANTRY_CONTAINER_RUNTIME=podman.',
+        );
       logger.warn(
-        'SINGLE-TENANT: GANTRY_CONTAINER_RUNTIME=process runs every deployment as a host process with ' +
-          "this worker's user and rights (its data directory, keys and database are within reach) and ignores " +
-          'images. Use it only where one trusted user holds every API key; tenants need GANTRY_CONTAINER_RUNTIME=podman.',
+        'SINGLE-TENANT (GANTRY_SINGLE_TENANT=yes): GANTRY_CONTAINER_RUNTIME=process runs deployments as host ' +
+          "processes with this worker's user and rights, for one project only; tenants need GANTRY_CONTAINER_RUNTIME=podman.",
       );
       return new ProcessRuntime(logDir, config.containerHostId, config.containerHostAddress);
     case 'podman': {

@@ -15,7 +15,11 @@ import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { deployHttpReplica, serves } from '../helpers/deployments';
 
-const HOST = { GANTRY_CONTAINER_RUNTIME: 'process', GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1' };
+const HOST = {
+  GANTRY_CONTAINER_RUNTIME: 'process',
+  GANTRY_SINGLE_TENANT: 'yes',
+  GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1',
+};
 let p: TestPlatform;
 let t: Tenant;
 const workers: StartedProcess[] = [];

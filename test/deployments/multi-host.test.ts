@@ -49,6 +49,7 @@ after(async () => {
 async function startHost(name: string, address: string): Promise<StartedProcess> {
   const w = startProcess('workers/container-host.ts', {
     GANTRY_CONTAINER_RUNTIME: 'process',
+    GANTRY_SINGLE_TENANT: 'yes',
     GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1',
     GANTRY_CONTAINER_HOST_ID: `${name}-${process.pid}`,
     GANTRY_CONTAINER_HOST_ADDRESS: address,

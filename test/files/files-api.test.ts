@@ -143,7 +143,7 @@ describe('files', () => {
       assert.equal(res.body.error.type, 'not_found_error');
     }
     const list = await call(p.baseUrl, 'GET', '/v1/files', { key: b.key });
-    assert.deepEqual(list.body, { object: 'list', data: [] });
+    assert.deepEqual(list.body, { object: 'list', data: [], next_cursor: null });
   });
 
   test('file names are metadata: limits apply, and no name reaches the disk', async () => {

@@ -82,7 +82,10 @@ export async function startTestPlatform(
     speech?: boolean;
     /**
      * The container host's runtime: `process` (the default here: most deployment tests run the
-     * example server straight from the repository) or `podman` (images, isolated).
+     * example server straight from the repository) or `podman` (images, isolated). The process
+     * runtime's host is declared single-tenant (GANTRY_SINGLE_TENANT=yes, without which it does not
+     * start), so it runs one project's replicas: the first project that deploys. The API is told
+     * so only through `env`, as other tests create projects.
      */
     containerRuntime?: 'process' | 'podman';
     /** Wraps the blob store every part of the platform uses (a test that makes storage fail). */
@@ -146,7 +149,7 @@ export async function startTestPlatform(
   const logs = new LogCapture();
   const hostLogger = createLogger('worker-control', 'warn', logs);
   const containerRuntime = (await selectContainerRuntime(
-    { ...base, containerRuntime: opts.containerRuntime ?? 'process', replicaApiUrl: baseUrl },
+    { ...base, containerRuntime: opts.containerRuntime ?? 'process', singleTenant: true, replicaApiUrl: baseUrl },
     hostLogger,
   ))!;
   const stores = hostFileStores(base.dataDir, blobs);
