@@ -89,16 +89,20 @@ export async function buildExampleImage(
   }
 }
 
-/** Pushes a built example image to a registry (at `repository` there); answers the reference there. */
+/**
+ * Pushes a built example image (`source`: the tag it was built as) to a registry (at `repository`
+ * there); answers the reference there.
+ */
 export async function pushExampleImage(
   engine: PodmanEngine,
   name: ExampleImage,
   registry: string,
   insecure: boolean,
   repository = `gantry-examples/${name}`,
+  source = localTag(name),
 ): Promise<string> {
   const ref = `${registry}/${repository}:1`;
-  await engine.podman(['push', '--quiet', ...(insecure ? ['--tls-verify=false'] : []), localTag(name), ref]);
+  await engine.podman(['push', '--quiet', ...(insecure ? ['--tls-verify=false'] : []), source, ref]);
   return ref;
 }
 

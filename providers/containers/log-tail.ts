@@ -14,8 +14,11 @@ export const TAIL_BYTES = 1 << 20;
 export interface LogPosition {
   /** Bytes read: of the file, or of the rotated file while `draining`. */
   offset: number;
-  /** The inode of the rotated file when last read (0: none): another one means a rotation since. */
-  rotated: number;
+  /**
+   * Which rotated file there was when last read ('': none), by generationOf: another means a
+   * rotation since.
+   */
+  rotated: string;
   /** Reading the rest of the rotated file (what the file held when it was rotated) before the file. */
   draining?: boolean;
 }
@@ -40,10 +43,15 @@ const rotating = (file: string) =>
     () => false,
   );
 
-const inodeOf = (file: string) =>
-  stat(file).then(
-    (s) => s.ino,
-    () => 0,
+/**
+ * Which file this is: its inode, and when it last changed hands (a rotation renames the copy into
+ * place). The inode alone is not enough: one freed by the rotation before is soon given to the
+ * next copy, and a reader would take a new rotation for none.
+ */
+const generationOf = (file: string) =>
+  stat(file, { bigint: true }).then(
+    (s) => `${s.ino}:${s.ctimeNs}`,
+    () => '',
   );
 
 /** The complete lines in the last `maxBytes` of the file, and its size. */
@@ -101,14 +109,14 @@ export async function tailLines(file: string, maxLines: number): Promise<{ lines
       await new Promise((r) => setTimeout(r, 20));
       continue;
     }
-    const rotated = await inodeOf(rotatedLogFile(file));
+    const rotated = await generationOf(rotatedLogFile(file));
     const current = await lastLines(file, TAIL_BYTES);
     let lines = current.lines;
     if (lines.length < maxLines && rotated && current.size < TAIL_BYTES) {
       lines = [...(await lastLines(rotatedLogFile(file), TAIL_BYTES - current.size)).lines, ...lines];
     }
     // Rotated while it was read: read again, so the position and the lines are of one generation.
-    if (attempt < 100 && ((await rotating(file)) || (await inodeOf(rotatedLogFile(file))) !== rotated)) continue;
+    if (attempt < 100 && ((await rotating(file)) || (await generationOf(rotatedLogFile(file))) !== rotated)) continue;
     return { lines: lines.slice(-maxLines), position: { offset: current.size, rotated } };
   }
 }
@@ -126,20 +134,20 @@ export async function linesSince(
 ): Promise<{ lines: string[]; position: LogPosition }> {
   // Mid-rotation the file may already be truncated and written again: read once the copy is in place.
   if (await rotating(file)) return { lines: [], position };
-  const rotated = await inodeOf(rotatedLogFile(file));
+  const rotated = await generationOf(rotatedLogFile(file));
   const next = await readSince(file, position, rotated);
   // A rotation that began while this read (a reader can be held up for any time between two
   // reads) may have mixed two generations of the file in it: read again next time. Checked in this
   // order, a rotation that truncated the file under the read is seen either way: its copy is still
   // being made, or it has taken the rotated file's place.
-  if ((await rotating(file)) || (await inodeOf(rotatedLogFile(file))) !== rotated) return { lines: [], position };
+  if ((await rotating(file)) || (await generationOf(rotatedLogFile(file))) !== rotated) return { lines: [], position };
   return next;
 }
 
 async function readSince(
   file: string,
   position: LogPosition,
-  rotated: number,
+  rotated: string,
 ): Promise<{ lines: string[]; position: LogPosition }> {
   if (!position.draining && rotated === position.rotated) {
     const next = await linesFrom(file, position.offset);

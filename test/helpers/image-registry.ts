@@ -5,6 +5,7 @@
  * it would from any registry; images are removed from Podman's local store after
  * the push, so a replica's launch really downloads them.
  */
+import { randomUUID } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { PodmanEngine } from '../../providers/containers/podman/podman-engine';
 import { freePort } from '../../scripts/lib/ports';
-import { buildExampleImage, localTag, pushExampleImage, type ExampleImage } from '../../scripts/build-example-images';
+import { buildExampleImage, pushExampleImage, type ExampleImage } from '../../scripts/build-example-images';
 
 export interface LocalRegistry {
   /** host:port, as an image reference names it. */
@@ -64,9 +65,12 @@ export async function startLocalRegistry(dataDir: string): Promise<LocalRegistry
   return {
     address,
     async publish(name, repository) {
-      await buildExampleImage(engine, name);
-      const ref = await pushExampleImage(engine, name, address, true, repository);
-      await engine.podman(['rmi', '--ignore', localTag(name), ref]);
+      // A tag of this call's own: test files running at once share the machine's Podman storage,
+      // and another's build or removal of the common tag would take this one's image away.
+      const tag = `localhost/gantry-examples/${name}:${randomUUID()}`;
+      await buildExampleImage(engine, name, tag);
+      const ref = await pushExampleImage(engine, name, address, true, repository, tag);
+      await engine.podman(['rmi', '--ignore', tag, ref]);
       published.push(ref);
       return ref;
     },

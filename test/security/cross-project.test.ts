@@ -67,6 +67,8 @@ interface Holdings {
   /** A model file upload (the CLI's protocol) left open. */
   modelFileUpload: string;
   queueJob: string;
+  /** An invitation into the project's organization, to an address of nobody here. */
+  invitation: string;
 }
 let A: Holdings;
 let B: Holdings;
@@ -218,6 +220,10 @@ async function holdingsOf(t: Tenant): Promise<Holdings> {
     'config',
   );
   const queueJob = await ok(v1('POST', '/queue/submit', { model: 'web', payload: { mine: true } }), 'queue job');
+  const invitation = await ok(
+    v1('POST', '/organization/invitations', { email: `invitee-${t.projectSlug}@example.com`, role: 'Developer' }),
+    'invitation',
+  );
   return {
     tenant: t,
     file,
@@ -237,6 +243,7 @@ async function holdingsOf(t: Tenant): Promise<Holdings> {
     rollout: rollout.id,
     config: config.id,
     apiKey: apiKey.id,
+    invitation: invitation.id,
     multipartUpload: multipart.upload_id,
     modelFileUpload: modelFileUpload.uploadId,
     queueJob: queueJob.request_id,
@@ -277,6 +284,8 @@ const NAMED_BY: Record<string, Kind | ((h: Holdings) => string)> = {
   // The catalog's ids of a project's dedicated endpoints: `<project slug>/<endpoint name>`.
   'models/{org}': 'projectSlug',
   '{org}/{name}': (h) => h.endpointName,
+  'organization/invitations/{invitationId}': 'invitation',
+  'v1/invitations/{invitationId}': 'invitation',
   'v1/models/{name}': (h) => encodeURIComponent(`${h.tenant.projectSlug}/${h.endpointName}`),
 };
 /** Routes with a parameter in the path that name nothing of a project's. */
