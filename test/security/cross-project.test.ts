@@ -85,7 +85,8 @@ before(async () => {
   // The attacker holds every role an ordinary key can hold in its own project and organization, so
   // that what refuses them is ownership, not their role.
   a = await createTenant(p.db, { projectRole: 'Admin', organizationRole: 'Admin' });
-  b = await createTenant(p.db);
+  // (An organization admin, so that it holds an invitation of its organization's.)
+  b = await createTenant(p.db, { organizationRole: 'Admin' });
   operator = await createTenant(p.db, { platformAdmin: true });
   const body = safetensorsFile();
   weights = createServer((_req, res) => res.writeHead(200, { 'content-length': body.length }).end(body));
