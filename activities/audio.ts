@@ -236,8 +236,9 @@ export function createSpeechActivities(deps: SpeechDeps) {
       await writeWavSlice(source, await readWavLayout(source), a.start, a.end, chunk);
       try {
         const args = ['--input', chunk, ...recognizerArgs(a.backend), '--task', a.task, '--offset', String(a.start)];
-        if (a.language) args.push('--language', a.language);
-        if (a.prompt) args.push('--prompt', a.prompt);
+        // `--name=value`: a tenant's text that starts with `-` is still the value, never an option.
+        if (a.language) args.push(`--language=${a.language}`);
+        if (a.prompt) args.push(`--prompt=${a.prompt}`);
         if (a.temperature !== undefined) args.push('--temperature', String(a.temperature));
         const run = await runTool('transcribe', args);
         if (run.code === 2) throw ApplicationFailure.nonRetryable(failureOf(run), AUDIO_FAILURES.invalid);

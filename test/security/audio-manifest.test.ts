@@ -4,7 +4,8 @@
  * any media file the host holds). The attacker uploads such a manifest as an ordinary
  * transcription; it must be refused as undecodable, and the words of the file it names must never
  * come back. The same recording uploaded as itself is transcribed, so the refusal is not a
- * recognizer that hears nothing.
+ * recognizer that hears nothing. And a prompt written like the speech tool's own options is
+ * handed to it as a prompt.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -69,6 +70,16 @@ test('a DASH manifest naming a file of the speech host is refused, and nothing o
     assert.equal(res.body.error.param, 'file', JSON.stringify(res.body));
     assert.doesNotMatch(JSON.stringify(res.body).toLowerCase(), /thursday|secret/);
   }
+});
+
+test("a prompt that looks like the speech tool's options is only a prompt", async () => {
+  const form = new FormData();
+  form.append('model', 'openai/whisper-tiny.en');
+  form.append('prompt', '--task=translate --input=/etc/passwd');
+  form.append('file', new Blob([await readFile(hostRecording)]), 'victim.m4a');
+  const res = await call(p.baseUrl, 'POST', '/v1/audio/transcriptions', { key: attacker.key, body: form });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.match(String(res.body.text).toLowerCase(), /thursday/);
 });
 
 test('an HLS playlist naming a file of the speech host is refused', async () => {
