@@ -142,10 +142,15 @@ describe('containers a crashed container host left on its machine', () => {
     const gone = await startHost({ GANTRY_CONTAINER_HOST_ID: `gone-${process.pid}` });
     const d = await pp.deploy(t.key, 'host-gone', {});
     const [replica] = Object.keys(await replicasOf('host-gone'));
-    assert.equal(containers(`gantry.host=gone-${process.pid}`, false).length, 1, 'it runs on that host');
+    const [container] = containers(`gantry.replica=${replica}`, false);
+    assert.equal(
+      pp.podman(['inspect', '--format', '{{index .Config.Labels "gantry.host"}}', container]).trim(),
+      `gone-${process.pid}`,
+      'it runs on that host',
+    );
     gone.child.kill('SIGKILL');
     await gone.exited;
-    assert.equal(containers(`gantry.replica=${replica}`, false).length, 1, 'the container outlived its host');
+    assert.deepEqual(containers(`gantry.replica=${replica}`, false), [container], 'the container outlived its host');
 
     await startHost();
     const stopped = await eventually(
