@@ -40,7 +40,7 @@ import { containerSnapshot, noteContainerChange, noteContainerRemoved } from './
 import { withTransaction, type Db } from '../db/pool';
 import { openFromRow, SEALED_COLUMNS } from '../db/sealed-values';
 import { meterReplica, stopDeploymentMeters } from './usage-meters';
-import { ReplicaFailed, type ContainerRuntime } from '../providers/containers/runtime';
+import { ReplicaFailed, type ContainerRuntime, type Survivor } from '../providers/containers/runtime';
 import type { AdapterFiles } from '../providers/containers/adapter-files';
 import { isSafeVolumePath, type VolumeStore } from '../providers/containers/volume-store';
 import { ReplicaLeases } from '../providers/containers/replica-leases';
@@ -121,7 +121,7 @@ export function createReplicaActivities(deps: {
   db: Db;
   runtime: ContainerRuntime;
   /** What `runtime.adoptSurvivors()` took over when this host's worker started. */
-  survivors: Array<{ deploymentId: string; replicaId: string }>;
+  survivors: Survivor[];
   volumes: VolumeStore;
   adapters: AdapterFiles;
   hostQueue: string;
@@ -142,7 +142,22 @@ export function createReplicaActivities(deps: {
   // Replicas an earlier worker process of this host left running (it crashed or was killed): their
   // deployments' runs re-attach on this host's queue, which keeps its name (GANTRY_CONTAINER_HOST_ID);
   // one that no run re-attaches to within the lease is stopped.
-  for (const r of deps.survivors) {
+  // Replicas a host that is gone left on this machine (runtime.ts `Survivor`): their runs watch that
+  // host's queue, which nobody serves, so none can re-attach here. Stopped now and recorded so, rather
+  // than counted as Running until the adoption window ends; their runs replace them.
+  for (const r of deps.survivors.filter((s) => s.orphanedBy)) {
+    void (async () => {
+      const { orphanedBy, ...replica } = r;
+      await runtime.stop(r.replicaId, 2);
+      const stopped = { ...replica, status: 'Terminated', reason: 'HostLost' };
+      const message = `stopped: its host (${orphanedBy}) no longer runs, and no run of its deployment watches it from another host`;
+      await updateReplicaStatus(db, { ...stopped, message });
+      await meterReplica(db, stopped);
+    })().catch((err: Error) =>
+      process.emitWarning(`Replica ${r.replicaId} of a host that is gone could not be stopped: ${err.message}`),
+    );
+  }
+  for (const r of deps.survivors.filter((s) => !s.orphanedBy)) {
     leases.detach(r.replicaId, async () => {
       await runtime.stop(r.replicaId, 2);
       const stopped = { ...r, status: 'Terminated', reason: 'Unsupervised' };

@@ -104,6 +104,12 @@ export async function createOrganization(db: Queryable, name: string): Promise<s
   return id;
 }
 
+/** Whether this installation (this database) has the project `id`. */
+export async function projectExists(db: Queryable, id: string): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM projects WHERE id = $1', [id]);
+  return (rowCount ?? 0) > 0;
+}
+
 export async function createProject(
   db: Queryable,
   p: { organizationId: string; name: string; slug: string; visibility?: ProjectVisibility; isDefault?: boolean },

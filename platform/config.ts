@@ -330,8 +330,10 @@ const EnvSchema = z.object({
     .default(50 * 1024 * 1024),
   /**
    * Deployments: this container host's stable name. With it, the host's queue keeps its name across
-   * restarts and a restarted worker adopts the replicas that outlived the previous one; without it
-   * each worker process is a new host. One worker process per name.
+   * restarts, a restarted worker adopts the replicas that outlived the previous one, and a shutdown
+   * leaves them running for it. Without it, the name kept in the data directory
+   * (providers/containers/host-identity.ts): a host restarted after a crash adopts its replicas too,
+   * but a shutdown stops them. One worker process per name.
    */
   GANTRY_CONTAINER_HOST_ID: z
     .string()

@@ -16,6 +16,8 @@ import { AdapterFiles } from '../providers/containers/adapter-files';
 import { VolumeStore } from '../providers/containers/volume-store';
 import { startHostHousekeeping, type HostHousekeeping } from '../providers/containers/host-housekeeping';
 import { createContainerWorkers } from './runtime';
+import { keptHostName, LiveHosts, newHostName } from '../providers/containers/host-identity';
+import { STORE } from '../providers/containers/podman/container-storage';
 
 export interface ContainerHost {
   runtime: ContainerRuntime;
@@ -34,6 +36,32 @@ export function hostFileStores(dataDir: string, blobs: BlobStore): { volumes: Vo
   };
 }
 
+/**
+ * The name of a container host the operator did not name (GANTRY_CONTAINER_HOST_ID): the one its
+ * data directory keeps, so that a host restarted after a crash is the same host, finds the
+ * containers its last process left by their `gantry.host` label and adopts them, and their
+ * deployments re-attach on its queue. If a process that still runs holds that name (a second host
+ * on the same data directory), a name of this process's own: one process per name.
+ */
+function unnamedHostName(config: GantryConfig, logger: Logger): string {
+  const kept = keptHostName(config.dataDir);
+  // Podman's hosts share the machine's store, and claim their names for the machine; the process
+  // runtime's replicas are kept per data directory (process-runtime.ts).
+  const live = new LiveHosts(
+    config.containerRuntime === 'podman' ? STORE.liveHosts : path.join(config.dataDir, 'container-hosts'),
+  );
+  if (!live.heldByAnother(kept)) {
+    live.claim(kept);
+    return kept;
+  }
+  const own = newHostName();
+  logger.warn(
+    { kept, host: own },
+    'another container host process of this data directory runs under its name: this one is a new host each time (give each a GANTRY_CONTAINER_HOST_ID)',
+  );
+  return own;
+}
+
 /** The container host this process's configuration asks for, or null with GANTRY_CONTAINER_RUNTIME=none. */
 export async function startContainerHost({
   config,
@@ -48,7 +76,9 @@ export async function startContainerHost({
   db: Db;
   blobs: BlobStore;
 }): Promise<ContainerHost | null> {
-  const runtime = await selectContainerRuntime(config, logger);
+  if (config.containerRuntime === 'none') return null;
+  const hostId = config.containerHostId ?? unnamedHostName(config, logger);
+  const runtime = await selectContainerRuntime({ ...config, containerHostId: hostId }, logger);
   if (!runtime) return null;
   const stores = hostFileStores(config.dataDir, blobs);
   const workers = await createContainerWorkers({
@@ -60,7 +90,8 @@ export async function startContainerHost({
     ...stores,
     keyring: config.keyring,
     replicaAdoptionSeconds: config.replicaAdoptionSeconds,
-    hostId: config.containerHostId,
+    hostId,
+    restartsInPlace: config.containerHostId !== undefined,
   });
   const housekeeping = startHostHousekeeping({ runtime, stores, db, config, logger });
   return {
@@ -69,8 +100,9 @@ export async function startContainerHost({
     housekeeping,
     async finish() {
       await housekeeping.stop();
-      // A host that keeps its name across restarts leaves its replicas to the next process, which
-      // adopts them (their deployments re-attach); a host that is new each time stops what it started.
+      // A host the operator named leaves its replicas to the next process, which adopts them (their
+      // deployments re-attach); an unnamed one stops what it started (`./dev down` leaves nothing
+      // running). Either adopts what a crash of its last process left (unnamedHostName).
       if (config.containerHostId) {
         runtime.release();
         logger.info({ host: config.containerHostId }, 'replicas left running for the next process of this host');

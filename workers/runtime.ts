@@ -20,6 +20,7 @@ import { retryUntilReady } from '../platform/lifecycle';
 import { temporalConnectionOptions } from '../platform/temporal';
 import type { GpuType } from '../shared/gpu-types';
 import type { Db } from '../db/pool';
+import { projectExists } from '../db/accounts';
 import type { AcceleratorHost } from '../providers/accelerator/host';
 import { createAcceleratorActivities } from '../activities/accelerator';
 import { createFileActivities } from '../activities/files';
@@ -240,15 +241,21 @@ export async function createContainerWorkers(
     adapters: AdapterFiles;
     keyring?: Keyring;
     replicaAdoptionSeconds: number;
-    /** The host's stable name (GANTRY_CONTAINER_HOST_ID); absent: this process is a new host. */
+    /** The host's stable name (host-identity.ts); absent: this process is a new host. */
     hostId?: string;
+    /**
+     * A shutdown leaves the replicas running for the next process of this host (an operator named it:
+     * GANTRY_CONTAINER_HOST_ID) instead of stopping them. Without it, only a crash leaves them.
+     */
+    restartsInPlace?: boolean;
   },
 ): Promise<Worker[]> {
   const hostQueue = containerHostQueue(
     deps.hostId ?? `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
   );
-  // Replicas an earlier worker process of this host left running, taken over before any run asks.
-  const survivors = await deps.runtime.adoptSurvivors();
+  // Replicas an earlier worker process of this host left running, taken over before any run asks,
+  // and those of this installation that a host that is gone left on the machine (stopped).
+  const survivors = await deps.runtime.adoptSurvivors({ isOurProject: (id) => projectExists(deps.db, id) });
   const activities = {
     ...createReplicaActivities({
       db: deps.db,
@@ -259,7 +266,7 @@ export async function createContainerWorkers(
       hostQueue,
       keyring: deps.keyring,
       adoptionSeconds: deps.replicaAdoptionSeconds,
-      restartsInPlace: deps.hostId !== undefined,
+      restartsInPlace: deps.restartsInPlace ?? deps.hostId !== undefined,
     }),
     ...createAdapterHostActivities({ db: deps.db, adapters: deps.adapters, hostQueue }),
   };

@@ -71,7 +71,24 @@ export interface ContainerRuntime {
   release(): void;
   /**
    * Takes over the replicas an earlier worker process of this same host left running (it crashed
-   * or was killed), so their deployments' runs can supervise them again. What was adopted.
+   * or was killed), so their deployments' runs can supervise them again; and, where hosts share
+   * the machine's replicas (podman), those a host that is gone left (`orphanedBy`). What was adopted.
    */
-  adoptSurvivors(): Promise<Array<{ deploymentId: string; replicaId: string }>>;
+  adoptSurvivors(scope?: SurvivorScope): Promise<Survivor[]>;
+}
+
+/** A replica a container host took over when it started. */
+export interface Survivor {
+  deploymentId: string;
+  replicaId: string;
+  /**
+   * Left by another host, which no longer runs: no run of its deployment can watch it here (they
+   * watch that host's queue), so it is to be stopped. Absent: left by an earlier process of this host.
+   */
+  orphanedBy?: string;
+}
+
+export interface SurvivorScope {
+  /** Whether a project is this installation's (a replica of another one is never touched). */
+  isOurProject?: (projectId: string) => Promise<boolean>;
 }

@@ -38,7 +38,11 @@ export function podmanOf(dataDir: string): (args: string[]) => string {
   return (args) => execFileSync('podman', args, { encoding: 'utf8', env });
 }
 
-export async function startPodmanPlatform(env: Record<string, string> = {}): Promise<PodmanPlatform> {
+export async function startPodmanPlatform(
+  env: Record<string, string> = {},
+  /** `containers: false`: no container host in the test process (a test runs real host processes instead). */
+  opts: { containers?: boolean } = {},
+): Promise<PodmanPlatform> {
   const dataDir = process.env.GANTRY_DATA_DIR ?? path.resolve(__dirname, '../../.data');
   const registry: LocalRegistry = await startLocalRegistry(dataDir);
   let p: TestPlatform | undefined;
@@ -46,6 +50,7 @@ export async function startPodmanPlatform(env: Record<string, string> = {}): Pro
     const image = await registry.publish('http-replica');
     p = await startTestPlatform({
       containerRuntime: 'podman',
+      containers: opts.containers,
       env: { GANTRY_INSECURE_REGISTRIES: registry.address, ...env },
     });
     const platform = p;

@@ -42,6 +42,11 @@ export const STORE = {
   lock: '/var/lib/gantry-containers/storage.lock',
   /** Podman's run root for this store: state a reboot is to clear, apart from the default store's. */
   runRoot: '/run/gantry-containers',
+  /**
+   * The names of the container hosts that run on this machine, and so use this store, now
+   * (host-identity.ts): cleared by a reboot, as the containers are.
+   */
+  liveHosts: '/run/gantry-container-hosts',
 };
 export const GRAPH_ROOT = path.join(STORE.mount, 'graph');
 /** Where a pull writes what it downloads before unpacking it: on the bounded filesystem too. */

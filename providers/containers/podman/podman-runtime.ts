@@ -34,8 +34,10 @@
  * registries reached over plain HTTP, such as a local one. The container writes
  * its output straight into the replica's log file (Podman's passthrough log
  * driver), so the logs route reads it as it does the process runtime's, and it
- * outlives a crash of this worker: a restarted worker of the same host
- * (GANTRY_CONTAINER_HOST_ID) finds its containers by label and adopts them.
+ * outlives a crash of this worker: a restarted worker of the same host (its
+ * GANTRY_CONTAINER_HOST_ID, or the name an unnamed host keeps: host-identity.ts)
+ * finds its containers by label and adopts them; what a host that is gone left
+ * is stopped by the next host of the installation to start (`adoptSurvivors`).
  * No tenant value reaches Podman's environment (a fixed one) or its options as
  * anything but data: the variables go through an environment file and secrets
  * (replica-environment.ts), never the client's environment or command line;
@@ -54,10 +56,18 @@ import { imageAccess } from '../../../shared/image-references';
 import { checkRemoteUrl } from '../../remote/fetch-remote';
 import { freePort } from '../../../scripts/lib/ports';
 import { waitUntilHealthy } from '../replica-health';
-import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from '../runtime';
+import {
+  ReplicaFailed,
+  type ContainerRuntime,
+  type ReplicaExit,
+  type ReplicaToLaunch,
+  type Survivor,
+  type SurvivorScope,
+} from '../runtime';
 import { replicaLimits } from '../replica-limits';
 import type { ReplicaLimits } from '../../../platform/config';
-import { WRITABLE_LAYER_ANNOTATION } from './container-storage';
+import { LiveHosts, newHostName } from '../host-identity';
+import { STORE, WRITABLE_LAYER_ANNOTATION } from './container-storage';
 import { imageTooLarge } from './image-size';
 import { PodmanError, type PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
@@ -86,12 +96,16 @@ export function volumeOption(m: { hostDir: string; mountPath: string }): string 
 export class PodmanRuntime implements ContainerRuntime {
   readonly kind = 'podman';
   readonly address: string;
+  /** `gantry.host` of this host's containers: its stable name, or one of its own for this process. */
+  readonly hostId: string;
+  private readonly liveHosts: LiveHosts;
   private readonly running = new HeldReplicas<HeldReplica>();
 
   /**
    * `logDir`: where replicas' log files go (the logs route reads them there). `hostId`: this
    * container host's stable name; with it a restarted worker adopts the containers the previous
-   * one left running, as the process runtime does. `limits`: what a replica gets when its deployment
+   * one left running, as the process runtime does (without it, a name for this process only).
+   * `liveHosts`: where the hosts of this machine claim their names (STORE.liveHosts). `limits`: what a replica gets when its deployment
    * sets none, and the most it gets (and the largest image it runs) whatever its deployment says.
    */
   constructor(
@@ -100,6 +114,7 @@ export class PodmanRuntime implements ContainerRuntime {
     private readonly networks: ReplicaNetworks,
     private readonly opts: {
       hostId?: string;
+      liveHosts?: LiveHosts;
       insecureRegistries?: string[];
       limits: { defaults: ReplicaLimits; max: ReplicaLimits & { imageGiB: number } };
       /** GANTRY_IMAGE_REGISTRY: each project's path there is that project's own. */
@@ -118,6 +133,10 @@ export class PodmanRuntime implements ContainerRuntime {
     },
   ) {
     this.address = opts.address ?? '127.0.0.1';
+    this.hostId = opts.hostId ?? newHostName();
+    // Claimed before this host labels any container, so that no other host takes them for a dead host's.
+    this.liveHosts = opts.liveHosts ?? new LiveHosts(STORE.liveHosts);
+    this.liveHosts.claim(this.hostId);
   }
 
   logFile(deploymentId: string, replicaId: string): string {
@@ -276,7 +295,8 @@ export class PodmanRuntime implements ContainerRuntime {
       `gantry.project=${r.projectId}`,
       '--label',
       `gantry.port=${port}`,
-      ...(this.opts.hostId ? ['--label', `gantry.host=${this.opts.hostId}`] : []),
+      '--label',
+      `gantry.host=${this.hostId}`,
       '--pids-limit',
       String(PIDS_LIMIT),
       '--security-opt',
@@ -408,25 +428,33 @@ export class PodmanRuntime implements ContainerRuntime {
   }
 
   /**
-   * Takes over the containers of this host (by its `gantry.host` label) that a previous worker
-   * process left running; `podman wait` tells when each exits.
+   * Takes over the Gantry containers on this machine's store that no running host holds, when this
+   * host starts:
+   *
+   * - its own (`gantry.host` is its name), which a previous process of it left running: adopted,
+   *   and their deployments' runs re-attach on this host's queue, which has the same name;
+   * - those of a host that no longer runs on this machine (no live process claims its name, or the
+   *   container has none), when they are this installation's (`scope.isOurProject`: the store is
+   *   the machine's, and other installations, test platforms among them, may use it too): adopted
+   *   as `orphanedBy` that host, for the caller to stop and record. No run re-attaches to them:
+   *   their runs watch that host's queue, which nobody serves.
+   *
+   * Containers of a host that runs (another host on this machine) are never touched.
+   * `podman wait` tells when each adopted one exits.
    */
-  async adoptSurvivors(): Promise<Array<{ deploymentId: string; replicaId: string }>> {
-    if (!this.opts.hostId) return [];
-    const listed = await this.engine.podman([
-      'ps',
-      '--filter',
-      `label=gantry.host=${this.opts.hostId}`,
-      '--format',
-      'json',
-    ]);
-    const containers = JSON.parse(listed || '[]') as Array<{ Names: string[]; Labels: Record<string, string> }>;
-    const adopted: Array<{ deploymentId: string; replicaId: string }> = [];
+  async adoptSurvivors(scope: SurvivorScope = {}): Promise<Survivor[]> {
+    const listed = await this.engine.podman(['ps', '--filter', 'label=gantry.replica', '--format', 'json']);
+    const containers = JSON.parse(listed || '[]') as Array<{ Names: string[]; Labels: Record<string, string> | null }>;
+    const adopted: Survivor[] = [];
     for (const c of containers) {
-      const deploymentId = c.Labels['gantry.deployment'];
-      const replicaId = c.Labels['gantry.replica'];
-      const projectId = c.Labels['gantry.project'];
+      const labels = c.Labels ?? {};
+      const deploymentId = labels['gantry.deployment'];
+      const replicaId = labels['gantry.replica'];
+      const projectId = labels['gantry.project'];
+      const host = labels['gantry.host'] ?? '';
       if (!deploymentId || !replicaId || !projectId || this.running.has(replicaId)) continue;
+      const mine = host === this.hostId;
+      if (!mine && (this.liveHosts.isHeld(host) || !(await scope.isOurProject?.(projectId)))) continue;
       await this.networks.acquire(projectId);
       // `podman wait` answers the exit code; killed on release, so this process can exit.
       const waiter = spawn('podman', ['wait', c.Names[0]], {
@@ -447,7 +475,8 @@ export class PodmanRuntime implements ContainerRuntime {
         await this.removeNetworkLeftovers();
       });
       this.running.set(replicaId, { deploymentId, exited, release: () => waiter.kill() });
-      adopted.push({ deploymentId, replicaId });
+      adopted.push({ deploymentId, replicaId, ...(mine ? {} : { orphanedBy: host || 'a host with no name' }) });
+      if (!mine) this.opts.logger?.warn({ replicaId, host }, 'took over a replica of a host that no longer runs here');
     }
     return adopted;
   }
