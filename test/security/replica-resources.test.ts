@@ -175,6 +175,7 @@ describe('a replica takes no more of its host than the ceilings allow', () => {
     assert.notEqual(seen.status, 'Ready', `an image over ${maxImageGiB.toFixed(3)} GiB runs`);
     const failed = Object.values(seen.replica_events).find((e) => e.replica_status === 'Failed');
     assert.match(failed?.replica_status_message ?? '', /takes [\d.]+ GiB unpacked; a replica's image may take at most/);
+    assert.ok(failed?.replica_status_message?.includes(bloated), 'the status names the image as the deployment does');
     // Once no launch can pull it again (each failed one took it out), the host does not have it.
     assert.equal((await api('DELETE', '/deployments/bloated')).status, 200);
     await eventually(

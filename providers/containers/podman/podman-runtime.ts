@@ -257,7 +257,7 @@ export class PodmanRuntime implements ContainerRuntime {
     // The API takes only image references; one stored before it checked them stops at pull.
     const volumes = r.mounts.flatMap((m) => ['--volume', volumeOption(m)]);
     const image = await this.pull(r, onProgress);
-    const tooLarge = await imageTooLarge(this.engine, image, this.opts.limits.max.imageGiB);
+    const tooLarge = await imageTooLarge(this.engine, image, this.opts.limits.max.imageGiB, r.image);
     if (tooLarge) throw new ReplicaFailed(tooLarge);
     const { network, apiUrl } = await this.networks.acquire(r.projectId).catch((err: Error) => {
       throw new ReplicaFailed(`The replica's network could not be set up: ${err.message}`);
