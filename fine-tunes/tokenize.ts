@@ -103,7 +103,35 @@ function trained(seg: Segment, format: DatasetFormat, trainOnInputs: TrainOnInpu
   return seg.output;
 }
 
-/** Tokens and mask of one sample, BOS (where the family has one) first and EOS (trained) last. Not truncated. */
+/** Conversations and preference pairs are rendered by the family's chat template. */
+const isChat = (format: DatasetFormat) => format === 'CONVERSATION' || format === 'PREFERENCE_OPENAI';
+
+/**
+ * The segments' text tokenized as one string, as the model's own tokenizer reads the rendered
+ * sample (tokenizing segment by segment would split merges across a boundary, e.g. a header's
+ * newline and a message that starts with one). Each token takes the mask of the segment its first
+ * byte is in.
+ */
+function encodeSegments(segments: Segment[], opts: TokenizeOptions, ids: number[], mask: number[]) {
+  const text = segments.map((s) => s.text).join('');
+  let seg = -1;
+  let segEnd = 0;
+  let at = 0;
+  for (const id of opts.tokenizer.encode(text)) {
+    while (at >= segEnd && seg < segments.length - 1) segEnd += Buffer.byteLength(segments[++seg].text);
+    ids.push(id);
+    mask.push(trained(segments[seg], opts.format, opts.trainOnInputs) ? 1 : 0);
+    at += opts.tokenizer.tokenBytes(id);
+  }
+  if (at !== Buffer.byteLength(text)) {
+    throw new Error(`${opts.tokenizer.name}: tokens cover ${at} of ${Buffer.byteLength(text)} bytes of the sample`);
+  }
+}
+
+/**
+ * Tokens and mask of one sample, BOS (where the family has one) first and EOS (trained) last,
+ * except where the chat template already ends the conversation with it. Not truncated.
+ */
 export function encodeSample(segments: Segment[], opts: TokenizeOptions): { ids: number[]; mask: number[] } {
   const ids: number[] = [];
   const mask: number[] = [];
@@ -111,16 +139,11 @@ export function encodeSample(segments: Segment[], opts: TokenizeOptions): { ids:
     ids.push(opts.tokenizer.bos);
     mask.push(0);
   }
-  for (const seg of segments) {
-    const t = opts.tokenizer.encode(seg.text);
-    const on = trained(seg, opts.format, opts.trainOnInputs) ? 1 : 0;
-    for (const id of t) {
-      ids.push(id);
-      mask.push(on);
-    }
+  encodeSegments(segments, opts, ids, mask);
+  if (!(isChat(opts.format) && opts.tokenizer.chat.turnsEndWithEos)) {
+    ids.push(opts.tokenizer.eos);
+    mask.push(1);
   }
-  ids.push(opts.tokenizer.eos);
-  mask.push(1);
   return { ids, mask };
 }
 
@@ -172,28 +195,16 @@ export function tokenizeSft(records: Json[], opts: TokenizeOptions & { packing: 
 /** A DPO pair: the prompt (input messages, never trained) and the two answers. */
 export function tokenizePreference(record: Json, opts: TokenizeOptions): { row: DpoRow; truncated: boolean } {
   const input = record.input as { messages: Message[] };
-  const prompt = encodeSample(
-    withDefaultSystem(input.messages, opts.tokenizer.chat)
-      .flatMap((m) => messageSegments(m, opts.tokenizer.chat))
-      .map((seg) => ({ ...seg, output: false })),
-    { ...opts, trainOnInputs: false },
-  );
-  const promptIds = prompt.ids.slice(0, -1); // without EOS: the answer follows
+  const chat = opts.tokenizer.chat;
+  const prompt = withDefaultSystem(input.messages, chat)
+    .flatMap((m) => messageSegments(m, chat))
+    .map((seg) => ({ ...seg, output: false }));
+  // The prompt and one answer, rendered as one conversation: the answer's body is what is trained.
   const answer = (key: 'preferred_output' | 'non_preferred_output') => {
     const [m] = record[key] as Message[];
-    const ids: number[] = [];
-    const trained: number[] = [];
-    for (const seg of messageSegments(m, opts.tokenizer.chat)) {
-      for (const id of opts.tokenizer.encode(seg.text)) {
-        ids.push(id);
-        trained.push(seg.output ? 1 : 0);
-      }
-    }
-    ids.push(opts.tokenizer.eos);
-    trained.push(1);
-    const all = [...promptIds, ...ids].slice(0, opts.maxSeqLength);
-    const mask = [...promptIds.map(() => 0), ...trained].slice(0, opts.maxSeqLength);
-    return { all, mask, truncated: promptIds.length + ids.length > opts.maxSeqLength };
+    const { ids, mask } = encodeSample([...prompt, ...messageSegments(m, chat)], { ...opts, trainOnInputs: false });
+    const all = ids.slice(0, opts.maxSeqLength);
+    return { all, mask: mask.slice(0, opts.maxSeqLength), truncated: ids.length > opts.maxSeqLength };
   };
   const chosen = answer('preferred_output');
   const rejected = answer('non_preferred_output');

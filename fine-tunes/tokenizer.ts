@@ -21,6 +21,11 @@ export interface ChatTemplate {
   message(role: string, text: string): { header: string; body: string };
   /** The system message the family's template puts first when a conversation has none (SmolLM2's). */
   defaultSystem?: string;
+  /**
+   * The template ends every turn with the EOS token, so a rendered conversation is complete as it
+   * stands: nothing follows it, exactly as `apply_chat_template` renders it (SmolLM2's ChatML).
+   */
+  turnsEndWithEos?: boolean;
 }
 
 export interface Tokenizer {
@@ -32,6 +37,8 @@ export interface Tokenizer {
   readonly eos: number;
   readonly chat: ChatTemplate;
   encode(text: string): number[];
+  /** How many UTF-8 bytes of the text one token stands for (the tokens of encode(text) add up to the text). */
+  tokenBytes(id: number): number;
   /** A readable form of one token, for previews. */
   tokenString(id: number): string;
 }
@@ -54,6 +61,10 @@ export class ByteTokenizer implements Tokenizer {
     const ids = new Array<number>(bytes.length);
     for (let i = 0; i < bytes.length; i++) ids[i] = SPECIALS.length + bytes[i];
     return ids;
+  }
+
+  tokenBytes(id: number): number {
+    return id < SPECIALS.length ? 0 : 1;
   }
 
   tokenString(id: number): string {
@@ -124,6 +135,7 @@ export const HF_TOKENIZERS = {
     chat: {
       message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }),
       defaultSystem: 'You are a helpful AI assistant named SmolLM, trained by Hugging Face',
+      turnsEndWithEos: true,
     },
   },
 } satisfies Record<
@@ -163,9 +175,33 @@ export class HfTokenizer implements Tokenizer {
     return this.tok.encode(text, { add_special_tokens: false });
   }
 
+  private byteLengths?: Int32Array;
+
+  tokenBytes(id: number): number {
+    this.byteLengths ??= tokenByteLengths(this.tok);
+    return this.byteLengths[id] ?? 0;
+  }
+
   tokenString(id: number): string {
     return this.tok.model.convert_ids_to_tokens([id])[0] ?? `<${id}>`;
   }
+}
+
+/**
+ * The UTF-8 length of every token of a byte-level BPE vocabulary: an added token is its own text;
+ * a vocabulary entry spells one byte per character in GPT-2's byte-to-unicode alphabet, which the
+ * port's ByteLevel decoder maps back.
+ */
+function tokenByteLengths(tok: Loaded): Int32Array {
+  const byteOf = (tok as unknown as { decoder?: { byte_decoder?: Record<string, number> } }).decoder?.byte_decoder;
+  if (!byteOf) throw new Error('tokenBytes needs a byte-level BPE tokenizer');
+  const added = new Map(tok.added_tokens.map((t) => [t.id, Buffer.byteLength(t.content)]));
+  const vocab = tok.model.vocab as string[];
+  const lengths = new Int32Array(vocab.length);
+  vocab.forEach((token, id) => {
+    lengths[id] = added.get(id) ?? [...(token ?? '')].filter((c) => byteOf[c] !== undefined).length;
+  });
+  return lengths;
 }
 
 const loaded = new Map<HfTokenizerFamily, HfTokenizer>();

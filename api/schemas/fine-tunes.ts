@@ -14,13 +14,19 @@ const LrScheduler = z.object({
 
 const TrainOnInputs = z.union([z.boolean(), z.literal('auto')]);
 
+/**
+ * The Python SDK spells "not set" as an empty string: `validation_file=""` is the default of
+ * `fine_tuning.create`, and its price estimate sends `model=""` for a job from a checkpoint.
+ */
+const blankAsUnset = (v: unknown) => (v === '' ? undefined : v);
+
 export const CreateFineTuneBody = z
   .object({
-    model: z.string().min(1).optional(),
+    model: z.preprocess(blankAsUnset, z.string().optional()),
     // The Python CLI sends "" when no checkpoint is named.
-    from_checkpoint: z.preprocess((v) => (v === '' ? undefined : v), z.string().optional()),
+    from_checkpoint: z.preprocess(blankAsUnset, z.string().optional()),
     training_file: z.string().min(1),
-    validation_file: z.string().min(1).optional(),
+    validation_file: z.preprocess(blankAsUnset, z.string().optional()),
     suffix: z.string().max(40, 'must be at most 40 characters').optional(),
     n_epochs: z.number().int().min(1).optional(),
     n_checkpoints: z.number().int().min(1).optional(),
@@ -40,7 +46,9 @@ export const CreateFineTuneBody = z
         z.object({ method: z.literal('sft'), train_on_inputs: TrainOnInputs.optional() }),
         z.object({
           method: z.literal('dpo'),
-          dpo_beta: z.number().positive().optional(),
+          // The Python SDK's price estimate spells an unset beta as 0 (`dpo_beta or 0`); a beta of 0
+          // would make the loss constant, so 0 reads as unset (the default), as there.
+          dpo_beta: z.preprocess((v) => (v === 0 ? undefined : v), z.number().positive().optional()),
           dpo_normalize_logratios_by_length: z.boolean().optional(),
           dpo_reference_free: z.boolean().optional(),
           rpo_alpha: z.number().min(0).optional().describe("RPO: weight of the chosen answer's NLL"),
