@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { OpenAI } from 'openai';
+import type { Together } from 'together-ai';
 import { getDeployment, runningReplicaOrigins } from '../../db/deployments';
 import { setBillingUsageEnabled, type LineItem } from '../../db/usage-report';
 import { PLATFORM_PROJECT_ID, serverlessPoolName } from '../../shared/serverless';
@@ -25,10 +26,15 @@ let a: Tenant;
 let b: Tenant;
 const answered: Array<{ prompt_tokens: number; completion_tokens: number }> = [];
 
-/** The OpenAI SDK at the inference gateway ({inference_url}), or at the API ({base_url}, where the catalog is). */
-const openai = (t: Tenant, at: 'gateway' | 'api' = 'gateway'): OpenAI => {
+/** The OpenAI SDK at the inference gateway ({inference_url}). */
+const openai = (t: Tenant): OpenAI => {
   const { OpenAI: SDK } = require('openai') as typeof import('openai');
-  return new SDK({ apiKey: t.key, baseURL: `${at === 'api' ? p.baseUrl : p.gatewayUrl}/v1`, maxRetries: 0 });
+  return new SDK({ apiKey: t.key, baseURL: `${p.gatewayUrl}/v1`, maxRetries: 0 });
+};
+/** The service's own SDK at the API ({base_url}): the catalog is a list there, as the spec has it (an array). */
+const together = (t: Tenant): Together => {
+  const { Together: SDK } = require('together-ai') as typeof import('together-ai');
+  return new SDK({ apiKey: t.key, baseURL: `${p.baseUrl}/v1`, projectID: t.projectId, maxRetries: 0 });
 };
 /** The pool as the installation sees it (no tenant can: that is checked below). */
 const pool = async () => {
@@ -104,12 +110,8 @@ describe('serverless calls of a catalog model', () => {
   });
 
   test('usage shows the tokens, priced at what /v1/models lists, with the context length', async () => {
-    const listed = (await openai(a, 'api').models.list()).data.find((m) => m.id === MODEL) as unknown as {
-      context_length: number;
-      type: string;
-      pricing: { input: number; output: number };
-    };
-    assert.ok(listed, 'the serverless model is in the catalog');
+    const listed = (await together(a).models.list()).find((m) => m.id === MODEL);
+    assert.ok(listed?.pricing, 'the serverless model is in the catalog, priced');
     assert.equal(listed.type, 'chat');
     assert.equal(listed.context_length, 256, 'the reference model’s context');
     assert.ok(listed.pricing.input > 0 && listed.pricing.output > 0);
