@@ -4,13 +4,17 @@
  * zero and a call wakes it; two projects share it; a project over its serverless rate limit gets
  * 429 with Retry-After while another is still served; the tokens are billed per token at the
  * prices `GET /v1/models` shows, with the model's context length; no tenant sees or reaches the
- * pool's deployment; and idle, the pool goes back to zero (and wakes again).
+ * pool's deployment; idle, the pool goes back to zero (and wakes again); and a pool whose workflow
+ * ended is brought back by the API's next start.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { OpenAI } from 'openai';
 import type { Together } from 'together-ai';
+import { ensureServerlessPools } from '../../api/serverless-pools';
 import { getDeployment, runningReplicaOrigins } from '../../db/deployments';
+import { createLogger } from '../../platform/logger';
+import { deploymentWorkflowId } from '../../shared/deployments';
 import { setBillingUsageEnabled, type LineItem } from '../../db/usage-report';
 import { PLATFORM_PROJECT_ID, serverlessPoolName } from '../../shared/serverless';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
@@ -197,6 +201,22 @@ describe('serverless calls of a catalog model', () => {
     await eventually(pool, (s) => s.status === 'ScaledToZero' && s.running === 0, 150_000, 1000);
     const again = await openai(a).completions.create({ model: MODEL, prompt: 'again', max_tokens: 2 });
     assert.ok(again.usage && again.usage.completion_tokens > 0);
+  });
+
+  test('a pool whose workflow ended is resumed when the API next starts', async () => {
+    const row = (await getDeployment(p.db, PLATFORM_PROJECT_ID, POOL))!;
+    const handle = p.temporal.workflow.getHandle(deploymentWorkflowId(row.id));
+    await handle.terminate('an operator ended it from the Temporal UI');
+    assert.equal((await handle.describe()).status.name, 'TERMINATED');
+    await ensureServerlessPools({
+      db: p.db,
+      temporal: p.temporal,
+      config: p.config,
+      logger: createLogger('api', 'silent'),
+    });
+    assert.equal((await handle.describe()).status.name, 'RUNNING', 'a new run of the same deployment');
+    const served = await openai(b).completions.create({ model: MODEL, prompt: 'resumed', max_tokens: 2 });
+    assert.ok(served.usage && served.usage.completion_tokens > 0);
   });
 
   test('a catalog model without a pool, and an unknown one, are not found', async () => {
