@@ -120,8 +120,8 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speech
     );
   }
 
-  // Only what can be called: a catalog model without a serverless pool, or a registered model, is called once deployed behind
-  // an endpoint (they are listed at /v2/supported-models and /v2/projects/{p}/models).
+  // Only what can be called: a catalog model without a serverless pool, or a registered model, is
+  // called once deployed behind an endpoint (listed at /v2/supported-models, /v2/projects/{p}/models).
   const everything = async (p: { projectId: string; projectSlug: string }) => [
     ...speechModelObjects(await speechModels.list()),
     ...serverlessModelObjects(await pooledServerlessModels(db)),
