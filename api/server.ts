@@ -14,6 +14,7 @@ import { listen } from './listen';
 import { createApp } from './app';
 import { createHttpMetrics, serveMetrics } from './metrics';
 import { ensureUsageMeteringSchedule } from './usage-schedule';
+import { ensureServerlessPools } from './serverless-pools';
 
 async function main() {
   ownerOnlyFiles();
@@ -39,6 +40,13 @@ async function main() {
       await ensureUsageMeteringSchedule(temporal, config.usageMeterSeconds, logger);
     },
     logger,
+  );
+
+  // The platform's serverless pools: a failure is logged, and leaves the rest of the API serving
+  // (serverless calls answer 404 for models without a pool; the next start tries again).
+  await ensureServerlessPools({ db, temporal, config, logger }).then(
+    (pools) => logger.info({ pools }, 'serverless pools in place'),
+    (err: unknown) => logger.error({ err: (err as Error).message }, 'serverless pools not made'),
   );
 
   if (!config.keyring) {

@@ -17,6 +17,7 @@ import {
 } from './accounts';
 import { withTransaction, type Db } from './pool';
 import type { Queryable } from './pool';
+import { PLATFORM_PROJECT_SLUG } from '../shared/serverless';
 
 export interface ProjectRow {
   id: string;
@@ -88,6 +89,8 @@ export async function projectSlugOf(db: Queryable, projectId: string): Promise<s
 }
 
 export async function slugTaken(db: Queryable, slug: string): Promise<boolean> {
+  // The platform's own project may not exist yet (it is made when the serverless pools are); its slug is kept for it.
+  if (slug === PLATFORM_PROJECT_SLUG) return true;
   const { rowCount } = await db.query('SELECT 1 FROM projects WHERE slug = $1', [slug]);
   return (rowCount ?? 0) > 0;
 }

@@ -3,6 +3,7 @@
  * project, an admin user (also operator of the installation) and one API key.
  * Runs once; on later starts it finds the organization and does nothing.
  */
+import { PLATFORM_ORGANIZATION_ID } from '../shared/serverless';
 import { withTransaction, type Db } from './pool';
 import {
   addOrganizationMember,
@@ -27,7 +28,10 @@ const BOOTSTRAP_LOCK = 727_002;
 export async function bootstrapDefaultAccount(db: Db): Promise<BootstrapResult | null> {
   return withTransaction(db, async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
-    const { rowCount } = await tx.query('SELECT 1 FROM organizations LIMIT 1');
+    // The platform's own organization (db/platform-account.ts) is no sign of an earlier start.
+    const { rowCount } = await tx.query('SELECT 1 FROM organizations WHERE id <> $1 LIMIT 1', [
+      PLATFORM_ORGANIZATION_ID,
+    ]);
     if (rowCount) return null;
     const organizationId = await createOrganization(tx, 'Default organization');
     // The installation's own organization sees its usage report (a beta, off for other organizations).

@@ -52,6 +52,11 @@ export interface FineTuneModel {
   trainer: ModelTrainer;
   /** Dollars per million trained tokens (training tokens x epochs, plus evaluation tokens). */
   pricePerMillionTokens: { lora: string; full: string };
+  /**
+   * Serverless calls (the platform's pool, api/serverless-pools.ts): dollars per million input and
+   * output tokens, as `GET /v1/models` shows them in `pricing`. A model without them has no pool.
+   */
+  serverlessPricePerMillionTokens?: { input: string; output: string };
   limits: {
     model_name: string;
     min_learning_rate: number;
@@ -95,6 +100,7 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
     },
     // Priced like the smallest real models, so estimates and billing are exercised with real numbers.
     pricePerMillionTokens: { lora: '0.48', full: '0.54' },
+    serverlessPricePerMillionTokens: { input: '0.06', output: '0.12' },
     limits: {
       model_name: REFERENCE_NAME,
       min_learning_rate: 1e-8,
@@ -128,6 +134,7 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
     tokenizer: 'smollm2',
     // The smallest tier of the provider's price list (models up to 16B).
     price: { lora: '0.48', full: '0.54' },
+    serverless: { input: '0.06', output: '0.12' },
     seq: { sft: 8192, dpo: 8192, min: 32 },
     lora: { min: 1, max: 16, dpo: 8 },
     full: { min: 1, max: 16, dpo: 8 },
@@ -179,6 +186,8 @@ function realFamily(f: {
   hfRepo: string;
   tokenizer: HfTokenizerFamily;
   price: { lora: string; full: string };
+  /** Serverless prices per million tokens (none: no serverless pool). */
+  serverless?: { input: string; output: string };
   /** Longest rows for SFT and DPO, and the least max_seq_length a job may ask for (default 512). */
   seq: { sft: number; dpo: number; min?: number };
   lora: { min: number; max: number; dpo: number };
@@ -194,6 +203,7 @@ function realFamily(f: {
     tokenizer: () => hfTokenizer(f.tokenizer),
     trainer: { kind: 'torch', hf_repo: f.hfRepo },
     pricePerMillionTokens: f.price,
+    ...(f.serverless ? { serverlessPricePerMillionTokens: f.serverless } : {}),
     limits: {
       model_name: f.name,
       min_learning_rate: 1e-8,
@@ -235,6 +245,11 @@ export function findFineTuneModel(name: string): FineTuneModel | undefined {
  * read as a path separator: the name with `/` as `--` (`gantry--reference-byte-tiny`).
  */
 export const catalogModelId = (name: string) => name.replaceAll('/', '--');
+
+/** The catalog models offered serverless (they have serverless prices), each by its exact name. */
+export const serverlessModels = () => FINE_TUNE_MODELS.filter((m) => m.serverlessPricePerMillionTokens);
+export const findServerlessModel = (name: string) =>
+  FINE_TUNE_MODELS.find((m) => m.name === name && m.serverlessPricePerMillionTokens);
 
 /** A catalog model by its name (`gantry/reference-byte-tiny`) or its resource id (`gantry--reference-byte-tiny`). */
 export function findCatalogModel(nameOrId: string): FineTuneModel | undefined {

@@ -1,8 +1,9 @@
 /**
  * The inference gateway ({inference_url}/v1/...): routes inference calls to
  * endpoint replicas. It authenticates and rate-limits like the API. It proxies
- * requests to dedicated endpoints (inference.ts: chat completions and
- * completions by endpoint string) and to container deployments (proxy.ts).
+ * requests to dedicated endpoints and the platform's serverless pools
+ * (inference.ts: chat completions and completions by endpoint string or
+ * catalog model name) and to container deployments (proxy.ts).
  * Every other path is a 404 in the spec's shape.
  *
  * A plain node:http handler, not an Express app: the gateway has three routes and
@@ -19,7 +20,7 @@ import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
 import { sendError } from '../api/middleware/errors';
 import { sendJson } from '../api/json-response';
-import { compileTrustProxy, rateLimitChecks } from '../api/middleware/rate-limit';
+import { compileTrustProxy, rateLimitChecks, serverlessRateLimit } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';
 import { deploymentProxy, type GatewayCall } from './proxy';
 import { inferenceRoutes, type InferencePath } from './inference';
@@ -59,6 +60,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     counter,
     stats,
     tokens,
+    serverlessLimit: serverlessRateLimit(deps.config),
   });
   const proxy = deploymentProxy(deps.db, counter);
 

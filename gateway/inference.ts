@@ -12,9 +12,18 @@
  * `<project_slug>/<endpoint_name>:<adapter>` (the adapter model's id or name):
  * the request goes to a deployment that has it, and the replica answers with
  * the adapter applied (503 if that replica has not loaded it yet).
+ *
+ * Serverless: `model` set to a catalog model's name (`GET /v1/models` lists those
+ * offered, e.g. `HuggingFaceTB/SmolLM2-135M-Instruct`) goes to the platform's
+ * pool for that model (api/serverless-pools.ts), shared by every project, woken
+ * from zero the same way, limited per project (429 with Retry-After) and billed
+ * per token at the catalog's prices. A catalog name has a `/` too; it is the
+ * catalog model unless it is also the caller's own endpoint string (a project
+ * whose slug is `gantry` with an endpoint `reference-byte-tiny`): what a
+ * project named itself is what it means.
  */
 import getRawBody from 'raw-body';
-import { runningReplicaOrigins } from '../db/deployments';
+import { findDeploymentByName, runningReplicaOrigins } from '../db/deployments';
 import {
   findEndpointBySlug,
   listEndpointDeployments,
@@ -24,25 +33,34 @@ import {
 import { deploymentsWithAdapter } from '../db/endpoint-adapters';
 import type { Db } from '../db/pool';
 import { deploymentState, trafficShares } from '../shared/endpoint-state';
+import { PLATFORM_PROJECT_ID, serverlessPoolName } from '../shared/serverless';
+import { findServerlessModel, type FineTuneModel } from '../fine-tunes/models';
 import { ApiError, badRequest, notFound, serviceUnavailable } from '../api/errors';
+import type { LimitCheck } from '../api/middleware/rate-limit';
 import { forwardToReplica, type GatewayCall } from './proxy';
 import type { RequestCounter } from './request-counter';
-import { type TokenUsage, UsageTap } from './token-usage';
+import {
+  endpointTokenBilling,
+  serverlessTokenBilling,
+  type TokenCounts,
+  type TokenUsage,
+  UsageTap,
+} from './token-usage';
 import type { RouterStats } from './router-stats';
 import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
 /**
  * How long the gateway reuses what it read about an endpoint (its deployments
- * and traffic split) and a deployment's running replicas: a change of weights
- * takes effect within this, and a request costs no database round trip.
+ * and traffic split), a serverless pool, and a deployment's running replicas: a
+ * change of weights takes effect within this, and a request costs no database round trip.
  */
 const ROUTE_TTL_MS = 500;
 
 /** The largest request body the gateway reads (it reads `model` to route). */
 const BODY_LIMIT = '4mb';
 
-/** The OpenAI-compatible paths the gateway routes by endpoint string. */
+/** The OpenAI-compatible paths the gateway routes by endpoint string or serverless model. */
 export type InferencePath = '/chat/completions' | '/completions';
 
 /** The body as bytes, to be forwarded as it came (it is parsed only to read `model`). */
@@ -60,11 +78,86 @@ async function readBody(req: GatewayCall['req']): Promise<Buffer> {
 
 export function inferenceRoutes(
   db: Db,
-  opts: { wakeTimeoutSeconds: number; counter: RequestCounter; stats: RouterStats; tokens: TokenUsage },
+  opts: {
+    wakeTimeoutSeconds: number;
+    counter: RequestCounter;
+    stats: RouterStats;
+    tokens: TokenUsage;
+    /** Serverless calls' limit, per project and catalog model. */
+    serverlessLimit: LimitCheck;
+  },
 ): (call: GatewayCall, path: InferencePath) => Promise<void> {
   const turn = new Map<string, number>();
   const routes = ttlCache<{ endpoint: EndpointRow; deployments: EndpointDeploymentRow[] } | null>(ROUTE_TTL_MS);
   const replicas = ttlCache<string[]>(ROUTE_TTL_MS);
+  const pools = ttlCache<{ id: string } | null>(ROUTE_TTL_MS);
+
+  /**
+   * Sends the call to a running replica of container deployment `containerId` (round robin),
+   * waiting for one while it wakes from zero; the answer's token counts (null when it failed or had none).
+   */
+  async function toReplica(
+    call: GatewayCall,
+    containerId: string,
+    /** What was called, as a 503 names it. */
+    what: string,
+    path: InferencePath,
+    body: Buffer,
+    stream: boolean,
+  ): Promise<TokenCounts | null> {
+    const { req, res } = call;
+    let origins = await replicas(containerId, () => runningReplicaOrigins(db, containerId));
+    const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
+    while (!origins.length && Date.now() < deadline && !req.socket.destroyed) {
+      await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
+      origins = await runningReplicaOrigins(db, containerId);
+    }
+    if (!origins.length) {
+      throw serviceUnavailable(
+        `${what} has no ready replica yet (it is starting or waking from zero); retry in a few seconds.`,
+        5,
+      );
+    }
+    const i = (turn.get(containerId) ?? 0) % origins.length;
+    turn.set(containerId, i + 1);
+    // The body is in hand, so a replica that turned out to be gone is replaced by another.
+    const tap = new UsageTap(stream);
+    const write = (chunk: Buffer) => tap.write(chunk);
+    if ((await forwardToReplica(call, origins[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
+      replicas.invalidate(containerId);
+      const fresh = (await runningReplicaOrigins(db, containerId)).filter((o) => o !== origins[i]);
+      if (!fresh.length) throw serviceUnavailable(`${what} has no ready replica right now; retry shortly.`, 2);
+      await forwardToReplica(call, fresh[0], `/v1${path}`, { body, tap: write });
+    }
+    return res.statusCode < 400 ? tap.usage() : null;
+  }
+
+  /** A serverless call: the platform's pool of the catalog model, within the project's limit, billed per token. */
+  async function serverless(
+    call: GatewayCall,
+    path: InferencePath,
+    model: FineTuneModel,
+    body: Buffer,
+    stream: boolean,
+  ) {
+    const pool = await pools(model.name, () =>
+      findDeploymentByName(db, PLATFORM_PROJECT_ID, serverlessPoolName(model.name)),
+    );
+    if (!pool)
+      throw notFound(
+        `'${model.name}' is not served serverless on this installation; deploy it behind a dedicated endpoint.`,
+        'model_not_found',
+      );
+    await opts.serverlessLimit({ principal: call.principal, serverlessModel: model.name }, call.res);
+    opts.counter.count(pool.id); // the pool's autoscaler signal, and what wakes it at zero
+    delete call.req.headers['x-gantry-adapter']; // a pool serves its base model only
+    const counts = await toReplica(call, pool.id, `Model '${model.name}'`, path, body, stream);
+    if (counts)
+      opts.tokens.record(
+        serverlessTokenBilling(call.principal.projectId, model.name, model.serverlessPricePerMillionTokens!),
+        counts,
+      );
+  }
 
   return async (call, path) => {
     const { req, res, principal } = call;
@@ -77,25 +170,37 @@ export function inferenceRoutes(
     }
     const model = parsed?.model;
     if (typeof model !== 'string' || !model)
-      throw badRequest('model is required: the endpoint string <project_slug>/<endpoint_name>.', 'model');
+      throw badRequest(
+        'model is required: an endpoint string <project_slug>/<endpoint_name>, or a serverless model (GET /v1/models).',
+        'model',
+      );
+    const stream = parsed?.stream === true;
     const slash = model.indexOf('/');
     if (slash < 0) {
       throw notFound(
         /^(ml_|ep_|dp-)/.test(model)
           ? `'${model}' is an object id; call an endpoint by its endpoint string '<project_slug>/<endpoint_name>' (here: '${principal.projectSlug}/<endpoint_name>').`
-          : `No endpoint '${model}'. Call an endpoint by its endpoint string '<project_slug>/<endpoint_name>'.`,
+          : `No endpoint '${model}'. Call an endpoint by its endpoint string '<project_slug>/<endpoint_name>', or a serverless model by its name (GET /v1/models).`,
         'model_not_found',
       );
     }
     const [endpointName, adapterName] = model.slice(slash + 1).split(':', 2);
-    const route = await routes(`${model.slice(0, slash)}/${endpointName}`, async () => {
-      const endpoint = await findEndpointBySlug(db, model.slice(0, slash), endpointName);
-      if (!endpoint) return null;
-      const deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
-        (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
-      );
-      return { endpoint, deployments };
-    });
+    const lookup = () =>
+      routes(`${model.slice(0, slash)}/${endpointName}`, async () => {
+        const endpoint = await findEndpointBySlug(db, model.slice(0, slash), endpointName);
+        if (!endpoint) return null;
+        const deployments = (await listEndpointDeployments(db, endpoint.id)).filter(
+          (d) => d.container_deployment_id && deploymentState(d).state !== 'DEPLOYMENT_STATE_STOPPING',
+        );
+        return { endpoint, deployments };
+      });
+    const catalog = findServerlessModel(model);
+    if (catalog) {
+      // Only the caller's own endpoint of the same string comes first (no other project's is reachable).
+      const own = model.slice(0, slash) === principal.projectSlug ? await lookup() : null;
+      if (own?.endpoint.project_id !== principal.projectId) return serverless(call, path, catalog, bytes, stream);
+    }
+    const route = await lookup();
     // Another project's endpoint is not found, exactly like a missing one.
     if (!route || route.endpoint.project_id !== principal.projectId)
       throw notFound(`No endpoint '${model}' in this project.`, 'model_not_found');
@@ -135,35 +240,15 @@ export function inferenceRoutes(
       );
     }
 
-    let origins = await replicas(containerId, () => runningReplicaOrigins(db, containerId));
-    const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
-    while (!origins.length && Date.now() < deadline && !req.socket.destroyed) {
-      await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
-      origins = await runningReplicaOrigins(db, containerId);
-    }
-    if (!origins.length) {
-      throw serviceUnavailable(
-        `Endpoint '${model}' has no ready replica yet (it is starting or waking from zero); retry in a few seconds.`,
-        5,
-      );
-    }
-    const i = (turn.get(containerId) ?? 0) % origins.length;
-    turn.set(containerId, i + 1);
-    const body = adapterId ? Buffer.from(JSON.stringify({ ...parsed, model: adapterId })) : bytes;
     // Only the gateway chooses the adapter: a client's own header is dropped.
     if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
     else delete req.headers['x-gantry-adapter'];
-    // The body is in hand, so a replica that turned out to be gone is replaced by another.
-    const tap = new UsageTap(parsed?.stream === true);
-    const write = (chunk: Buffer) => tap.write(chunk);
-    if ((await forwardToReplica(call, origins[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
-      replicas.invalidate(containerId);
-      const fresh = (await runningReplicaOrigins(db, containerId)).filter((o) => o !== origins[i]);
-      if (!fresh.length)
-        throw serviceUnavailable(`Endpoint '${model}' has no ready replica right now; retry shortly.`, 2);
-      await forwardToReplica(call, fresh[0], `/v1${path}`, { body, tap: write });
-    }
-    const counts = res.statusCode < 400 ? tap.usage() : null;
-    if (counts) opts.tokens.record({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }, counts);
+    const body = adapterId ? Buffer.from(JSON.stringify({ ...parsed, model: adapterId })) : bytes;
+    const counts = await toReplica(call, containerId, `Endpoint '${model}'`, path, body, stream);
+    if (counts)
+      opts.tokens.record(
+        endpointTokenBilling({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }),
+        counts,
+      );
   };
 }

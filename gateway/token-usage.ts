@@ -1,12 +1,15 @@
 /**
- * Inference tokens per endpoint, for the usage ledger. The gateway reads the
- * `usage` object of each answer it relays (the JSON body, or the last
- * server-sent event that carries one) and adds its prompt and completion
- * tokens to the endpoint's tally; tallies are written to the ledger every
- * `flushMs`, like the router stats. Dedicated endpoints are paid by the
- * replica-hour, so tokens are recorded at DEDICATED_TOKEN_PRICE.
+ * Inference tokens, for the usage ledger. The gateway reads the `usage`
+ * object of each answer it relays (the JSON body, or the last server-sent
+ * event that carries one) and adds its prompt and completion tokens to a
+ * tally; tallies are written to the ledger every `flushMs`, like the router
+ * stats. Two kinds of tally: a dedicated endpoint's (paid by the replica-hour,
+ * so its tokens are recorded at DEDICATED_TOKEN_PRICE), and a project's
+ * serverless calls of one catalog model (paid per token at the catalog's
+ * serverless prices).
  */
 import { randomUUID } from 'node:crypto';
+import Decimal from 'decimal.js';
 import { DEDICATED_TOKEN_PRICE, PRODUCTS } from '../shared/pricing';
 import { withTransaction, type Db } from '../db/pool';
 import { recordUsage } from '../db/usage';
@@ -72,9 +75,47 @@ export class UsageTap {
   }
 }
 
-interface Tally extends TokenCounts {
+/** What a tally's tokens are billed as: to which project, for which resource, at what price per token. */
+export interface TokenBilling {
   projectId: string;
-  endpointName: string;
+  /** The endpoint's id, or the catalog model's name. */
+  resourceId: string;
+  products: { input: string; output: string };
+  /** USD per token. */
+  unitPrices: { input: Decimal.Value; output: Decimal.Value };
+  dimensions: Record<string, string>;
+  attributes: Record<string, string>;
+}
+
+/** A dedicated endpoint's tokens: recorded per endpoint, paid by its replica-hours. */
+export const endpointTokenBilling = (endpoint: { id: string; projectId: string; name: string }): TokenBilling => ({
+  projectId: endpoint.projectId,
+  resourceId: endpoint.id,
+  products: { input: PRODUCTS.inputTokens, output: PRODUCTS.outputTokens },
+  unitPrices: { input: DEDICATED_TOKEN_PRICE, output: DEDICATED_TOKEN_PRICE },
+  dimensions: { billed_by: 'replica-hours' },
+  attributes: { endpoint_name: endpoint.name },
+});
+
+/** A project's serverless calls of a catalog model: per token, at its prices per million tokens. */
+export const serverlessTokenBilling = (
+  projectId: string,
+  model: string,
+  pricePerMillion: { input: string; output: string },
+): TokenBilling => ({
+  projectId,
+  resourceId: model,
+  products: { input: PRODUCTS.serverlessInputTokens, output: PRODUCTS.serverlessOutputTokens },
+  unitPrices: {
+    input: new Decimal(pricePerMillion.input).div(1_000_000),
+    output: new Decimal(pricePerMillion.output).div(1_000_000),
+  },
+  dimensions: { billed_by: 'tokens', model },
+  attributes: { model },
+});
+
+interface Tally extends TokenCounts {
+  billing: TokenBilling;
 }
 
 export class TokenUsage {
@@ -93,16 +134,12 @@ export class TokenUsage {
     this.timer.unref();
   }
 
-  record(endpoint: { id: string; projectId: string; name: string }, counts: TokenCounts): void {
-    const t = this.pending.get(endpoint.id) ?? {
-      projectId: endpoint.projectId,
-      endpointName: endpoint.name,
-      prompt: 0,
-      completion: 0,
-    };
+  record(billing: TokenBilling, counts: TokenCounts): void {
+    const key = `${billing.projectId}/${billing.resourceId}`;
+    const t = this.pending.get(key) ?? { billing, prompt: 0, completion: 0 };
     t.prompt += counts.prompt;
     t.completion += counts.completion;
-    this.pending.set(endpoint.id, t);
+    this.pending.set(key, t);
   }
 
   async flush(): Promise<void> {
@@ -113,35 +150,35 @@ export class TokenUsage {
     try {
       // One transaction: a failed flush wrote nothing, so its counts can wait for the next one.
       await withTransaction(this.db, async (tx) => {
-        for (const [endpointId, t] of batch) {
+        for (const [key, { billing: b, prompt, completion }] of batch) {
           const lines = [
-            { product: PRODUCTS.inputTokens, quantity: t.prompt, kind: 'in' },
-            { product: PRODUCTS.outputTokens, quantity: t.completion, kind: 'out' },
+            { product: b.products.input, unitPrice: b.unitPrices.input, quantity: prompt, kind: 'in' },
+            { product: b.products.output, unitPrice: b.unitPrices.output, quantity: completion, kind: 'out' },
           ];
-          for (const { product, quantity, kind } of lines) {
+          for (const { product, unitPrice, quantity, kind } of lines) {
             if (quantity <= 0) continue;
             await recordUsage(tx, {
-              projectId: t.projectId,
+              projectId: b.projectId,
               product,
-              resourceId: endpointId,
+              resourceId: b.resourceId,
               quantity,
               unit: 'token',
-              unitPrice: DEDICATED_TOKEN_PRICE,
-              dimensions: { billed_by: 'replica-hours' },
-              attributes: { endpoint_name: t.endpointName },
-              idempotencyKey: `inference/${this.instance}/${seq}/${endpointId}/${kind}`,
+              unitPrice,
+              dimensions: b.dimensions,
+              attributes: b.attributes,
+              idempotencyKey: `inference/${this.instance}/${seq}/${key}/${kind}`,
             });
           }
         }
       });
     } catch (err) {
       this.onError(err as Error);
-      for (const [endpointId, t] of batch) {
-        const p = this.pending.get(endpointId);
+      for (const [key, t] of batch) {
+        const p = this.pending.get(key);
         if (p) {
           p.prompt += t.prompt;
           p.completion += t.completion;
-        } else this.pending.set(endpointId, t);
+        } else this.pending.set(key, t);
       }
     }
   }

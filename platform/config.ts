@@ -92,6 +92,17 @@ const EnvSchema = z.object({
   GANTRY_ROLLOUT_BATCH_SOAK_SECONDS: z.coerce.number().positive().default(30),
   /** Inference gateway: how long a request waits for a replica of an endpoint scaled to zero (or starting). */
   GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS: z.coerce.number().nonnegative().default(60),
+  /**
+   * Serverless calls (a catalog model by name, api/serverless-pools.ts): each project's requests a
+   * second to one catalog model's pool on average (0: no limit), and the burst it may reach. The
+   * pool is shared by every project; this is what keeps one from taking it all.
+   */
+  GANTRY_SERVERLESS_RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(10),
+  GANTRY_SERVERLESS_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(20),
+  /** Serverless: the most replicas one catalog model's pool scales up to. */
+  GANTRY_SERVERLESS_MAX_REPLICAS: z.coerce.number().int().min(1).default(2),
+  /** Serverless: whole minutes a pool goes without a request before it scales to zero (the gateway counts requests per minute). */
+  GANTRY_SERVERLESS_IDLE_MINUTES: z.coerce.number().int().min(1).default(5),
   GANTRY_JSON_BODY_LIMIT: z.string().default('1mb'),
   /** Largest file upload accepted (the spec's 25 GB for fine-tuning files). */
   GANTRY_MAX_UPLOAD_BYTES: z.coerce
@@ -376,6 +387,7 @@ export interface GantryConfig {
   apiPort: number;
   gatewayPort: number;
   gatewayWakeTimeoutSeconds: number;
+  serverless: { rateLimit: { perSecond: number; burst: number }; maxReplicas: number; idleMinutes: number };
   metricsPort?: number;
   rateLimitPerSecond: number;
   rateLimitBurst: number;
@@ -500,6 +512,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     apiPort: e.GANTRY_API_PORT,
     gatewayPort: e.GANTRY_GATEWAY_PORT,
     gatewayWakeTimeoutSeconds: e.GANTRY_GATEWAY_WAKE_TIMEOUT_SECONDS,
+    serverless: {
+      rateLimit: { perSecond: e.GANTRY_SERVERLESS_RATE_LIMIT_PER_SECOND, burst: e.GANTRY_SERVERLESS_RATE_LIMIT_BURST },
+      maxReplicas: e.GANTRY_SERVERLESS_MAX_REPLICAS,
+      idleMinutes: e.GANTRY_SERVERLESS_IDLE_MINUTES,
+    },
     metricsPort: e.GANTRY_METRICS_PORT,
     rateLimitPerSecond: e.GANTRY_RATE_LIMIT_PER_SECOND,
     rateLimitBurst: e.GANTRY_RATE_LIMIT_BURST,

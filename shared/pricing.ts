@@ -3,7 +3,8 @@
  * floats). Operators of a Gantry installation set their own prices here; the
  * figures below are the defaults it ships with. Fine-tuning prices per token
  * live with the fine-tunable models (fine-tunes/models.ts), where the estimate
- * reads them too.
+ * reads them too, and so do the serverless prices per token of the catalog
+ * models the platform's pools serve.
  */
 import Decimal from 'decimal.js';
 import type { NodeCapacity } from './clusters';
@@ -67,6 +68,8 @@ export const PRODUCTS = {
   replicaHours: 'Container Deployments - Replica Hours',
   inputTokens: 'Dedicated Inference - Input Tokens',
   outputTokens: 'Dedicated Inference - Output Tokens',
+  serverlessInputTokens: 'Serverless Inference - Input Tokens',
+  serverlessOutputTokens: 'Serverless Inference - Output Tokens',
   transcription: 'Audio - Transcription Minutes',
   translation: 'Audio - Translation Minutes',
 } as const;

@@ -11,6 +11,10 @@
  * - per API key;
  * - per project: a project's members can mint keys without limit, so the key
  *   limit alone does not bound what one project can ask of the installation.
+ *
+ * Serverless calls have one more, per project and catalog model: every project
+ * shares that model's pool (api/serverless-pools.ts), so no one project may
+ * take all of it.
  */
 import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -29,6 +33,8 @@ interface Limit {
 export interface LimitSubject {
   ip?: string;
   principal?: Pick<Principal, 'apiKeyId' | 'projectId'>;
+  /** The catalog model a serverless call asks for (its pool). */
+  serverlessModel?: string;
 }
 
 interface Scope extends Limit {
@@ -96,6 +102,17 @@ export function rateLimitChecks(
       { ...config.projectRateLimit, what: 'this project', keyOf: (s) => s.principal?.projectId },
     ]),
   };
+}
+
+/** The limit of serverless calls: per project, per catalog model (GANTRY_SERVERLESS_RATE_LIMIT_*). */
+export function serverlessRateLimit(config: Pick<GantryConfig, 'serverless'>): LimitCheck {
+  return enforce([
+    {
+      ...config.serverless.rateLimit,
+      what: 'this project on this serverless model',
+      keyOf: (s) => s.principal && s.serverlessModel && `${s.principal.projectId} ${s.serverlessModel}`,
+    },
+  ]);
 }
 
 /** The same limits as Express middleware (the API's). */

@@ -1,10 +1,12 @@
 /**
  * The model catalog (`GET /v1/models`, the official SDK's `models.list`): what a key of this
  * project can call, each with its context length and price (shared/pricing.ts). The speech
- * models (type `transcribe`, priced per minute of audio in `base`), and the project's dedicated
- * endpoints (called at the gateway by their endpoint string `<project_slug>/<name>`; priced per
- * replica-hour in `hourly`, tokens free). A fine-tunable base or a registered model is called
- * once it is deployed behind an endpoint; until then it is listed where it can be used
+ * models (type `transcribe`, priced per minute of audio in `base`), the catalog models the
+ * platform's serverless pools serve (called at the gateway by their name; priced per million
+ * input and output tokens in `input` and `output`, api/serverless-pools.ts), and the project's
+ * dedicated endpoints (called by their endpoint string `<project_slug>/<name>`; priced per
+ * replica-hour in `hourly`, tokens free). Another fine-tunable base or a registered model is
+ * called once it is deployed behind an endpoint; until then it is listed where it can be used
  * (`/v2/supported-models`, `/v2/projects/{p}/models`), not here. `dedicated=true` keeps only the
  * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
@@ -13,9 +15,10 @@ import type { SpeechModel } from '../../shared/audio';
 import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
 import { getRegistryModel } from '../../db/models';
-import { findCatalogModel } from '../../fine-tunes/models';
+import { findCatalogModel, type FineTuneModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
 import { MODEL_SERVER_GPUS } from '../endpoint-serving';
+import { pooledServerlessModels } from '../serverless-pools';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import type { ServedSpeechModels } from '../speech-models';
@@ -45,6 +48,38 @@ function speechModelObjects(models: SpeechModel[]): ModelObject[] {
     context_length: m.contextLength,
     pricing: { base: Number(AUDIO_MINUTE_PRICES[m.id]), finetune: 0, hourly: 0, input: 0, output: 0 },
   }));
+}
+
+/** What is known of a catalog model's origin: the real families name their publisher's repository. */
+const CATALOG_SOURCES: Record<string, { license: string; link: string }> = {
+  'HuggingFaceTB/SmolLM2-135M-Instruct': {
+    license: 'Apache-2.0',
+    link: 'https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct',
+  },
+};
+
+/** Catalog models served serverless: called by name, priced per million tokens. */
+function serverlessModelObjects(models: FineTuneModel[]): ModelObject[] {
+  return models.map((m): ModelObject => {
+    const price = m.serverlessPricePerMillionTokens!;
+    return {
+      id: m.name,
+      object: 'model',
+      created: CATALOG_CREATED,
+      type: 'chat',
+      display_name: m.name.slice(m.name.indexOf('/') + 1),
+      organization: organizationOf(m.name),
+      ...CATALOG_SOURCES[m.name],
+      context_length: m.limits.max_seq_length_sft,
+      pricing: {
+        base: 0,
+        finetune: Number(m.pricePerMillionTokens.lora),
+        hourly: 0,
+        input: Number(price.input),
+        output: Number(price.output),
+      },
+    };
+  });
 }
 
 export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speechModels: ServedSpeechModels) {
@@ -85,10 +120,11 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speech
     );
   }
 
-  // Only what can be called: a fine-tunable base or a registered model is called once deployed behind
-  // an endpoint (they are listed at /v2/supported-models and /v2/projects/{p}/models).
+  // Only what can be called: a catalog model without a serverless pool, or a registered model, is
+  // called once deployed behind an endpoint (listed at /v2/supported-models, /v2/projects/{p}/models).
   const everything = async (p: { projectId: string; projectSlug: string }) => [
     ...speechModelObjects(await speechModels.list()),
+    ...serverlessModelObjects(await pooledServerlessModels(db)),
     ...(await dedicated(p.projectId, p.projectSlug)),
   ];
 
@@ -96,7 +132,8 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speech
     method: 'get',
     path: '/models',
     operationId: 'listModels',
-    summary: 'Every model this key can call: the speech models and the project’s dedicated endpoints',
+    summary:
+      'Every model this key can call: the speech models, the serverless models and the project’s dedicated endpoints',
     tags: ['models'],
     query: ListModelObjectsQuery,
     response: { status: 200, description: 'Model objects', schema: ModelObjectListSchema },

@@ -32,7 +32,7 @@ import { requireWithinReplicaCeilings } from './replica-ceilings';
  * the deployments API and by endpoint deployments, whose replicas run a model server.
  */
 export async function startContainerDeployment(
-  deps: ApiDeps,
+  deps: Pick<ApiDeps, 'db' | 'temporal' | 'config'>,
   d: {
     projectId: string;
     /** The project's slug, for the operators' memo. */
@@ -128,6 +128,48 @@ export async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentR
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
+  }
+}
+
+/**
+ * Starts a new run of a deployment whose workflow ended without deleting it, to keep serving: it
+ * carries on from the state its row holds and re-attaches to the replicas the row lists as running
+ * (one that is gone is replaced, as after any hand-over). For deployments the installation keeps
+ * itself (the serverless pools), which nobody would otherwise bring back.
+ */
+export async function resumeEndedDeployment(
+  deps: Pick<ApiDeps, 'db' | 'temporal' | 'config'>,
+  row: DeploymentRow,
+): Promise<void> {
+  const { db, temporal, config } = deps;
+  const replicas = (await listReplicas(db, row.id))
+    .filter((r) => (r.status === 'Running' || r.status === 'Starting') && r.host)
+    .map((r) => ({ replicaId: r.replica_id, revision: r.revision, hostQueue: r.host!, image: r.image }));
+  const input: DeploymentWorkflowInput = {
+    deploymentId: row.id,
+    projectId: row.project_id,
+    spec: row.state.spec,
+    maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
+    autoscaleIntervalSeconds: config.deploymentAutoscaleIntervalSeconds,
+    autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
+    maxRoundsPerRun: config.deploymentRoundsPerRun,
+    containerWaitSeconds: config.containerQueueWaitSeconds,
+    carried: { state: row.state, generation: row.generation, seq: 0, failures: 0, lastScaleAt: 0, replicas },
+  };
+  try {
+    await startResourceWorkflow(temporal, {
+      workflow: deployment,
+      workflowId: deploymentWorkflowId(row.id),
+      args: [input],
+      projectId: row.project_id,
+      resourceType: 'deployment',
+      resourceId: row.id,
+      status: 'Updating',
+      summary: `Deployment ${row.name} (${row.id}), resumed after its workflow had ended`,
+      details: `Its last run ended without deleting it; this run carries on with the ${replicas.length} replica(s) it left.`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // another process resumed it
   }
 }
 

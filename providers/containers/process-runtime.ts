@@ -37,6 +37,7 @@ import { replicaOrigin } from '../../shared/deployments';
 import { freePort } from '../../scripts/lib/ports';
 import { waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
+import { PLATFORM_PROJECT_ID } from '../../shared/serverless';
 
 export { ReplicaFailed };
 
@@ -112,7 +113,7 @@ export class ProcessRuntime implements ContainerRuntime {
         continue;
       }
       // The project the previous process of this host served is the one this one serves.
-      if (r.projectId) this.project ??= r.projectId;
+      if (r.projectId && r.projectId !== PLATFORM_PROJECT_ID) this.project ??= r.projectId;
       const exited = (async (): Promise<ReplicaExit> => {
         while (runsCommand(r.pid, r.command)) await sleep(500, undefined, { ref: false });
         rmSync(file, { force: true });
@@ -214,9 +215,12 @@ export class ProcessRuntime implements ContainerRuntime {
    * Refuses a replica of any project but the one this host serves (the first it launched for or
    * adopted): a replica here has Gantry's user and rights, so a second project's would reach the
    * first one's files. Checked and taken before any await, so two launches cannot both take it.
-   * The refusal does not name the project served (it is another tenant's).
+   * The refusal does not name the project served (it is another tenant's). The platform's own
+   * project is no tenant: its replicas are the serverless pools, the installation's own model server
+   * with the spec it wrote itself (api/serverless-pools.ts), so they run beside the one tenant's.
    */
   private serveOnly(projectId: string): void {
+    if (projectId === PLATFORM_PROJECT_ID) return;
     this.project ??= projectId;
     if (this.project !== projectId)
       throw new ReplicaFailed(

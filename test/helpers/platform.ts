@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { createApp, registeredRoutes } from '../../api/app';
+import { ensureServerlessPools } from '../../api/serverless-pools';
 import { closeGracefully } from '../../api/listen';
 import type { RegisteredRoute } from '../../api/route';
 import { createGatewayHandler } from '../../gateway/app';
@@ -90,6 +91,8 @@ export async function startTestPlatform(
     containerRuntime?: 'process' | 'podman';
     /** Wraps the blob store every part of the platform uses (a test that makes storage fail). */
     wrapBlobs?: (store: BlobStore) => BlobStore;
+    /** true: the API's start makes the platform's serverless pools, as api/server.ts does. */
+    serverless?: boolean;
   } = {},
 ): Promise<TestPlatform> {
   // The file modes every Gantry process has (0600/0700): what its workers write here is as
@@ -201,6 +204,7 @@ export async function startTestPlatform(
   await queueWakeups.start();
   const app = createApp({ config, db, temporal, logger, blobs, principals, queueWakeups });
   server.on('request', app);
+  if (opts.serverless) await ensureServerlessPools({ db, temporal, config, logger });
   const gateway = createServer(createGatewayHandler({ config, db, logger, principals }));
   await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
   const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
