@@ -42,6 +42,12 @@ def use_host_cores() -> None:
         torch.set_num_threads(len(os.sched_getaffinity(0)))
 
 
+def load_lora(model, tensors: dict) -> None:
+    result = set_peft_model_state_dict(model, tensors)
+    if getattr(result, "unexpected_keys", None):
+        raise ValueError(f"the adapter does not match this model: {result.unexpected_keys[:5]}")
+
+
 def run(cfg: dict) -> None:
     method, kind = cfg["training_method"], cfg["training_type"]
     if method not in ("sft", "dpo"):
@@ -70,20 +76,22 @@ def run(cfg: dict) -> None:
         # the embeddings' output need one, so the LoRA weights inside the layers get theirs.
         model.enable_input_require_grads()
     lora_cfg = cfg.get("lora") or {}
-    if kind == "lora":
-        model = get_peft_model(model, LoraConfig(
+
+    def lora_config():
+        return LoraConfig(
             r=int(lora_cfg.get("r", 8)), lora_alpha=float(lora_cfg.get("alpha", 16)),
             lora_dropout=float(lora_cfg.get("dropout", 0.0)), target_modules=list(lora_cfg["target_modules"]),
-            task_type="CAUSAL_LM"))
+            task_type="CAUSAL_LM")
+
+    if kind == "lora":
+        model = get_peft_model(model, lora_config())
         trainable_file = "adapter.safetensors"
 
         def trainable_state():
             return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in get_peft_model_state_dict(model).items()}
 
         def load_trainable(sd):
-            result = set_peft_model_state_dict(model, sd)
-            if getattr(result, "unexpected_keys", None):
-                raise ValueError(f"the adapter does not match this model: {result.unexpected_keys[:5]}")
+            load_lora(model, sd)
     else:
         trainable_file = "model.safetensors"
 
@@ -95,12 +103,18 @@ def run(cfg: dict) -> None:
     if cfg.get("init_from"):
         load_trainable(load_file(os.path.join(cfg["init_from"], trainable_file)))
 
+    # DPO's reference policy: the model before this run, frozen. For LoRA from the base alone that is
+    # the base with the adapter switched off; a continued adapter (init_from) is part of it, merged.
     reference = None
-    if method == "dpo" and kind == "full":
-        # DPO's reference policy: the model before this run, frozen.
-        reference = load_base(cfg["hf_repo"], dtype, device).eval().requires_grad_(False)
-        if cfg.get("init_from"):
+    if method == "dpo" and (kind == "full" or cfg.get("init_from")):
+        reference = load_base(cfg["hf_repo"], dtype, device)
+        if kind == "lora":
+            reference = get_peft_model(reference, lora_config())
+            load_lora(reference, load_file(os.path.join(cfg["init_from"], trainable_file)))
+            reference = reference.merge_and_unload()
+        elif cfg.get("init_from"):
             load_weights(reference, load_file(os.path.join(cfg["init_from"], trainable_file)))
+        reference.eval().requires_grad_(False)
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)))
