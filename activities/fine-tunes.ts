@@ -228,6 +228,8 @@ export function createTrainingActivities(deps: {
   db: Db;
   blobs: BlobStore;
   trainers: Trainers;
+  /** The host's model directory: base weights of the torch trainer's models (config `modelDir`). */
+  modelDir: string;
   workDir: string;
   /** A trainer silent this long is hung: it is killed and the attempt fails (retried from the last checkpoint). */
   stallSeconds: number;
@@ -331,6 +333,7 @@ export function createTrainingActivities(deps: {
       const result = await runTrainer({
         python,
         trainer: model.trainer.kind,
+        modelDir: deps.modelDir,
         config: trainerConfig(job.plan, model, {
           trainFile,
           validationFile,

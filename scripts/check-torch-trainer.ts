@@ -21,7 +21,7 @@ import { tokenizePreference, tokenizeSft } from '../fine-tunes/tokenize';
 import { trainerConfig } from '../fine-tunes/trainer-config';
 import { runTrainer, type TrainerRun } from '../providers/trainer/process-trainer';
 
-const python = loadConfig().torchTrainerPython;
+const { torchTrainerPython: python, modelDir } = loadConfig();
 if (!python) {
   process.stderr.write('Set GANTRY_TORCH_TRAINER_PYTHON to a Python with trainers/torch/requirements.txt.\n');
   process.exit(2);
@@ -73,6 +73,7 @@ async function train(
   const run = await runTrainer({
     python: python!,
     trainer: 'torch',
+    modelDir,
     config: trainerConfig(p, model, { trainFile, validationFile: null, outputDir: path.join(work, name), ...extra }),
   });
   const steps = run.events.flatMap((e) => (e.event === 'step' ? [e] : []));

@@ -36,6 +36,7 @@ async function main() {
       reference: config.trainerPython,
       ...(config.torchTrainerPython ? { torch: config.torchTrainerPython } : {}),
     },
+    modelDir: config.modelDir,
     workDir: path.join(config.dataDir, 'trainer-runs'),
     trainerStallSeconds: config.trainerStallSeconds,
     trainingSlots: config.trainingSlots,

@@ -157,6 +157,8 @@ export function createGpuWorkers(
     blobs: BlobStore;
     /** The trainers this host has: kind -> the Python that runs it. */
     trainers: Trainers;
+    /** The host's model directory (config `modelDir`): base weights the torch trainer reads. */
+    modelDir: string;
     workDir: string;
     /** A trainer silent this long is hung: killed, and its attempt retried from the last checkpoint. */
     trainerStallSeconds: number;
@@ -172,6 +174,7 @@ export function createGpuWorkers(
       db: deps.db,
       blobs: deps.blobs,
       trainers: deps.trainers,
+      modelDir: deps.modelDir,
       workDir: deps.workDir,
       stallSeconds: deps.trainerStallSeconds,
       slots: new TrainingSlots(deps.trainingSlots),

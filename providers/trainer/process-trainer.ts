@@ -39,6 +39,11 @@ export interface RunTrainerOptions {
   python: string;
   /** Which trainer package runs (default: the reference trainer). */
   trainer?: TrainerKind;
+  /**
+   * The host's model directory (GANTRY_MODEL_DIR, absolute): the PyTorch trainer reads base weights
+   * from `<modelDir>/<hf_repo>` and nowhere else. It runs with its package directory as cwd.
+   */
+  modelDir?: string;
   /** The run's configuration; written next to the outputs as trainer-config.json. */
   config: Record<string, unknown> & { output_dir: string };
   onEvent?: (e: TrainerEvent) => void;
@@ -63,9 +68,9 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
       PYTHONUNBUFFERED: '1',
       PYTHONPATH: [pkg.dir, REFERENCE_TRAINER_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
       JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu',
-      // The torch trainer's own settings: where base weights are, and whether it may download them.
-      GANTRY_MODEL_DIR: process.env.GANTRY_MODEL_DIR,
-      GANTRY_ALLOW_HUB_DOWNLOAD: process.env.GANTRY_ALLOW_HUB_DOWNLOAD,
+      // Where the torch trainer's base weights are; a hub is never asked for them.
+      GANTRY_MODEL_DIR: opts.modelDir && path.resolve(opts.modelDir),
+      HF_HUB_OFFLINE: '1',
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -143,6 +143,7 @@ export async function startTestPlatform(
       db,
       blobs,
       trainers: { reference: base.trainerPython },
+      modelDir: base.modelDir,
       workDir: path.join(base.dataDir, 'trainer-runs'),
       trainerStallSeconds: base.trainerStallSeconds,
       trainingSlots: base.trainingSlots,

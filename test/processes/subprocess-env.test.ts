@@ -25,13 +25,13 @@ describe('the environment of the programs Gantry runs', () => {
       GANTRY_SIGNING_SECRET: 'signing-secret-value',
       PGPASSWORD: 'pg-password',
       TEMPORAL_ADDRESS: '127.0.0.1:7233',
-      GANTRY_MODEL_DIR: '/models',
+      GANTRY_MODEL_DIR: 'relative-models',
       HF_HOME: '/hf-cache',
     };
     const saved = Object.fromEntries(Object.keys(planted).map((k) => [k, process.env[k]]));
     Object.assign(process.env, planted);
     try {
-      const run = await runTrainer({ python, config: { output_dir: path.join(dir, 'out') } });
+      const run = await runTrainer({ python, modelDir: '/models', config: { output_dir: path.join(dir, 'out') } });
       assert.equal(run.exitCode, 3, 'the stand-in ran');
     } finally {
       for (const [k, v] of Object.entries(saved)) {
@@ -52,7 +52,12 @@ describe('the environment of the programs Gantry runs', () => {
     assert.ok(!text.includes('db-password') && !text.includes('signing-secret-value'), 'no secret value anywhere');
     assert.equal(env.PATH, process.env.PATH, 'PATH is');
     assert.equal(env.HF_HOME, '/hf-cache', 'model caches are');
-    assert.equal(env.GANTRY_MODEL_DIR, '/models', "the trainer's own settings are");
+    assert.equal(
+      env.GANTRY_MODEL_DIR,
+      '/models',
+      "the model directory it was given (from the configuration), not this process's",
+    );
+    assert.equal(env.HF_HUB_OFFLINE, '1', 'no hub is asked for weights');
     assert.equal(env.PYTHONUNBUFFERED, '1');
   });
 });

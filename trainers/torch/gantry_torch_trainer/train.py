@@ -6,89 +6,115 @@ warmup_ratio, max_grad_norm, weight_decay, n_epochs, batch_size, max_seq_length,
 n_checkpoints, n_evals, early_stopping, dpo_beta, seed, train_file, validation_file,
 output_dir, resume_from?, init_from?.
 
-Base weights are read from $GANTRY_MODEL_DIR/<hf_repo> (the host's model cache);
-nothing is downloaded unless GANTRY_ALLOW_HUB_DOWNLOAD=1.
+Base weights are read from $GANTRY_MODEL_DIR/<hf_repo> (weights.py); nothing is downloaded.
+On CPU it uses every core this process may run on, unless OMP_NUM_THREADS says otherwise.
+
+Output: checkpoints/step-<n>/ (the trainable weights, optimizer.pt, trainer_state.json) and
+final/ = adapter.safetensors (LoRA: peft's state dict) + model.safetensors (the merged or fully
+trained model, tied tensors once, as save_pretrained writes them) + config.json.
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sys
 from dataclasses import asdict
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM
 
 from gantry_trainer.data import batches, epoch_order, load_rows, trained_tokens
 from gantry_trainer.protocol import emit
 from gantry_trainer.run_state import Cancelled, RunState
 from gantry_trainer.schedule import step_plan
 
-
-def _model_path(repo: str) -> str:
-    local = os.path.join(os.environ.get("GANTRY_MODEL_DIR", ""), repo)
-    if os.path.isdir(local):
-        return local
-    if os.environ.get("GANTRY_ALLOW_HUB_DOWNLOAD") == "1":
-        return repo
-    raise FileNotFoundError(f"base weights of {repo} are not in GANTRY_MODEL_DIR ({local})")
+from .losses import dpo_loss, sequence_logprob, sft_loss
+from .memory import needs_checkpointing
+from .weights import load_base, load_weights, weights_of
 
 
-def _token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
-    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+def use_host_cores() -> None:
+    """Intra-op threads = the cores this process may run on (an operator's OMP_NUM_THREADS wins)."""
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
 
 
-def _sft_loss(logits, ids, mask, weight):
-    m = mask[:, 1:].float() * weight[:, None]
-    return -(_token_logprobs(logits, ids) * m).sum() / m.sum().clamp(min=1.0)
-
-
-def _seq_logprob(logits, ids, mask):
-    return (_token_logprobs(logits, ids) * mask[:, 1:].float()).sum(-1)
+def load_lora(model, tensors: dict) -> None:
+    result = set_peft_model_state_dict(model, tensors)
+    if getattr(result, "unexpected_keys", None):
+        raise ValueError(f"the adapter does not match this model: {result.unexpected_keys[:5]}")
 
 
 def run(cfg: dict) -> None:
     method, kind = cfg["training_method"], cfg["training_type"]
+    if method not in ("sft", "dpo"):
+        raise ValueError(f"unknown training_method {method!r}")
+    if kind not in ("lora", "full"):
+        raise ValueError(f"unknown training_type {kind!r}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        use_host_cores()
     torch.manual_seed(int(cfg.get("seed", 0)))
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(_model_path(cfg["hf_repo"]), torch_dtype=dtype).to(device)
-    model.gradient_checkpointing_enable()
+    seq_len = int(cfg["max_seq_length"])
+    batch_size = int(cfg["batch_size"])
+    n_epochs = int(cfg["n_epochs"])
+    max_grad_norm = float(cfg.get("max_grad_norm", 1.0))
+
+    model = load_base(cfg["hf_repo"], dtype, device)
+    # A DPO forward pass sees the chosen and the rejected rows together.
+    rows_per_pass = batch_size * (2 if method == "dpo" else 1)
+    checkpointing = needs_checkpointing(model.config, rows_per_pass, seq_len, dtype, device)
+    print(f"activation checkpointing {'on' if checkpointing else 'off'}; {torch.get_num_threads()} threads on {device}",
+          file=sys.stderr, flush=True)
+    if checkpointing:
+        model.activation_checkpointing_enable()
+        # With frozen embeddings nothing entering a checkpointed layer needs a gradient; this makes
+        # the embeddings' output need one, so the LoRA weights inside the layers get theirs.
+        model.enable_input_require_grads()
     lora_cfg = cfg.get("lora") or {}
-    if kind == "lora":
-        model = get_peft_model(model, LoraConfig(
+
+    def lora_config():
+        return LoraConfig(
             r=int(lora_cfg.get("r", 8)), lora_alpha=float(lora_cfg.get("alpha", 16)),
             lora_dropout=float(lora_cfg.get("dropout", 0.0)), target_modules=list(lora_cfg["target_modules"]),
-            task_type="CAUSAL_LM"))
+            task_type="CAUSAL_LM")
+
+    if kind == "lora":
+        model = get_peft_model(model, lora_config())
         trainable_file = "adapter.safetensors"
 
         def trainable_state():
-            return {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+            return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in get_peft_model_state_dict(model).items()}
 
         def load_trainable(sd):
-            set_peft_model_state_dict(model, sd)
+            load_lora(model, sd)
     else:
         trainable_file = "model.safetensors"
 
         def trainable_state():
-            return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+            return weights_of(model)
 
         def load_trainable(sd):
-            model.load_state_dict(sd)
+            load_weights(model, sd)
     if cfg.get("init_from"):
         load_trainable(load_file(os.path.join(cfg["init_from"], trainable_file)))
 
+    # DPO's reference policy: the model before this run, frozen. For LoRA from the base alone that is
+    # the base with the adapter switched off; a continued adapter (init_from) is part of it, merged.
     reference = None
-    if method == "dpo" and kind == "full":
-        # DPO's reference policy: the model before this run, frozen.
-        reference = AutoModelForCausalLM.from_pretrained(_model_path(cfg["hf_repo"]), torch_dtype=dtype).to(device).eval()
-        if cfg.get("init_from"):
-            reference.load_state_dict(load_file(os.path.join(cfg["init_from"], trainable_file)))
+    if method == "dpo" and (kind == "full" or cfg.get("init_from")):
+        reference = load_base(cfg["hf_repo"], dtype, device)
+        if kind == "lora":
+            reference = get_peft_model(reference, lora_config())
+            load_lora(reference, load_file(os.path.join(cfg["init_from"], trainable_file)))
+            reference = reference.merge_and_unload()
+        elif cfg.get("init_from"):
+            load_weights(reference, load_file(os.path.join(cfg["init_from"], trainable_file)))
+        reference.eval().requires_grad_(False)
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)))
@@ -100,10 +126,7 @@ def run(cfg: dict) -> None:
         "rpo_alpha": float(cfg.get("rpo_alpha") or 0.0),
         "simpo_gamma": None if simpo_gamma is None else float(simpo_gamma),
     }
-    seq_len = int(cfg["max_seq_length"])
-    batch_size = int(cfg["batch_size"])
-    n_epochs = int(cfg["n_epochs"])
-    max_grad_norm = float(cfg.get("max_grad_norm", 1.0))
+    needs_reference = not (preference["reference_free"] or preference["simpo_gamma"] is not None)
 
     def tensors(batch):
         return {k: torch.as_tensor(np.asarray(v), device=device) for k, v in batch.items()}
@@ -111,31 +134,21 @@ def run(cfg: dict) -> None:
     def ref_logprob(ids, mask):
         with torch.no_grad():
             if reference is not None:
-                return _seq_logprob(reference(ids.long()).logits, ids.long(), mask)
+                return sequence_logprob(reference(ids, use_cache=False).logits, ids, mask)
             with model.disable_adapter():
-                return _seq_logprob(model(ids.long()).logits, ids.long(), mask)
+                return sequence_logprob(model(ids, use_cache=False).logits, ids, mask)
 
     def loss_of(b):
         if method == "sft":
             ids = b["ids"].long()
-            return _sft_loss(model(ids).logits, ids, b["mask"], b["weight"]), 0.0
+            return sft_loss(model(ids, use_cache=False).logits, ids, b["mask"], b["weight"]), 0.0
         ids = torch.cat([b["chosen_ids"], b["rejected_ids"]]).long()
         mask = torch.cat([b["chosen_mask"], b["rejected_mask"]])
-        n = b["chosen_ids"].shape[0]
-        policy = _seq_logprob(model(ids).logits, ids, mask)
-        # The spec's DPO variants, as the reference trainer's losses.dpo_loss computes them.
-        simpo = preference["simpo_gamma"] is not None
-        ref = torch.zeros_like(policy) if preference["reference_free"] or simpo else ref_logprob(ids, mask)
+        policy = sequence_logprob(model(ids, use_cache=False).logits, ids, mask)
+        # Reference-free variants skip the reference policy's forward pass.
+        ref = ref_logprob(ids, mask) if needs_reference else torch.zeros_like(policy)
         lengths = mask[:, 1:].float().sum(-1).clamp(min=1.0)
-        pc, pr, rc, rr = policy[:n], policy[n:], ref[:n], ref[n:]
-        if preference["normalize"] or simpo:
-            pc, pr, rc, rr = pc / lengths[:n], pr / lengths[n:], rc / lengths[:n], rr / lengths[n:]
-        margin = beta * ((pc - rc) - (pr - rr)) - (preference["simpo_gamma"] if simpo else 0.0)
-        total = b["weight"].sum().clamp(min=1.0)
-        loss = -(b["weight"] * F.logsigmoid(margin)).sum() / total
-        if preference["rpo_alpha"]:
-            loss = loss + preference["rpo_alpha"] * (b["weight"] * (-policy[:n] / lengths[:n])).sum() / total
-        return loss, float((b["weight"] * margin).sum() / total)
+        return dpo_loss(policy, ref, lengths, b["chosen_ids"].shape[0], beta, b["weight"], **preference)
 
     train_rows = load_rows(cfg["train_file"])
     eval_rows = load_rows(cfg["validation_file"]) if cfg.get("validation_file") else []
@@ -151,7 +164,9 @@ def run(cfg: dict) -> None:
         with open(os.path.join(cfg["resume_from"], "trainer_state.json")) as f:
             state = RunState(**json.load(f))
         resumed_from = state.step
-    best = trainable_state()
+    # Early stopping's result is the best evaluated weights: a copy kept only where it can be needed.
+    keep_best = bool(sp.early_stopping["enabled"])
+    best = trainable_state() if keep_best else None
 
     cancelled = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: cancelled.__setitem__("flag", True))
@@ -194,7 +209,7 @@ def run(cfg: dict) -> None:
                 eval_loss = evaluate()
                 emit("eval", step=state.step, eval_loss=eval_loss)
                 improved, stop = state.record_eval(eval_loss, sp.early_stopping)
-                if improved:
+                if improved and keep_best:
                     best = trainable_state()
                 if stop:
                     early_stopped = True
@@ -223,8 +238,7 @@ def run(cfg: dict) -> None:
     if kind == "lora":
         save_file(trainable_state(), os.path.join(final_dir, "adapter.safetensors"))
         merged = model.merge_and_unload()
-        save_file({k: v.detach().cpu().contiguous() for k, v in merged.state_dict().items()},
-                  os.path.join(final_dir, "model.safetensors"))
+        save_file(weights_of(merged), os.path.join(final_dir, "model.safetensors"))
         files = ["adapter.safetensors", "model.safetensors"]
     else:
         save_file(trainable_state(), os.path.join(final_dir, "model.safetensors"))
