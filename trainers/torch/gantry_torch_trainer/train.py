@@ -48,6 +48,19 @@ def load_lora(model, tensors: dict) -> None:
         raise ValueError(f"the adapter does not match this model: {result.unexpected_keys[:5]}")
 
 
+def trimmed(batch: dict) -> dict:
+    """The batch without its padding columns after the last trained token of any row.
+
+    Rows come padded to max_seq_length (gantry_trainer.data); attention is causal, so no trained
+    token reads a later column: the loss is exactly the same, and a step costs the batch's real
+    length instead of max_seq_length (the SDKs' default max_seq_length is the model's context).
+    """
+    masks = [np.asarray(v) for k, v in batch.items() if k.endswith("mask")]
+    used = np.logical_or.reduce([m.any(axis=0) for m in masks])
+    end = int(np.nonzero(used)[0].max()) + 1 if used.any() else 1
+    return {k: (np.asarray(v)[:, :end] if np.asarray(v).ndim == 2 else v) for k, v in batch.items()}
+
+
 def run(cfg: dict) -> None:
     method, kind = cfg["training_method"], cfg["training_type"]
     if method not in ("sft", "dpo"):
@@ -129,7 +142,7 @@ def run(cfg: dict) -> None:
     needs_reference = not (preference["reference_free"] or preference["simpo_gamma"] is not None)
 
     def tensors(batch):
-        return {k: torch.as_tensor(np.asarray(v), device=device) for k, v in batch.items()}
+        return {k: torch.as_tensor(np.asarray(v), device=device) for k, v in trimmed(batch).items()}
 
     def ref_logprob(ids, mask):
         with torch.no_grad():
