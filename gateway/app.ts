@@ -3,8 +3,10 @@
  * endpoint replicas. It authenticates and rate-limits like the API. It proxies
  * requests to dedicated endpoints and the platform's serverless pools
  * (inference.ts: chat completions and completions by endpoint string or
- * catalog model name) and to container deployments (proxy.ts).
- * Every other path is a 404 in the spec's shape.
+ * catalog model name) and to container deployments (proxy.ts). `GET /v1/models`
+ * lists the serverless models in OpenAI's list shape, so an OpenAI SDK pointed
+ * at the gateway lists what it can call by name there. Every other path is a
+ * 404 in the spec's shape.
  *
  * A plain node:http handler, not an Express app: the gateway has three routes and
  * is on the path of every inference call, and Express's router and response
@@ -20,6 +22,8 @@ import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
 import { sendError } from '../api/middleware/errors';
 import { sendJson } from '../api/json-response';
+import { serverlessModelObjects } from '../api/routes/model-catalog';
+import { pooledServerlessModels } from '../api/serverless-pools';
 import { compileTrustProxy, rateLimitChecks, serverlessRateLimit } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';
 import { deploymentProxy, type GatewayCall } from './proxy';
@@ -85,6 +89,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (inference && req.method === 'POST') {
       route.label = routePath;
       return infer(call, inference);
+    }
+    if (routePath === '/v1/models' && req.method === 'GET') {
+      route.label = routePath;
+      const data = serverlessModelObjects(await pooledServerlessModels(deps.db));
+      return sendJson(res, 200, { object: 'list', data: data.map((m) => ({ ...m, owned_by: m.organization })) });
     }
     const deployment = DEPLOYMENT_PATH.exec(path);
     if (deployment) {

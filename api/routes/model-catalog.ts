@@ -59,7 +59,7 @@ const CATALOG_SOURCES: Record<string, { license: string; link: string }> = {
 };
 
 /** Catalog models served serverless: called by name, priced per million tokens. */
-function serverlessModelObjects(models: FineTuneModel[]): ModelObject[] {
+export function serverlessModelObjects(models: FineTuneModel[]): ModelObject[] {
   return models.map((m): ModelObject => {
     const price = m.serverlessPricePerMillionTokens!;
     return {

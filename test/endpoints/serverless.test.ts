@@ -127,6 +127,13 @@ describe('serverless calls of a catalog model', () => {
     assert.equal(tooLong.status, 400, JSON.stringify(tooLong.body));
 
     const client = openai(a);
+    // The OpenAI SDK at the gateway lists the same model, with the same context length and prices.
+    const atGateway = [];
+    for await (const m of client.models.list()) atGateway.push(m as typeof m & Partial<typeof listed>);
+    const same = atGateway.find((m) => m.id === MODEL);
+    assert.ok(same, `the gateway lists ${MODEL}: ${JSON.stringify(atGateway.map((m) => m.id))}`);
+    assert.equal(same.context_length, listed.context_length);
+    assert.deepEqual(same.pricing, listed.pricing);
     for (const seed of [1, 2]) {
       const text = await client.completions.create({ model: MODEL, prompt: 'y'.repeat(200), max_tokens: 20, seed });
       answered.push(text.usage!);
