@@ -142,7 +142,11 @@ export async function startTestPlatform(
       host: new SimulatedHost(),
       db,
       blobs,
-      trainers: { reference: base.trainerPython },
+      // The torch trainer too where ./dev set it up (GANTRY_TORCH_TRAINER_PYTHON): SmolLM2 jobs train here.
+      trainers: {
+        reference: base.trainerPython,
+        ...(base.torchTrainerPython ? { torch: base.torchTrainerPython } : {}),
+      },
       modelDir: base.modelDir,
       workDir: path.join(base.dataDir, 'trainer-runs'),
       trainerStallSeconds: base.trainerStallSeconds,
