@@ -169,6 +169,7 @@ export async function startTestPlatform(
         ...stores,
         keyring: base.keyring,
         replicaAdoptionSeconds: base.replicaAdoptionSeconds,
+        modelDir: base.modelDir,
       })),
     );
   }
