@@ -606,13 +606,18 @@ def load_model(base_dir: str, model_dir: str | None, dtype: torch.dtype):
         with open(os.path.join(model_dir, "config.json")) as f:
             hf_repo = json.load(f).get("hf_repo")
         state = load_file(os.path.join(model_dir, "model.safetensors"))
+        if model.config.tie_word_embeddings:
+            # Tied embeddings are one tensor saved under either name (safetensors' save_model keeps
+            # one of them): whichever is there stands for both.
+            names = {n for n, p in model.named_parameters(remove_duplicate=False)
+                     if p is model.get_input_embeddings().weight}
+            saved = [n for n in names if n in state]
+            if saved:
+                state.update({n: state[saved[0]] for n in names})
         result = model.load_state_dict(state, strict=False)
-        # Tied embeddings: the output layer's weight may be saved under the input's name only.
-        tied = model.config.tie_word_embeddings
-        missing = [k for k in result.missing_keys if not (tied and k == "lm_head.weight")]
-        if missing or result.unexpected_keys:
+        if result.missing_keys or result.unexpected_keys:
             raise SystemExit(f"serve: {model_dir}/model.safetensors does not fit {base_dir}: "
-                             f"missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}")
+                             f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}")
         model.tie_weights()
         model.to(dtype)
     return model.eval(), hf_repo
