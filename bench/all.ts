@@ -10,7 +10,17 @@ import path from 'node:path';
 import type { BenchResult } from './lib/rounds';
 
 /** Every bench, shortest first, with the arguments the README's figures use (their defaults). */
-const BENCHES = ['tokenization', 'upload', 'file-validation', 'queue', 'gateway', 'clusters', 'trainer', 'audio'];
+const BENCHES = [
+  'tokenization',
+  'upload',
+  'file-validation',
+  'queue',
+  'gateway',
+  'clusters',
+  'trainer',
+  'audio',
+  'model-server',
+];
 
 function runOne(name: string): Promise<{ result: BenchResult | null; code: number; seconds: number }> {
   const started = Date.now();

@@ -61,7 +61,8 @@ def train(a):
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=3e-3 if lora else 5e-5)
     steps = 0
-    for steps in range(1, a["max_steps"] + 1):
+    while steps < a["max_steps"]:
+        steps += 1
         model.train()
         loss = model(input_ids=ids, labels=labels).loss
         loss.backward()

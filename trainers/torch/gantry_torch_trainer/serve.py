@@ -82,7 +82,7 @@ def _byte_decoder() -> dict[str, int]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
 
 
 @dataclass
@@ -251,7 +251,7 @@ class Engine:
                 step.logprob = float(logp[token])
                 if s.top_logprobs:
                     values, indices = torch.topk(logp, s.top_logprobs)
-                    step.top = list(zip(indices.tolist(), values.tolist()))
+                    step.top = list(zip(indices.tolist(), values.tolist(), strict=True))
             generated.append(token)
             if token in self.eos:
                 finish = "stop"
