@@ -55,7 +55,7 @@ async function registerAndUpload(name: string, type: 'model' | 'adapter', dir: s
     files: files.map((f, i) => ({ path: f, hash: md5(bytes[i]), numParts: 1 })),
   });
   assert.equal(plan.status, 200, JSON.stringify(plan.body));
-  const parts = [];
+  const parts: string[] = [];
   for (const [i, f] of plan.body.files.entries()) {
     const res = await fetch(f.parts[0].url, { method: 'PUT', body: bytes[i] });
     assert.equal(res.status, 200, await res.text());
