@@ -47,6 +47,7 @@ import { ReplicaLeases } from '../providers/containers/replica-leases';
 import type { PinnedDir } from '../providers/containers/host-file-uses';
 import { contentOfNewVersion, fillEmptyVersion, getVolume, getVolumeVersion } from '../db/deployment-volumes';
 import { getRevision, listRevisionFiles } from '../db/models';
+import { catalogWeightsDir } from '../providers/containers/catalog-weights';
 
 /** A replica's status, recorded; a running replica is metered by the hour. */
 async function recordReplicaStatus(db: Db, r: ReplicaRecord): Promise<void> {
@@ -124,6 +125,8 @@ export function createReplicaActivities(deps: {
   survivors: Survivor[];
   volumes: VolumeStore;
   adapters: AdapterFiles;
+  /** GANTRY_MODEL_DIR: the catalog models' installed weights, mounted into the model servers of them. */
+  modelDir: string;
   hostQueue: string;
   /** Opens sealed values (platform/keyring.ts). */
   keyring?: Keyring;
@@ -202,6 +205,13 @@ export function createReplicaActivities(deps: {
       });
     }
     for (const m of l.spec.model_mounts ?? []) {
+      if (!m.revision_id) {
+        // A catalog mount (only the endpoint's model server plan makes one: api/endpoint-serving.ts).
+        const dir = catalogWeightsDir(deps.modelDir, m.model_id);
+        if (dir instanceof Error) throw new ReplicaFailed(dir.message);
+        mounts.push({ mountPath: m.mount_path, hostDir: dir });
+        continue;
+      }
       const revision = m.revision_id ? await getRevision(db, m.model_id, m.revision_id) : null;
       if (!revision) throw new ReplicaFailed(`model ${m.model_id} revision ${m.revision_id} no longer exists`);
       const files = (await listRevisionFiles(db, revision.id)).map((f) => ({

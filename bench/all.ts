@@ -20,6 +20,7 @@ const BENCHES = [
   'trainer',
   'torch-trainer',
   'audio',
+  'model-server',
 ];
 
 function runOne(name: string): Promise<{ result: BenchResult | null; code: number; seconds: number }> {

@@ -179,6 +179,8 @@ const EnvSchema = z.object({
   GANTRY_TRAINER_PYTHON: z.string().default('.venv/bin/python'),
   // Empty is unset: compose passes `${GANTRY_MODEL_SERVER_IMAGE:-}` through as ''.
   GANTRY_MODEL_SERVER_IMAGE: z.string().trim().optional(),
+  // The PyTorch model server's image (scripts/build-model-server-image.ts --torch); empty is unset.
+  GANTRY_TORCH_MODEL_SERVER_IMAGE: z.string().trim().optional(),
   /** The speech environment's Python (faster-whisper, ffmpeg, the speaker encoder); `./dev` makes it. */
   GANTRY_SPEECH_PYTHON: z.string().default('.venv-speech/bin/python'),
   /**
@@ -432,6 +434,11 @@ export interface GantryConfig {
    * from its own copy for any project (shared/image-references.ts).
    */
   modelServerImage?: string;
+  /**
+   * The image the PyTorch model server (torch catalog bases, their fine-tunes and adapters) runs
+   * from; unset: GANTRY_TORCH_TRAINER_PYTHON as a host process (the process runtime only).
+   */
+  torchModelServerImage?: string;
   speechPython: string;
   speechSlots: number;
   speechModelDir?: string;
@@ -558,6 +565,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     gpuTypes: e.GANTRY_GPU_TYPES,
     trainerPython: path.resolve(e.GANTRY_TRAINER_PYTHON),
     modelServerImage: e.GANTRY_MODEL_SERVER_IMAGE || undefined,
+    torchModelServerImage: e.GANTRY_TORCH_MODEL_SERVER_IMAGE || undefined,
     speechPython: path.resolve(e.GANTRY_SPEECH_PYTHON),
     speechSlots: e.GANTRY_SPEECH_SLOTS,
     speechModelDir: e.GANTRY_SPEECH_MODEL_DIR && path.resolve(e.GANTRY_SPEECH_MODEL_DIR),

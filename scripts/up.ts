@@ -25,7 +25,7 @@ import { isPortFree } from './lib/ports';
 import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-dev-server';
 import { ownerOnlyFiles } from '../platform/lifecycle';
 import { PodmanEngine } from '../providers/containers/podman/podman-engine';
-import { buildModelServerImage } from './build-model-server-image';
+import { buildModelServerImage, TORCH_SERVER_IMAGE } from './build-model-server-image';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
@@ -139,6 +139,19 @@ async function main() {
         new PodmanEngine(path.join(config.dataDir, 'podman'), { storageGiB: config.containerStorageGiB }),
       );
       say(`model server image ${env.GANTRY_MODEL_SERVER_IMAGE}`);
+    }
+    if (
+      env.GANTRY_CONTAINER_RUNTIME === 'podman' &&
+      !env.GANTRY_TORCH_MODEL_SERVER_IMAGE &&
+      existsSync(path.join(TORCH_SERVER_IMAGE.venv, 'bin/python'))
+    ) {
+      // The PyTorch model server's (SmolLM2 endpoints): some 4.6 GB, a few minutes the first time.
+      say('building the PyTorch model server image (first start, or after its code changed)...');
+      env.GANTRY_TORCH_MODEL_SERVER_IMAGE = await buildModelServerImage(
+        new PodmanEngine(path.join(config.dataDir, 'podman'), { storageGiB: config.containerStorageGiB }),
+        TORCH_SERVER_IMAGE,
+      );
+      say(`PyTorch model server image ${env.GANTRY_TORCH_MODEL_SERVER_IMAGE}`);
     }
 
     const db = createPool(env.DATABASE_URL!);

@@ -90,6 +90,7 @@ export async function startContainerHost({
     ...stores,
     keyring: config.keyring,
     replicaAdoptionSeconds: config.replicaAdoptionSeconds,
+    modelDir: config.modelDir,
     hostId,
     restartsInPlace: config.containerHostId !== undefined,
   });

@@ -244,6 +244,8 @@ export async function createContainerWorkers(
     adapters: AdapterFiles;
     keyring?: Keyring;
     replicaAdoptionSeconds: number;
+    /** GANTRY_MODEL_DIR (catalog models' weights, for their model servers' replicas). */
+    modelDir: string;
     /** The host's stable name (host-identity.ts); absent: this process is a new host. */
     hostId?: string;
     /**
@@ -266,6 +268,7 @@ export async function createContainerWorkers(
       survivors,
       volumes: deps.volumes,
       adapters: deps.adapters,
+      modelDir: deps.modelDir,
       hostQueue,
       keyring: deps.keyring,
       adoptionSeconds: deps.replicaAdoptionSeconds,

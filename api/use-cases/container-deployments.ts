@@ -25,6 +25,7 @@ import { getRevision, recordRevision, RETAINED_REVISIONS } from '../../db/deploy
 import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { requireReplicaRoom } from './replica-quota';
 import { requireWithinReplicaCeilings } from './replica-ceilings';
+import { platformImages } from '../../shared/model-server-image';
 
 /**
  * Creates a container deployment: its row, then its entity workflow
@@ -287,7 +288,7 @@ function checkImage(deps: ApiDeps, principal: Principal, image: string) {
   const access = imageAccess(image, {
     installationRegistry: deps.config.imageRegistry,
     projectSlug: principal.projectSlug,
-    platformImages: deps.config.modelServerImage ? [deps.config.modelServerImage] : [],
+    platformImages: platformImages(deps.config),
   });
   if (access.kind === 'foreign' || access.kind === 'invalid')
     throw badRequest(`This project may not run the image ${image}: ${access.why}.`, 'image');

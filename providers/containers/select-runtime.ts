@@ -13,6 +13,7 @@ import { ReplicaNetworks } from './podman/replica-networks';
 import { ProcessRuntime } from './process-runtime';
 import type { ContainerRuntime } from './runtime';
 import { replicaLogDir } from './replica-log';
+import { platformImages } from '../../shared/model-server-image';
 
 export async function selectContainerRuntime(
   config: {
@@ -24,6 +25,7 @@ export async function selectContainerRuntime(
     insecureRegistries: string[];
     imageRegistry?: string;
     modelServerImage?: string;
+    torchModelServerImage?: string;
     replicaApiUrl: string;
     replicaDefaultLimits: ReplicaLimits;
     replicaMaxLimits: ReplicaLimits & { imageGiB: number };
@@ -71,7 +73,7 @@ export async function selectContainerRuntime(
         limits: { defaults: config.replicaDefaultLimits, max: config.replicaMaxLimits },
         imageRegistry: config.imageRegistry,
         // The platform's own image: run from this host's copy for any project (shared/image-references.ts).
-        platformImages: config.modelServerImage ? [config.modelServerImage] : [],
+        platformImages: platformImages(config),
         address: config.containerHostAddress,
         // A tenant's registry is an outbound fetch like any other: public addresses only.
         allowPrivateRegistries: config.remoteFetch.allowPrivateHosts,

@@ -177,6 +177,7 @@ export async function startTestPlatform(
         ...stores,
         keyring: base.keyring,
         replicaAdoptionSeconds: base.replicaAdoptionSeconds,
+        modelDir: base.modelDir,
       })),
     );
   }

@@ -1,0 +1,177 @@
+/**
+ * The PyTorch model server (trainers/torch/gantry_torch_trainer/serve.py) on SmolLM2-135M-Instruct.
+ *
+ *   npx tsx bench/model-server.ts [requests per measurement, default 4]
+ *
+ * An endpoint with one replica of the torch server (process runtime, GANTRY_TORCH_TRAINER_PYTHON);
+ * the gateway as its own process. In interleaved rounds (bench/lib/rounds.ts):
+ *   - tokens per second of a greedy completion (64 tokens) asked of the replica directly, against
+ *     transformers' own `generate` in a bare loop (bench/lib/bare_generate.py) on the same
+ *     weights, prompt and threads (torch's default for both), one request at a time. Judged:
+ *     server / bare loop;
+ *   - time to the first token of a streamed completion through the gateway and to the replica
+ *     directly. Judged: the p50 the gateway adds.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { call, eventually } from '../test/helpers/platform';
+import { startProcess } from '../test/helpers/processes';
+import { createTenant } from '../test/helpers/tenants';
+import { freePort } from '../scripts/lib/ports';
+import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
+import { compareInRounds, percentile } from './lib/rounds';
+import { runningReplicaOrigins } from '../db/deployments';
+
+const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+const MODEL = 'HuggingFaceTB/SmolLM2-135M-Instruct';
+const PROMPT = 'The history of the city of Paris begins';
+const TOKENS = 64;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The bare loop's process: one JSON line in, one out. */
+function bareLoop(python: string, base: string) {
+  const child = spawn(python, [path.join(__dirname, 'lib/bare_generate.py'), base], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => JSON.parse((await lines.next()).value as string);
+  return {
+    ready: next(),
+    async generate(): Promise<{ tokens: number; seconds: number; threads: number }> {
+      child.stdin.write(`${JSON.stringify({ prompt: PROMPT, max_tokens: TOKENS })}\n`);
+      return next();
+    },
+    stop: () => child.kill('SIGTERM'),
+  };
+}
+
+/** Milliseconds to the first streamed token of a greedy completion. */
+async function firstToken(url: string, headers: Record<string, string>, model: string): Promise<number> {
+  const start = performance.now();
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, prompt: PROMPT, max_tokens: 2, temperature: 0, stream: true }),
+  });
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
+  const reader = res.body!.getReader();
+  let text = '';
+  let at = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString();
+    if (!at && /"text": "[^"]/.test(text)) at = performance.now() - start;
+  }
+  return at;
+}
+
+async function main() {
+  const n = Number(process.argv[2] ?? 4);
+  const python = process.env.GANTRY_TORCH_TRAINER_PYTHON;
+  if (!python) throw new Error('bench/model-server.ts needs GANTRY_TORCH_TRAINER_PYTHON (./dev exports it)');
+  await withBenchPlatform(say, {}, async (platform) => {
+    const tenant = await createTenant(platform.db);
+    const gatewayPort = await freePort();
+    const gateway = startProcess(
+      'gateway/server.ts',
+      { GANTRY_GATEWAY_PORT: String(gatewayPort), ...BENCH_SERVER_ENV },
+      benchNodeArgs(),
+    );
+    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    const bare = bareLoop(python, path.join(platform.config.modelDir, MODEL));
+    try {
+      while (
+        !(await fetch(`${gatewayUrl}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        ))
+      )
+        await sleep(100);
+      const v2 = (method: string, p: string, json?: unknown) =>
+        call(platform.baseUrl, method, `/v2/projects/${tenant.projectId}${p}`, { key: tenant.key, json });
+      await v2('POST', '/endpoints', { name: 'smol' });
+      const dep = await v2('POST', '/endpoints/smol/deployments', {
+        name: 'one',
+        modelId: MODEL,
+        autoscaling: { minReplicas: 1, maxReplicas: 1 },
+      });
+      await eventually(
+        () => v2('GET', '/endpoints/smol/deployments/one').then((r) => r.body),
+        (d) => d.status.readyReplicas === 1,
+        240_000,
+      );
+      const { rows } = await platform.db.query(
+        'SELECT container_deployment_id FROM endpoint_deployments WHERE id = $1',
+        [dep.body.id],
+      );
+      const [origin] = await runningReplicaOrigins(platform.db, rows[0].container_deployment_id as string);
+      say(`replica ready at ${origin}; bare loop ${JSON.stringify(await bare.ready)}`);
+      const auth = { authorization: `Bearer ${tenant.key}` };
+
+      const serverTokensPerSecond = async () => {
+        let tokens = 0;
+        let seconds = 0;
+        for (let i = 0; i < n; i++) {
+          const start = performance.now();
+          const res = await fetch(`${origin}/v1/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ prompt: PROMPT, max_tokens: TOKENS, temperature: 0 }),
+          });
+          const body = (await res.json()) as { usage: { completion_tokens: number } };
+          seconds += (performance.now() - start) / 1000;
+          tokens += body.usage.completion_tokens;
+        }
+        return tokens / seconds;
+      };
+      const bareTokensPerSecond = async () => {
+        let tokens = 0;
+        let seconds = 0;
+        for (let i = 0; i < n; i++) {
+          const r = await bare.generate();
+          tokens += r.tokens;
+          seconds += r.seconds;
+        }
+        return tokens / seconds;
+      };
+      const ttft = async (url: string, headers: Record<string, string>, model: string) => {
+        const xs = [];
+        for (let i = 0; i < 4 * n; i++) xs.push(await firstToken(url, headers, model));
+        return +percentile(xs, 50).toFixed(2);
+      };
+
+      await compareInRounds({
+        bench: 'model-server',
+        reference: async () => ({
+          bare_loop_tokens_per_s: +(await bareTokensPerSecond()).toFixed(1),
+          direct_first_token_p50_ms: await ttft(`${origin}/v1/completions`, {}, 'model'),
+        }),
+        gantry: async () => ({
+          server_tokens_per_s: +(await serverTokensPerSecond()).toFixed(1),
+          gateway_first_token_p50_ms: await ttft(`${gatewayUrl}/v1/completions`, auth, `${tenant.projectSlug}/smol`),
+        }),
+        checks: [
+          {
+            name: 'tokens per second, model server / transformers in a bare loop',
+            value: (r, g) => g.server_tokens_per_s / r.bare_loop_tokens_per_s,
+            atLeast: 0.9,
+          },
+          {
+            name: 'p50 time to first token the gateway adds',
+            value: (r, g) => g.gateway_first_token_p50_ms - r.direct_first_token_p50_ms,
+            atMost: 5,
+            unit: 'ms',
+          },
+        ],
+      });
+    } finally {
+      bare.stop();
+      gateway.child.kill('SIGTERM');
+      await gateway.exited;
+    }
+  });
+}
+
+runBench(main);
