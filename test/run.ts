@@ -30,6 +30,9 @@ const COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'to
  * one of them alone at the end; the rest follow in name order.
  */
 const LONGEST_FIRST = [
+  'test/endpoints/podman-torch-model-server.test.ts', // builds the torch model server image (about 4 minutes)
+  'test/endpoints/smollm2-fine-tunes-change-answers.test.ts',
+  'test/fine-tunes/torch-trainer-jobs.test.ts',
   'test/deployments/podman-isolation.test.ts',
   'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
   'test/workflows/cluster-decisions.test.ts',
@@ -37,6 +40,8 @@ const LONGEST_FIRST = [
   'test/audio/transcriptions.test.ts',
   'test/workflows/deployment-decisions.test.ts',
   'test/fine-tunes/fine-tune-recovery.test.ts',
+  'test/fine-tunes/torch-trainer-recovery.test.ts',
+  'test/endpoints/torch-model-server.test.ts',
   'test/compat/python-files-and-fine-tuning.test.ts',
   'test/trainers/reference-trainer.test.ts',
   'test/clusters/cluster-capacity.test.ts',
@@ -88,6 +93,30 @@ function reapedChildrenCpuSeconds(): number {
 const CLOCK_TICKS_PER_SECOND = 100;
 let reapedCpuSeen = 0;
 
+/**
+ * The longest a test file may run. A test over its own time limit fails, but a file can still
+ * hang after it (an `after` hook waiting on work the timed-out test left running): such a file is
+ * killed, with its process group, and fails, instead of holding the run until CI's own limit.
+ */
+const FILE_LIMIT_SECONDS = 20 * 60;
+
+/** The files' process groups still running: a Ctrl-C (or CI's SIGTERM) of the run ends them too. */
+const runningGroups = new Set<number>();
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    for (const pid of runningGroups) killGroup(pid);
+    process.kill(process.pid, signal);
+  });
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // it ended meanwhile
+  }
+}
+
 /** Runs one test file in its own process with `env`; prints its output in one piece when it ends. */
 function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
   const started = Date.now();
@@ -95,12 +124,20 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=300000', file],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env },
+      // Its own process group, so the limit below ends what it started too.
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env, detached: true },
     );
     const chunks: Buffer[] = [];
+    runningGroups.add(child.pid!);
+    const limit = setTimeout(() => {
+      chunks.push(Buffer.from(`\n[test] killed: the file ran past ${FILE_LIMIT_SECONDS} s\n`));
+      killGroup(child.pid!);
+    }, FILE_LIMIT_SECONDS * 1000);
     child.stdout.on('data', (c: Buffer) => chunks.push(c));
     child.stderr.on('data', (c: Buffer) => chunks.push(c));
     child.on('close', (code, signal) => {
+      clearTimeout(limit);
+      runningGroups.delete(child.pid!);
       const output = Buffer.concat(chunks).toString('utf8');
       const seconds = (Date.now() - started) / 1000;
       const counts = Object.fromEntries(
