@@ -55,9 +55,12 @@ async function registerAndUpload(name: string, type: 'model' | 'adapter', dir: s
     files: files.map((f, i) => ({ path: f, hash: md5(bytes[i]), numParts: 1 })),
   });
   assert.equal(plan.status, 200, JSON.stringify(plan.body));
+  // Each file to its own part URL: the plan lists the files in an order of its own.
   const parts: string[] = [];
-  for (const [i, f] of plan.body.files.entries()) {
-    const res = await fetch(f.parts[0].url, { method: 'PUT', body: bytes[i] });
+  for (const [i, f] of files.entries()) {
+    const planned = plan.body.files.find((x: { path: string }) => x.path === f);
+    assert.ok(planned, `the plan has ${f}: ${JSON.stringify(plan.body.files)}`);
+    const res = await fetch(planned.parts[0].url, { method: 'PUT', body: bytes[i] });
     assert.equal(res.status, 200, await res.text());
     parts.push(res.headers.get('etag')!); // as the CLI sends it back: quoted
   }
