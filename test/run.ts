@@ -30,9 +30,6 @@ const COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'to
  * one of them alone at the end; the rest follow in name order.
  */
 const LONGEST_FIRST = [
-  'test/endpoints/podman-torch-model-server.test.ts', // builds the torch model server image (about 4 minutes)
-  'test/endpoints/smollm2-fine-tunes-change-answers.test.ts',
-  'test/fine-tunes/torch-trainer-jobs.test.ts',
   'test/deployments/podman-isolation.test.ts',
   'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
   'test/workflows/cluster-decisions.test.ts',
@@ -40,8 +37,6 @@ const LONGEST_FIRST = [
   'test/audio/transcriptions.test.ts',
   'test/workflows/deployment-decisions.test.ts',
   'test/fine-tunes/fine-tune-recovery.test.ts',
-  'test/fine-tunes/torch-trainer-recovery.test.ts',
-  'test/endpoints/torch-model-server.test.ts',
   'test/compat/python-files-and-fine-tuning.test.ts',
   'test/trainers/reference-trainer.test.ts',
   'test/clusters/cluster-capacity.test.ts',
@@ -49,48 +44,17 @@ const LONGEST_FIRST = [
 ];
 
 /**
- * Files that train or serve SmolLM2 with torch, which takes every core it finds: they run one at a
- * time (beside the other files), as each was measured alone. Several at once on a 2-core machine
- * ran each past its time limits.
+ * Files that train or serve SmolLM2 with torch, which takes every core it finds: they run last,
+ * one at a time and with nothing else running, as each was measured. Beside other files on a
+ * 2-core machine they ran past their time limits, and some stalled (issue 41's note).
  */
-const ONE_AT_A_TIME = new Set([
+const ALONE_AT_THE_END = new Set([
   'test/endpoints/podman-torch-model-server.test.ts',
   'test/endpoints/smollm2-fine-tunes-change-answers.test.ts',
   'test/fine-tunes/torch-trainer-jobs.test.ts',
   'test/fine-tunes/torch-trainer-recovery.test.ts',
   'test/endpoints/torch-model-server.test.ts',
 ]);
-
-/**
- * The next file for a lane and what to call when it ends: the first in `queue`, but none of
- * ONE_AT_A_TIME while one of them runs (`heavy.running`, settled when it ends); null when the
- * queue is empty. A heavy file is marked running here, before any other lane can look.
- */
-async function nextFile(
-  queue: string[],
-  heavy: { running: Promise<void> | null },
-): Promise<{ file: string; done: () => void } | null> {
-  const isHeavy = (f: string) => ONE_AT_A_TIME.has(path.relative(ROOT, f));
-  for (;;) {
-    if (!queue.length) return null;
-    const i = heavy.running ? queue.findIndex((f) => !isHeavy(f)) : 0;
-    if (i < 0) {
-      await heavy.running; // only heavy files are left, and one runs
-      continue;
-    }
-    const [file] = queue.splice(i, 1);
-    if (!isHeavy(file)) return { file, done: () => {} };
-    let settle = () => {};
-    heavy.running = new Promise<void>((r) => (settle = r));
-    return {
-      file,
-      done: () => {
-        heavy.running = null;
-        settle();
-      },
-    };
-  }
-}
 
 function findTests(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -248,26 +212,27 @@ async function main() {
     const results: FileResult[] = [];
     let filesStarted = 0;
     reapedCpuSeen = reapedChildrenCpuSeconds(); // Maven, javac and the like, before any file
-    const heavy: { running: Promise<void> | null } = { running: null };
+    const alone = queue.filter((f) => ALONE_AT_THE_END.has(path.relative(ROOT, f)));
+    const together = queue.filter((f) => !alone.includes(f));
+    const runIn = async (lane: (typeof services.lanes)[number], file: string) => {
+      // A data directory of the file's own: what one file leaves on disk is never another's.
+      const dataDir = path.join(work, `data-${++filesStarted}`);
+      mkdirSync(dataDir, { recursive: true });
+      const env = {
+        ...base,
+        DATABASE_URL: lane.databaseUrl,
+        TEMPORAL_NAMESPACE: lane.namespace,
+        GANTRY_DATA_DIR: dataDir,
+      };
+      results.push(await runFile(file, env));
+      rmSync(dataDir, { recursive: true, force: true });
+    };
     await Promise.all(
       services.lanes.map(async (lane) => {
-        for (let next = await nextFile(queue, heavy); next; next = await nextFile(queue, heavy)) {
-          const { file, done } = next;
-          // A data directory of the file's own: what one file leaves on disk is never another's.
-          const dataDir = path.join(work, `data-${++filesStarted}`);
-          mkdirSync(dataDir, { recursive: true });
-          const env = {
-            ...base,
-            DATABASE_URL: lane.databaseUrl,
-            TEMPORAL_NAMESPACE: lane.namespace,
-            GANTRY_DATA_DIR: dataDir,
-          };
-          results.push(await runFile(file, env));
-          rmSync(dataDir, { recursive: true, force: true });
-          done();
-        }
+        for (let file = together.shift(); file; file = together.shift()) await runIn(lane, file);
       }),
     );
+    for (const file of alone) await runIn(services.lanes[0], file);
     const total = Object.fromEntries(
       COUNTERS.map((k) => [k, results.reduce((sum, r) => sum + r.counts[k], 0)]),
     ) as FileResult['counts'];

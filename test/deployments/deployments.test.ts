@@ -128,7 +128,7 @@ describe('container deployments (process runtime)', () => {
       10_000,
     );
 
-    const elsewhere = await call(p.gatewayUrl, 'GET', '/v1/models', { key: t.key });
+    const elsewhere = await call(p.gatewayUrl, 'GET', '/v1/files', { key: t.key });
     assert.equal(elsewhere.status, 404);
     assert.equal(elsewhere.body.error.code, 'route_not_found');
     const keyless = await call(p.gatewayUrl, 'GET', '/v1/deployments/web/health', {});
