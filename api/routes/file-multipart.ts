@@ -10,6 +10,7 @@
  * Parts that are never completed are discarded by the file's workflow when
  * its timer runs out, like any upload that does not finish.
  */
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Request, Response } from 'express';
@@ -206,7 +207,14 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
         throw notFound(`File '${file.id}' no longer exists; start the upload again.`);
       }
       await deleteScheduledBlobs(db, blobs, partKeys);
-      await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, [{ ok: true }], null);
+      try {
+        await signalWorkflow(temporal, fileValidationWorkflowId(file.id), uploadFinishedSignal, [{ ok: true }], null);
+      } catch (err) {
+        // A delete that came right after the join ended the file's validation: the file is gone.
+        if (err instanceof WorkflowNotFoundError)
+          throw notFound(`File '${file.id}' no longer exists; start the upload again.`);
+        throw err;
+      }
       return toFileObject(updated);
     },
   });
