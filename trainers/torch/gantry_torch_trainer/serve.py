@@ -116,7 +116,9 @@ class Engine:
         eos = eos if eos is not None else tokenizer.eos_token_id
         self.eos = set(eos if isinstance(eos, list) else [eos])
         self.peft = None  # the peft wrapper, once an adapter is loaded (LoRA layers go into `model` itself)
+        # adapter name -> {lora, dir (its revision's directory), slot (its name inside peft)}
         self.adapters: dict[str, dict] = {}
+        self._slots = 0
         self.active: str | None = None
         # One forward pass at a time: torch on CPU uses every thread for one already, and the
         # active adapter is the model's state. Requests interleave token by token.
@@ -146,47 +148,55 @@ class Engine:
         lora_config = LoraConfig(r=int(lora["r"]), lora_alpha=float(lora["alpha"]), lora_dropout=0.0,
                                  target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
         with self.lock:
-            if name in self.adapters:
-                self._delete(name)  # a new revision of the same adapter replaces the old one
+            current = self.adapters.get(name)
+            if current and current["dir"] == directory:
+                return  # the host's resync of a loaded revision: nothing to do
+            # Each revision gets its own peft slot, and the name moves to it only once it is loaded,
+            # so requests for the adapter never see it missing while a new revision loads.
+            self._slots += 1
+            slot = f"{name}-r{self._slots}"
             try:
                 if self.peft is None:
-                    self.peft = get_peft_model(self.model, lora_config, adapter_name=name)
+                    self.peft = get_peft_model(self.model, lora_config, adapter_name=slot)
                 else:
-                    self.peft.add_adapter(name, lora_config)
-                result = set_peft_model_state_dict(self.peft, state, adapter_name=name)
+                    self.peft.add_adapter(slot, lora_config)
+                result = set_peft_model_state_dict(self.peft, state, adapter_name=slot)
                 unexpected = [k for k in result.unexpected_keys if "lora_" in k]
                 if unexpected:
                     raise BadRequest(f"adapter {name}: {unexpected[0]} adapts no layer of this model", "dir")
             except (RuntimeError, ValueError) as e:  # shapes of another model, unknown modules
-                if name in self.peft.peft_config:
-                    self.peft.delete_adapter(name)
+                if slot in self.peft.peft_config:
+                    self.peft.delete_adapter(slot)
                 raise BadRequest(f"adapter {name} does not fit this model: {str(e).splitlines()[0]}", "dir") from e
             except BadRequest:
-                self.peft.delete_adapter(name)
+                self.peft.delete_adapter(slot)
                 raise
             self.peft.eval()
-            self.adapters[name] = lora
+            self.adapters[name] = {"lora": lora, "dir": directory, "slot": slot}
+            if current:
+                self.peft.delete_adapter(current["slot"])  # the revision it replaces
             self.active = "\0"  # unknown: set on the next forward pass
 
     def unload_adapter(self, name: str) -> None:
         with self.lock:
-            if name in self.adapters:
-                self._delete(name)
-
-    def _delete(self, name: str) -> None:
-        del self.adapters[name]
-        self.peft.delete_adapter(name)
-        self.active = "\0"
+            current = self.adapters.pop(name, None)
+            if current:
+                self.peft.delete_adapter(current["slot"])
+                self.active = "\0"
 
     def _activate(self, adapter: str | None) -> None:
-        if self.peft is None or adapter == self.active:
+        """Makes the named adapter's current revision (or the base, for None) the model's state."""
+        if adapter is not None and adapter not in self.adapters:
+            raise RuntimeError(f"adapter {adapter} was unloaded while a request used it")
+        slot = self.adapters[adapter]["slot"] if adapter is not None else None
+        if self.peft is None or slot == self.active:
             return
-        if adapter is None:
+        if slot is None:
             self.peft.base_model.disable_adapter_layers()
         else:
             self.peft.base_model.enable_adapter_layers()
-            self.peft.base_model.set_adapter(adapter)
-        self.active = adapter
+            self.peft.base_model.set_adapter(slot)
+        self.active = slot
 
     # --- tokens ---------------------------------------------------------------------------
 
