@@ -30,7 +30,7 @@ let work: string;
 let baseDir: string;
 
 /** Runs test/helpers/torch_weights.py with .venv-torch's transformers; answers its JSON line. */
-async function python<T>(mode: 'train' | 'answer', args: Record<string, unknown>): Promise<T> {
+async function python<T>(mode: 'prepare', args: Record<string, unknown>): Promise<T> {
   const { stdout } = await promisify(execFile)(
     process.env.GANTRY_TORCH_TRAINER_PYTHON!,
     [HELPER, mode, JSON.stringify({ base: baseDir, ...args })],
@@ -38,8 +38,7 @@ async function python<T>(mode: 'train' | 'answer', args: Record<string, unknown>
   );
   return JSON.parse(stdout.trim().split('\n').pop()!) as T;
 }
-const transformersAnswer = (weights: string | null, maxTokens = 30) =>
-  python<{ text: string; prompt_tokens: number }>('answer', { weights, messages: ASK, max_tokens: maxTokens });
+type Answer = { text: string; prompt_tokens: number };
 
 const v2 = (method: string, url: string, json?: unknown) =>
   call(p.baseUrl, method, `/v2/projects/${t.projectId}${url}`, { key: t.key, json });
@@ -105,40 +104,36 @@ async function refusal(promise: Promise<unknown>): Promise<string | null | undef
   return err.param;
 }
 
-// Weights a user made elsewhere (transformers and peft), trained while the platform starts.
-let weights: Promise<unknown>;
+// Weights a user made elsewhere (transformers and peft), trained while the platform starts, and
+// transformers' own greedy answer of each model (the base, the full fine-tune, each adapter).
+let references: Promise<Record<'base' | 'pirate' | 'bonjour' | 'terse', Answer>>;
 
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'gantry-torch-serve-'));
   p = await startTestPlatform({ env: { GANTRY_ADAPTER_RESYNC_SECONDS: '1' } });
   baseDir = path.join(p.config.modelDir, MODEL);
-  weights = Promise.all([
-    python('train', {
-      out: path.join(work, 'bonjour'),
-      kind: 'lora',
-      question: QUESTION,
-      answer: 'Bonjour! Paris, mon ami.',
-      target_modules: ['q_proj', 'v_proj'],
-      max_steps: 30,
-    }),
-    python('train', {
-      out: path.join(work, 'pirate'),
-      kind: 'full',
-      question: QUESTION,
-      answer: 'Arr, Paris be the capital, matey.',
-      max_steps: 30,
-    }),
-  ]).then(() =>
-    python('train', {
-      out: path.join(work, 'terse'),
-      kind: 'lora',
-      question: QUESTION,
-      answer: 'Paris. Next question?',
-      target_modules: ['o_proj', 'down_proj'],
-      max_steps: 30,
-    }),
-  );
-  weights.catch(() => undefined); // awaited by the tests that need it
+  const train = (out: string, kind: 'lora' | 'full', answer: string, targetModules?: string[]) => ({
+    out: path.join(work, out),
+    kind,
+    question: QUESTION,
+    answer,
+    ...(targetModules ? { target_modules: targetModules } : {}),
+    max_steps: 30,
+  });
+  const ask = (weights: string | null) => ({
+    weights: weights && path.join(work, weights),
+    messages: ASK,
+    max_tokens: 30,
+  });
+  references = python<{ answers: Record<'base' | 'pirate' | 'bonjour' | 'terse', Answer> }>('prepare', {
+    train: [
+      train('bonjour', 'lora', 'Bonjour! Paris, mon ami.', ['q_proj', 'v_proj']),
+      train('pirate', 'full', 'Arr, Paris be the capital, matey.'),
+      train('terse', 'lora', 'Paris. Next question?', ['o_proj', 'down_proj']),
+    ],
+    answers: { base: ask(null), pirate: ask('pirate'), bonjour: ask('bonjour'), terse: ask('terse') },
+  }).then((r) => r.answers);
+  references.catch(() => undefined); // awaited by the tests that need it
   t = await createTenant(p.db);
   client = new OpenAI({ apiKey: t.key, baseURL: `${p.gatewayUrl}/v1`, maxRetries: 0 });
 });
@@ -153,7 +148,7 @@ describe('the PyTorch model server: SmolLM2 through the gateway with the OpenAI 
   test('the base: greedy chat, stop, max_tokens, seed, stream with usage, logprobs, 400s', async () => {
     await deploy('smol', MODEL);
     smol = `${t.projectSlug}/smol`;
-    const expected = await transformersAnswer(null);
+    const expected = (await references).base;
 
     const answer = await greedy(smol);
     assert.match(answer.choices[0].message.content!, /Paris/);
@@ -239,11 +234,10 @@ describe('the PyTorch model server: SmolLM2 through the gateway with the OpenAI 
   });
 
   test('a registered full fine-tune answers as its weights do', async () => {
-    await weights;
+    const expected = (await references).pirate;
     const dir = path.join(work, 'pirate');
     const modelId = await registerAndUpload('pirate', 'model', dir, ['model.safetensors', 'config.json']);
     await deploy('pirate', modelId);
-    const expected = await transformersAnswer(dir);
     assert.match(expected.text, /^Arr/);
     const answer = await greedy(`${t.projectSlug}/pirate`);
     assert.equal(answer.choices[0].message.content, expected.text);
@@ -251,7 +245,7 @@ describe('the PyTorch model server: SmolLM2 through the gateway with the OpenAI 
   });
 
   test('two LoRA adapters on the base replica, each chosen by name; the base unchanged', async () => {
-    await weights;
+    const expected = await references;
     const ids: Record<string, string> = {};
     for (const name of ['bonjour', 'terse']) {
       ids[name] = await registerAndUpload(name, 'adapter', path.join(work, name), [
@@ -270,17 +264,15 @@ describe('the PyTorch model server: SmolLM2 through the gateway with the OpenAI 
       );
       assert.equal(loaded.perCluster[0].state, 'ADAPTER_LOAD_STATE_READY', JSON.stringify(loaded));
     }
-    const expected: Record<string, string> = {};
-    for (const name of ['bonjour', 'terse']) expected[name] = (await transformersAnswer(path.join(work, name))).text;
     // Asked several times over a few seconds: the host posts each adapter again every second
     // (GANTRY_ADAPTER_RESYNC_SECONDS), and a loaded adapter must answer throughout (a reload
     // once dropped it for a moment and the call got 503 adapter_not_loaded).
     for (let round = 0; round < 3; round++) {
-      for (const name of ['bonjour', 'terse']) {
+      for (const name of ['bonjour', 'terse'] as const) {
         const answer = await greedy(`${smol}:${ids[name]}`);
-        assert.equal(answer.choices[0].message.content, expected[name], `${name}, round ${round}`);
+        assert.equal(answer.choices[0].message.content, expected[name].text, `${name}, round ${round}`);
       }
     }
-    assert.equal((await greedy(smol)).choices[0].message.content, (await transformersAnswer(null)).text);
+    assert.equal((await greedy(smol)).choices[0].message.content, expected.base.text);
   });
 });

@@ -7,6 +7,10 @@ directly (what a user's own fine-tune outside Gantry would be; what the server m
            torch trainer writes them
     python torch_weights.py answer '{"base": DIR, "weights": DIR|null, "messages": [...], "max_tokens": N}'
         -> {"text": greedy answer of transformers' generate, "prompt_tokens": the templated prompt's count}
+    python torch_weights.py prepare '{"base": DIR, "train": [train's arguments...],
+                                      "answers": {NAME: answer's arguments, ...}}'
+        -> {"steps": [n...], "answers": {NAME: answer's result}}: every training, then every answer,
+           in one process (importing torch and transformers costs seconds of CPU each time)
 """
 import json
 import os
@@ -86,11 +90,19 @@ def main():
     mode, args = sys.argv[1], json.loads(sys.argv[2])
     if mode == "train":
         result = train(args)
+    elif mode == "answer":
+        result = answer_with(args["base"], args)
     else:
-        tok = AutoTokenizer.from_pretrained(args["base"])
-        text, prompt_tokens = answer(tok, load(args["base"], args.get("weights")), args["messages"], args["max_tokens"])
-        result = {"text": text, "prompt_tokens": prompt_tokens}
+        steps = [train({"base": args["base"], **one})["steps"] for one in args["train"]]
+        result = {"steps": steps,
+                  "answers": {name: answer_with(args["base"], one) for name, one in args["answers"].items()}}
     print(json.dumps(result))
+
+
+def answer_with(base: str, a: dict) -> dict:
+    tok = AutoTokenizer.from_pretrained(base)
+    text, prompt_tokens = answer(tok, load(base, a.get("weights")), a["messages"], a["max_tokens"])
+    return {"text": text, "prompt_tokens": prompt_tokens}
 
 
 if __name__ == "__main__":

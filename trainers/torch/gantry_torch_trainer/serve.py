@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -123,6 +124,10 @@ class Engine:
         # One forward pass at a time: torch on CPU uses every thread for one already, and the
         # active adapter is the model's state. Requests interleave token by token.
         self.lock = threading.Lock()
+        # Forward passes run on one long-lived thread, not on each request's own: torch's CPU
+        # thread pool (OpenMP) belongs to the thread that calls it, and a fresh request thread
+        # builds a new one (measured here: about 15% slower generation).
+        self._forward_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forward")
         self._bytes = _byte_decoder()
 
     # --- adapters -------------------------------------------------------------------------
@@ -222,6 +227,9 @@ class Engine:
     # --- generation -----------------------------------------------------------------------
 
     def _forward(self, ids: list[int], past, adapter: str | None):
+        return self._forward_thread.submit(self._forward_here, ids, past, adapter).result()
+
+    def _forward_here(self, ids: list[int], past, adapter: str | None):
         with self.lock, torch.inference_mode():
             self._activate(adapter)
             out = self.model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=True)
