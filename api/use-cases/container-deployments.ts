@@ -101,35 +101,11 @@ export async function startContainerDeployment(
  * re-attaches to are stopped by their host after GANTRY_REPLICA_ADOPTION_SECONDS anyway.)
  */
 export async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentRow): Promise<void> {
-  const { db, temporal, config } = deps;
-  const replicas = (await listReplicas(db, row.id))
-    .filter((r) => (r.status === 'Running' || r.status === 'Starting') && r.host)
-    .map((r) => ({ replicaId: r.replica_id, revision: r.revision, hostQueue: r.host!, image: r.image }));
-  const input: DeploymentWorkflowInput = {
-    deploymentId: row.id,
-    projectId: row.project_id,
-    spec: row.state.spec,
-    maxRestartBackoffSeconds: config.deploymentMaxRestartBackoffSeconds,
-    containerWaitSeconds: config.containerQueueWaitSeconds,
-    // Its projections come after every one of the run that ended.
-    carried: { state: row.state, generation: row.generation, seq: 0, failures: 0, lastScaleAt: 0, replicas },
+  await startRunOfEndedDeployment(deps, row, {
     deleteOnStart: 'deleted through the API after its workflow had ended',
-  };
-  try {
-    await startResourceWorkflow(temporal, {
-      workflow: deployment,
-      workflowId: deploymentWorkflowId(row.id),
-      args: [input],
-      projectId: row.project_id,
-      resourceType: 'deployment',
-      resourceId: row.id,
-      status: 'Updating',
-      summary: `Deletion of deployment ${row.name} (${row.id}), whose workflow had ended`,
-      details: `Its last run ended without deleting it; this run stops the ${replicas.length} replica(s) it left and removes it.`,
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // a concurrent DELETE started it
-  }
+    summary: `Deletion of deployment ${row.name} (${row.id}), whose workflow had ended`,
+    details: (n) => `Its last run ended without deleting it; this run stops the ${n} replica(s) it left and removes it.`,
+  });
 }
 
 /**
@@ -142,7 +118,21 @@ export async function resumeEndedDeployment(
   deps: Pick<ApiDeps, 'db' | 'temporal' | 'config'>,
   row: DeploymentRow,
 ): Promise<void> {
-  const { db, temporal, config } = deps;
+  await startRunOfEndedDeployment(deps, row, {
+    summary: `Deployment ${row.name} (${row.id}), resumed after its workflow had ended`,
+    details: (n) => `Its last run ended without deleting it; this run carries on with the ${n} replica(s) it left.`,
+  });
+}
+
+/**
+ * A new run of a deployment whose workflow ended, carrying on from its row: its state, and the
+ * replicas the row lists as running (to re-attach to). A concurrent start of the same run wins.
+ */
+async function startRunOfEndedDeployment(
+  { db, temporal, config }: Pick<ApiDeps, 'db' | 'temporal' | 'config'>,
+  row: DeploymentRow,
+  run: { deleteOnStart?: string; summary: string; details: (replicas: number) => string },
+): Promise<void> {
   const replicas = (await listReplicas(db, row.id))
     .filter((r) => (r.status === 'Running' || r.status === 'Starting') && r.host)
     .map((r) => ({ replicaId: r.replica_id, revision: r.revision, hostQueue: r.host!, image: r.image }));
@@ -155,7 +145,9 @@ export async function resumeEndedDeployment(
     autoscaleCooldownSeconds: config.deploymentAutoscaleCooldownSeconds,
     maxRoundsPerRun: config.deploymentRoundsPerRun,
     containerWaitSeconds: config.containerQueueWaitSeconds,
+    // Its projections come after every one of the run that ended.
     carried: { state: row.state, generation: row.generation, seq: 0, failures: 0, lastScaleAt: 0, replicas },
+    ...(run.deleteOnStart ? { deleteOnStart: run.deleteOnStart } : {}),
   };
   try {
     await startResourceWorkflow(temporal, {
@@ -166,11 +158,11 @@ export async function resumeEndedDeployment(
       resourceType: 'deployment',
       resourceId: row.id,
       status: 'Updating',
-      summary: `Deployment ${row.name} (${row.id}), resumed after its workflow had ended`,
-      details: `Its last run ended without deleting it; this run carries on with the ${replicas.length} replica(s) it left.`,
+      summary: run.summary,
+      details: run.details(replicas.length),
     });
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // another process resumed it
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // another request or process started it
   }
 }
 
