@@ -4,48 +4,18 @@
  * use to take jobs: claim (long-poll), update (info, progress; keeps the
  * claim alive), complete, fail. Order comes from PostgreSQL (db/queue.ts);
  * the claims' timers and the retention period from the queue's dispatcher
- * workflow (workflows/queue.ts queueDispatcher).
+ * workflow (workflows/queue.ts queueDispatcher). The work is in
+ * api/use-cases/queue.ts; these declare, parse and present.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { Response } from 'express';
-import type { z } from 'zod';
-import type { Principal } from '../../db/accounts';
-import { queueDispatcherWorkflowId } from '../../shared/deployments';
-import { newId } from '../../platform/ids';
-import {
-  cancelJob,
-  claimJob,
-  clearJobs,
-  ensureDispatcherBy,
-  finishJob,
-  finishJobAndClaimNext,
-  getJob,
-  queueMetrics,
-  releaseClaim,
-  submitJob,
-  touchJob,
-  type Claim,
-  type ClaimAttempt,
-  type ClaimRef as StoredClaimRef,
-  type ClaimRequest,
-  type Outcome,
-  type JobRow,
-} from '../../db/queue';
-import { findDeploymentByName } from '../../db/deployments';
-import { withTransaction, type Queryable } from '../../db/pool';
-import { notifyJobPending } from '../../db/queue-wakeups';
-import { wakeQueueDispatcher, queueDispatcher } from '../../workflows/queue';
 import type { ApiDeps } from '../deps';
-import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
+import { conflict } from '../errors';
 import type { ApiRouter } from '../route';
-import { signalWithStartResourceWorkflow } from '../workflows';
 import {
   ModelRef,
   SubmitBody,
   SubmittedJobSchema,
   JobRef,
   ClaimBody,
-  type ClaimRef,
   UpdateJobBody,
   CompleteBody,
   FailBody,
@@ -54,63 +24,12 @@ import {
   QueueMetricsSchema,
   JobStatusSchema,
   ClaimSchema,
-  type ClaimNext,
   ReportedJobSchema,
 } from '../schemas/queue';
-
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
-
-export function toJobStatus(j: JobRow) {
-  return {
-    request_id: j.id,
-    model: j.model,
-    status: j.status,
-    priority: Number(j.priority),
-    retries: j.retries,
-    info: j.info,
-    inputs: j.payload,
-    ...(j.outputs ? { outputs: j.outputs } : {}),
-    ...(j.error ? { error: j.error } : {}),
-    warnings: j.warnings,
-    created_at: iso(j.created_at)!,
-    ...(j.claimed_at ? { claimed_at: iso(j.claimed_at) } : {}),
-    ...(j.done_at ? { done_at: iso(j.done_at) } : {}),
-    history: j.history.map((h) => ({ ...h, at: new Date(h.at).toISOString() })),
-  };
-}
+import { queueUseCases, toJobStatus } from '../use-cases/queue';
 
 export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, config, queueWakeups: wakeups } = deps;
-
-  const noSuchDeployment = (model: string) =>
-    notFound(
-      `No deployment named '${model}' in this project; a queue's model is a deployment name.`,
-      'model_not_found',
-    );
-  async function requireDeployment(projectId: string, model: string) {
-    const d = await findDeploymentByName(db, projectId, model);
-    if (!d) throw noSuchDeployment(model);
-    return d;
-  }
-  /**
-   * The deployment id of each (project, queue name) claims were made on, for their wakeup versions.
-   * A stale entry costs one extra look (the claim returns the current id); the map is bounded.
-   */
-  const queueIds = new Map<string, string>();
-  const rememberQueueId = (key: string, id: string) => {
-    if (queueIds.size >= 10_000) queueIds.clear();
-    queueIds.set(key, id);
-  };
-  async function requireJob(projectId: string, model: string, id: string) {
-    const job = await getJob(db, projectId, model, id);
-    if (!job) throw notFound(`No job '${id}' for model '${model}'.`, 'job_not_found');
-    return job;
-  }
-  /** Jobs canceled while pending are kept for the retention period: their queue's dispatcher deletes them then. */
-  const retention = (deployment: QueueRef) =>
-    withTransaction(db, (tx) =>
-      ensureDispatcher(deps, tx, deployment, new Date(Date.now() + config.queueRetentionSeconds * 1000)),
-    );
+  const queue = queueUseCases(deps);
 
   router.add({
     method: 'post',
@@ -126,28 +45,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: SubmittedJobSchema,
     },
     handler: async ({ body, principal }) => {
-      const size = Buffer.byteLength(JSON.stringify(body.payload));
-      if (size > config.queueMaxPayloadBytes) {
-        throw payloadTooLarge(
-          `payload is ${size} bytes of JSON; the limit is ${config.queueMaxPayloadBytes}.`,
-          'payload',
-        );
-      }
-      const id = newId('job');
-      const queued = await submitJob(db, {
-        id,
-        projectId: principal.projectId,
-        model: body.model,
-        priority: body.priority,
-        payload: body.payload,
-        info: body.info ?? {},
-      });
-      if (!queued) {
-        await requireDeployment(principal.projectId, body.model); // names what is missing
-        throw serviceUnavailable('The deployment changed while the job was being queued; submit it again.');
-      }
-      if (wakeups) wakeups.jobPending(db, queued);
-      else await notifyJobPending(db, queued);
+      const id = await queue.submit(principal, body);
       return { request_id: id, requestId: id };
     },
   });
@@ -162,7 +60,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404],
     response: { status: 200, description: 'The job', schema: JobStatusSchema },
     handler: async ({ query, principal }) =>
-      toJobStatus(await requireJob(principal.projectId, query.model, query.request_id)),
+      toJobStatus(await queue.requireJob(principal.projectId, query.model, query.request_id)),
   });
 
   router.add({
@@ -175,14 +73,12 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'Status after the attempt', schema: JobCanceledSchema },
     handler: async ({ body, principal, res }) => {
-      const job = await requireJob(principal.projectId, body.model, body.request_id);
-      const status = await cancelJob(db, job.id);
-      if (status !== 'canceled' || job.status !== 'pending') {
+      const { job, status, canceled } = await queue.cancel(principal, body.model, body.request_id);
+      if (!canceled) {
         const err = conflict(`Job '${job.id}' is ${status}; only pending jobs can be canceled.`, 'job_not_pending');
         res.status(409).json({ status, ...err.toBody() });
         return undefined;
       }
-      await retention({ id: job.deployment_id, projectId: principal.projectId, model: job.model });
       return { status };
     },
   });
@@ -200,12 +96,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
       description: 'How many were canceled',
       schema: QueueClearedSchema,
     },
-    handler: async ({ body, principal }) => {
-      const deployment = await requireDeployment(principal.projectId, body.model);
-      const ids = await clearJobs(db, deployment.id);
-      if (ids.length) await retention({ id: deployment.id, projectId: principal.projectId, model: body.model });
-      return { canceled_count: ids.length };
-    },
+    handler: async ({ body, principal }) => ({ canceled_count: await queue.clear(principal, body.model) }),
   });
 
   router.add({
@@ -222,8 +113,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: QueueMetricsSchema,
     },
     handler: async ({ query, principal }) => {
-      const deployment = await requireDeployment(principal.projectId, query.model);
-      const m = await queueMetrics(db, deployment.id);
+      const m = await queue.metrics(principal, query.model);
       return { messages_waiting: m.pending, messages_running: m.running, total_jobs: m.pending + m.running };
     },
   });
@@ -241,137 +131,12 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The claimed job', schema: ClaimSchema },
     emptyResponses: { 204: 'No job was pending, or none arrived within wait_seconds' },
     handler: async ({ body, principal, res }) => {
-      const claim = await takeNextJob(principal, body.model, body, res);
+      const claim = await queue.takeNextJob(principal, body.model, body, res);
       if (claim) return claim;
       res.status(204).end();
       return undefined;
     },
   });
-
-  /**
-   * Claims the next job of the project's queue `model`, waiting up to `wait_seconds` for one to
-   * arrive; null when none did (or the client went away).
-   */
-  async function takeNextJob(
-    principal: Principal,
-    model: string,
-    opts: z.infer<typeof ClaimNext>,
-    res: Response,
-    /** Makes the first attempt instead of claimJob (a report's finish and claim in one statement). */
-    firstAttempt?: (claim: ClaimRequest) => Promise<ClaimAttempt>,
-  ): Promise<z.infer<typeof ClaimSchema> | null> {
-    const queueKey = `${principal.projectId}\n${model}`;
-    const deadline = Date.now() + opts.wait_seconds * 1000;
-    // The client going away ends the wait (and the claim is not made for nobody). The listener goes
-    // with the answer: left on, it aborted after every answer, making a DOMException (and its stack)
-    // per claim.
-    const gone = new AbortController();
-    const leave = () => gone.abort();
-    res.once('close', leave);
-    try {
-      for (;;) {
-        // The wakeup version is read before the claim looks, so a job submitted in between is not
-        // missed; it is the queue's (the deployment's), known from an earlier claim of this name.
-        const known = queueIds.get(queueKey);
-        const seen = known && wakeups ? wakeups.version(known) : 0;
-        const request: ClaimRequest = {
-          projectId: principal.projectId,
-          model,
-          worker: opts.worker_id ?? `api-key:${principal.apiKeyId}`,
-          timeoutMs: opts.claim_timeout_seconds * 1000,
-        };
-        const attempt = await (firstAttempt ?? ((r: ClaimRequest) => claimJob(db, r)))(request);
-        firstAttempt = undefined;
-        if (!attempt.deploymentId) {
-          queueIds.delete(queueKey);
-          throw noSuchDeployment(model);
-        }
-        if (attempt.claim) {
-          const queue = { id: attempt.deploymentId, projectId: principal.projectId, model };
-          if (attempt.wakeDispatcher) await wakeDispatcherFor(queue, attempt.claim);
-          const { job, token } = attempt.claim;
-          return {
-            request_id: job.id,
-            model: job.model,
-            payload: job.payload,
-            info: job.info,
-            priority: Number(job.priority),
-            retries: job.retries,
-            claim_token: token,
-            claim_timeout_seconds: opts.claim_timeout_seconds,
-          };
-        }
-        if (attempt.deploymentId !== known) {
-          // The version read was not this queue's: look once more with the right one before waiting.
-          rememberQueueId(queueKey, attempt.deploymentId);
-          continue;
-        }
-        const left = deadline - Date.now();
-        if (left <= 0 || gone.signal.aborted) return null;
-        // Waiting holds no database connection: a notification (or the deadline) wakes it.
-        if (wakeups) await wakeups.wait(known, seen, left, gone.signal);
-        else await sleep(Math.min(left, 250), undefined, { signal: gone.signal }).catch(() => undefined);
-      }
-    } finally {
-      res.off('close', leave);
-    }
-  }
-
-  /**
-   * A worker's report (complete or fail) on its claim: the job as it is after the outcome, and the
-   * next claim when the worker asked for one. The outcome and the first look for a next job are one
-   * statement (finishJobAndClaimNext); the separate path serves a claim that is lost, or the same
-   * outcome reported again (its first answer was lost on the way).
-   */
-  async function report(
-    principal: Principal,
-    body: z.infer<typeof ClaimRef> & { claim_next?: z.infer<typeof ClaimNext> },
-    outcome: Outcome,
-    res: Response,
-  ): Promise<z.infer<typeof ReportedJobSchema>> {
-    const ref = storedClaim(principal.projectId, body);
-    const finishSeparately = async () => {
-      const job = await finishJob(db, ref, outcome);
-      if (!job) throw await lost(principal.projectId, body);
-      return job;
-    };
-    if (!body.claim_next) return toJobStatus(await finishSeparately());
-    let job: JobRow | undefined;
-    const next = await takeNextJob(principal, body.model, body.claim_next, res, async (claim) => {
-      const both = await finishJobAndClaimNext(db, ref, outcome, claim);
-      job = both?.job ?? (await finishSeparately());
-      return both?.next ?? claimJob(db, claim);
-    });
-    return { ...toJobStatus(job!), next_claim: next };
-  }
-
-  /**
-   * A claim its queue's dispatcher must be woken to watch: wake it (or start it), and when that
-   * fails, give the job back before the worker sees it, so no claim stays that no timer watches.
-   */
-  async function wakeDispatcherFor(queue: QueueRef, claim: Claim): Promise<void> {
-    try {
-      await wakeDispatcher(deps, queue);
-    } catch (err) {
-      await releaseClaim(db, queue.id, claim);
-      throw err;
-    }
-  }
-
-  const storedClaim = (projectId: string, b: z.infer<typeof ClaimRef>): StoredClaimRef => ({
-    projectId,
-    model: b.model,
-    id: b.request_id,
-    token: b.claim_token,
-  });
-  /** A report on a claim changed nothing: 404 when the project has no such job, else the claim is lost (409). */
-  const lost = async (projectId: string, b: z.infer<typeof ClaimRef>) => {
-    await requireJob(projectId, b.model, b.request_id);
-    return conflict(
-      `Job '${b.request_id}' is no longer claimed by this worker (its claim timed out, or it finished).`,
-      'claim_lost',
-    );
-  };
 
   router.add({
     method: 'post',
@@ -382,12 +147,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     body: UpdateJobBody,
     errors: [404, 409],
     response: { status: 200, description: 'The job', schema: JobStatusSchema },
-    handler: async ({ body, principal }) => {
-      const info = { ...body.info, ...(body.progress !== undefined ? { progress: body.progress } : {}) };
-      const job = await touchJob(db, storedClaim(principal.projectId, body), info);
-      if (!job) throw await lost(principal.projectId, body);
-      return toJobStatus(job);
-    },
+    handler: async ({ body, principal }) => toJobStatus(await queue.update(principal, body)),
   });
 
   router.add({
@@ -400,7 +160,7 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
     handler: ({ body, principal, res }) =>
-      report(principal, body, { status: 'done', outputs: body.outputs, info: body.info }, res),
+      queue.report(principal, body, { status: 'done', outputs: body.outputs, info: body.info }, res),
   });
 
   router.add({
@@ -413,44 +173,6 @@ export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The job (and the next claim)', schema: ReportedJobSchema },
     handler: ({ body, principal, res }) =>
-      report(principal, body, { status: 'failed', error: body.error, info: body.info }, res),
+      queue.report(principal, body, { status: 'failed', error: body.error, info: body.info }, res),
   });
-}
-
-interface QueueRef {
-  /** The deployment's id. */
-  id: string;
-  projectId: string;
-  model: string;
-}
-
-/**
- * Inside `tx` (a cancel's), before it commits: makes sure the queue's dispatcher looks at the queue
- * by `by`, waking it (or starting it) when it would look later or is not running. A failure here
- * rolls the transaction back.
- */
-async function ensureDispatcher(deps: ApiDeps, tx: Queryable, queue: QueueRef, by: Date): Promise<void> {
-  if (await ensureDispatcherBy(tx, queue.id, by)) await wakeDispatcher(deps, queue);
-}
-
-/** Wakes the queue's dispatcher, starting it when it is not running. */
-async function wakeDispatcher(deps: ApiDeps, queue: QueueRef): Promise<void> {
-  await signalWithStartResourceWorkflow(
-    deps.temporal,
-    {
-      workflow: queueDispatcher,
-      workflowId: queueDispatcherWorkflowId(queue.id),
-      args: [{ deploymentId: queue.id, retentionSeconds: deps.config.queueRetentionSeconds }],
-      projectId: queue.projectId,
-      resourceType: 'queue',
-      resourceId: queue.id,
-      status: 'running',
-      summary: `Claim timers and retention of queue ${queue.model}`,
-      details:
-        'Looks at the queue at each claim deadline and retention end: a lapsed claim goes back to the queue ' +
-        '(or fails after 3 retries), finished jobs past the retention period are deleted.',
-      names: { resource: queue.model },
-    },
-    wakeQueueDispatcher,
-  );
 }
