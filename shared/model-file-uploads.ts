@@ -5,6 +5,8 @@
  * its activity.
  */
 export const modelFileUploadWorkflowId = (uploadId: string) => `model-file-upload/${uploadId}`;
+/** The workflow that imports a model's files from a URL (a remote upload, api/routes/model-uploads.ts). */
+export const modelUploadWorkflowId = (uploadId: string) => `model-upload/${uploadId}`;
 
 /** Where a registry revision's files are stored (the same layout as fine-tune outputs and remote uploads). */
 export const revisionBlobPrefix = (modelId: string, revisionId: string) => `registry/${modelId}/${revisionId}`;

@@ -1,28 +1,16 @@
 /**
  * Remote model uploads (`/v2/projects/{projectId}/models/uploads`, the
  * official SDK's `beta.models.uploads`): import a model's files from a URL
- * into a registered model, as the workflow `model-upload/<id>`. The URL is
- * checked here (http or https; public hosts unless the installation allows
+ * into a registered model, as the workflow `model-upload/<id>` (started by
+ * api/use-cases/model-uploads.ts). The URL is
+ * checked there (http or https; public hosts unless the installation allows
  * private ones) and again by the worker on every redirect. A `token` is sealed
  * at rest, used only by the worker, and never returned.
  */
-import { newId } from '../../platform/ids';
-import {
-  deleteUploadRow,
-  getUpload,
-  insertUpload,
-  listUploadEvents,
-  listUploads,
-  type UploadRow,
-} from '../../db/model-uploads';
-import { findRegistryModelsByName, getRegistryModel } from '../../db/models';
-import { SEALED_COLUMNS, sealForRow } from '../../db/sealed-values';
-import { checkRemoteUrl, RemoteFetchRefused } from '../../providers/remote/fetch-remote';
-import { modelUpload } from '../../workflows/model-uploads';
+import { getUpload, listUploadEvents, listUploads, type UploadRow } from '../../db/model-uploads';
 import type { ApiDeps } from '../deps';
-import { badRequest, notFound } from '../errors';
+import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { startResourceWorkflowOrUndo } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
 import {
@@ -33,9 +21,8 @@ import {
   UploadParams,
   UploadSchema,
 } from '../schemas/models';
+import { createModelUpload } from '../use-cases/model-uploads';
 
-/** Attempts after the first that an import gets (a lost worker, a dropped connection). */
-const MAX_RESTARTS = 3;
 const toUpload = (u: UploadRow) => ({
   id: u.id,
   createdAt: new Date(u.created_at).toISOString(),
@@ -51,7 +38,7 @@ const toUpload = (u: UploadRow) => ({
 });
 
 export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config } = deps;
+  const { db } = deps;
 
   async function requireUpload(projectId: string, id: string) {
     const u = await getUpload(db, projectId, id);
@@ -71,51 +58,7 @@ export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
     body: CreateModelUploadBody,
     errors: [404, 503],
     response: { status: 200, description: 'The upload (pending)', schema: UploadSchema },
-    handler: async ({ params, body, principal }) => {
-      const model =
-        (await getRegistryModel(db, principal.projectId, body.modelId)) ??
-        (await findRegistryModelsByName(db, principal.projectId, body.modelId))[0];
-      if (!model) throw badRequest(`Model '${body.modelId}' is not registered in this project.`, 'modelId');
-      try {
-        await checkRemoteUrl(body.remoteUrl, config.remoteFetch);
-      } catch (err) {
-        if (err instanceof RemoteFetchRefused) throw badRequest(err.message, 'remoteUrl');
-        throw badRequest(`The host of remoteUrl could not be resolved: ${(err as Error).message}`, 'remoteUrl');
-      }
-      if (body.token && !config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
-      const id = newId('mu', '_');
-      await insertUpload(db, {
-        id,
-        projectId: principal.projectId,
-        modelId: model.id,
-        remoteUrl: body.remoteUrl,
-        sealedToken: body.token
-          ? sealForRow(
-              config.keyring!,
-              SEALED_COLUMNS.registryUploadToken,
-              { id, projectId: principal.projectId },
-              body.token,
-            )
-          : undefined,
-        maxRestarts: MAX_RESTARTS,
-      });
-      await startResourceWorkflowOrUndo(
-        temporal,
-        {
-          workflow: modelUpload,
-          workflowId: `model-upload/${id}`,
-          args: [{ uploadId: id, modelId: model.id, maxRestarts: MAX_RESTARTS }],
-          projectId: principal.projectId,
-          resourceType: 'model-upload',
-          resourceId: id,
-          status: 'REMOTE_UPLOAD_STATUS_PENDING',
-          summary: `Upload into ${model.id} from ${new URL(body.remoteUrl).host}`,
-          details: `Created by API key \`${principal.apiKeyId}\`.`,
-        },
-        () => deleteUploadRow(db, id),
-      );
-      return toUpload((await getUpload(db, principal.projectId, id))!);
-    },
+    handler: async ({ body, principal }) => toUpload(await createModelUpload(deps, principal, body)),
   });
 
   router.add({
