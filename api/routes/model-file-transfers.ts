@@ -13,41 +13,18 @@
  * as for remote uploads; a refused upload leaves nothing stored. Each upload is the workflow
  * `model-file-upload/<id>`, which discards the parts of one not completed in time.
  */
-import { createHash, randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
-import { getRevision, insertRevision, listRevisionFiles, listRevisions } from '../../db/models';
-import {
-  dropUploadLeftovers,
-  getModelFileUpload,
-  insertModelFileUpload,
-  listUploadFiles,
-  listUploadParts,
-  moveModelFileUpload,
-  beginCompletingModelFileUpload,
-  renewCompletingModelFileUpload,
-  COMPLETING_LEASE_SECONDS,
-  recordUploadPart,
-  type ModelFileUploadRow,
-} from '../../db/model-file-uploads';
+import { getRevision, listRevisionFiles, listRevisions } from '../../db/models';
+import { getModelFileUpload, listUploadFiles, listUploadParts, recordUploadPart } from '../../db/model-file-uploads';
 import { withTransaction } from '../../db/pool';
-import { newId } from '../../platform/ids';
 import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
-import { assertSafeKey } from '../../providers/storage/blob-store';
-import { checkRevisionWeights } from '../../providers/trainer/safetensors';
-import {
-  DOWNLOAD_PART_BYTES,
-  MODEL_UPLOAD_LIMITS,
-  modelFileUploadWorkflowId,
-  revisionBlobPrefix,
-} from '../../shared/model-file-uploads';
-import { modelFilesFinishedSignal, modelFileUpload } from '../../workflows/model-file-uploads';
+import { DOWNLOAD_PART_BYTES, MODEL_UPLOAD_LIMITS } from '../../shared/model-file-uploads';
 import { sendBlob } from '../blob-response';
 import { declaredLength, storeSignedPut } from '../uploads/signed-put';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import type { ApiDeps } from '../deps';
-import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import { ApiError, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BinaryResponse, ProjectParams } from '../schemas/common';
 import {
@@ -69,20 +46,11 @@ import {
   verifyPartUploadUrl,
 } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
-import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { requireOwnModel } from '../use-cases/registry-models';
+import { completeModelFileUpload, createModelFileUpload } from '../use-cases/model-file-uploads';
 
 /** How long a download plan's URLs work. */
 const DOWNLOAD_TTL_SECONDS = 3600;
-
-const unquote = (etag: string) => etag.replace(/"/g, '').toLowerCase();
-
-/** The S3-style ETag of a file sent in parts: one part's MD5, else the MD5 of the parts' MD5s, `-<parts>`. */
-export function multipartEtag(partMd5s: string[]): string {
-  if (partMd5s.length === 1) return partMd5s[0];
-  const joined = Buffer.concat(partMd5s.map((m) => Buffer.from(m, 'hex')));
-  return `${createHash('md5').update(joined).digest('hex')}-${partMd5s.length}`;
-}
 
 const partPath = (uploadId: string, file: number, part: number) =>
   `/v1/model-uploads/${encodeURIComponent(uploadId)}/files/${file}/parts/${part}`;
@@ -90,7 +58,7 @@ const revisionFilePath = (revisionId: string, file: number) =>
   `/v1/model-revisions/${encodeURIComponent(revisionId)}/files/${file}`;
 
 export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config, blobs } = deps;
+  const { db, config, blobs } = deps;
   const keyring = () => {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     return config.keyring;
@@ -109,60 +77,7 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     errors: [404, 413],
     response: { status: 200, description: 'Where to PUT each part', schema: ModelFileUploadPlanSchema },
     handler: async ({ body, principal }) => {
-      const model = await requireOwnModel(db, principal.projectId, body.objectId);
-      const seen = new Set<string>();
-      body.files.forEach((f, i) => {
-        try {
-          assertSafeKey(f.path);
-        } catch {
-          throw badRequest(
-            `'${f.path}' is not a plain relative path (segments of letters, digits, '.', '_' and '-', none starting with '.').`,
-            `files.${i}.path`,
-          );
-        }
-        if (seen.has(f.path)) throw badRequest(`'${f.path}' is listed twice.`, `files.${i}.path`);
-        seen.add(f.path);
-        const suffix = /-(\d+)"?$/.exec(f.hash)?.[1];
-        if (f.numParts > 1 ? Number(suffix) !== f.numParts : suffix !== undefined)
-          throw badRequest(
-            `The ETag of a file in ${f.numParts} part(s) ${f.numParts > 1 ? `ends in -${f.numParts}` : 'has no -<parts> suffix'}.`,
-            `files.${i}.hash`,
-          );
-      });
-      const id = newId('mfu');
-      const revisionId = 'rv_' + createHash('sha256').update(id).digest('hex').slice(0, 24);
-      const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
-      const files = [...body.files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-      await insertModelFileUpload(db, {
-        id,
-        projectId: principal.projectId,
-        modelId: model.id,
-        revisionId,
-        expiresAt,
-        files: files.map((f) => ({ path: f.path, etag: unquote(f.hash), partCount: f.numParts })),
-      });
-      await startResourceWorkflowOrUndo(
-        temporal,
-        {
-          workflow: modelFileUpload,
-          workflowId: modelFileUploadWorkflowId(id),
-          args: [
-            {
-              uploadId: id,
-              modelId: model.id,
-              expiresAt: expiresAt.toISOString(),
-              graceSeconds: config.uploadUrlTtlSeconds,
-            },
-          ],
-          projectId: principal.projectId,
-          resourceType: 'model-file-upload',
-          resourceId: id,
-          status: 'OPEN',
-          summary: `Upload of ${files.length} local file(s) into ${model.id}`,
-          details: `Becomes revision \`${revisionId}\` when completed.`,
-        },
-        () => db.query('DELETE FROM model_file_uploads WHERE id = $1', [id]),
-      );
+      const { id, revisionId, expiresAt, files } = await createModelFileUpload(deps, principal, body);
       const expires = Math.floor(expiresAt.getTime() / 1000);
       return {
         objectId: body.objectId,
@@ -216,157 +131,8 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
     body: CompleteModelFileUploadBody,
     errors: [404, 409, 413],
     response: { status: 200, description: 'The new revision', schema: ModelFileUploadCompletedSchema },
-    handler: async ({ body, principal }) => {
-      const model = await requireOwnModel(db, principal.projectId, body.objectId);
-      const ids = new Set(body.files.map((f) => f.uploadDetails?.uploadId).filter((x) => x !== undefined));
-      if (ids.size !== 1)
-        throw badRequest('Name the upload: every file carries the uploadId that create answered.', 'files');
-      const [uploadId] = ids;
-      const upload = await getModelFileUpload(db, uploadId, principal.projectId);
-      if (!upload || upload.model_id !== model.id)
-        throw notFound(`Upload '${uploadId}' of model '${body.objectId}' not found.`);
-      // (A completing one may be an earlier `complete` that died: checked when this one begins.)
-      if (upload.state !== 'open' && upload.state !== 'completing')
-        throw conflict(
-          `Upload '${upload.id}' is ${upload.state}; only an open upload can be completed.`,
-          'upload_not_open',
-        );
-      const planned = await listUploadFiles(db, upload.id);
-      const parts = await listUploadParts(db, upload.id);
-      if (body.files.length !== planned.length)
-        throw badRequest(`This upload has ${planned.length} file(s); ${body.files.length} were listed.`, 'files');
-      body.files.forEach((f, i) => {
-        const plan = planned.find((p) => p.path === f.path);
-        if (!plan) throw badRequest(`'${f.path}' is not a file of this upload.`, `files.${i}.path`);
-        if (f.skipUpload || !f.uploadDetails)
-          throw badRequest(`'${f.path}' was not skipped: list its parts.`, `files.${i}.uploadDetails`);
-        const listed = f.uploadDetails.parts;
-        if (listed.length !== plan.part_count)
-          throw badRequest(`'${f.path}' has ${plan.part_count} part(s); ${listed.length} were listed.`, `files.${i}`);
-        const stored = parts.filter((p) => p.path === f.path);
-        listed.forEach((p, j) => {
-          if (p.partNumber !== j + 1)
-            throw badRequest(`List the parts in order: expected part ${j + 1}.`, `files.${i}.uploadDetails.parts.${j}`);
-          const have = stored.find((s) => s.part_number === p.partNumber);
-          if (!have)
-            throw badRequest(
-              `Part ${p.partNumber} of '${f.path}' was never uploaded.`,
-              `files.${i}.uploadDetails.parts.${j}`,
-              'part_missing',
-            );
-          if (have.md5 !== unquote(p.hash))
-            throw badRequest(
-              `Part ${p.partNumber} of '${f.path}': its ETag does not match the part Gantry stored; upload it again.`,
-              `files.${i}.uploadDetails.parts.${j}.hash`,
-              'etag_mismatch',
-            );
-        });
-        const etag = multipartEtag(stored.map((s) => s.md5));
-        if (etag !== plan.etag || etag !== unquote(f.hash))
-          throw badRequest(
-            `The parts of '${f.path}' make the ETag ${etag}; the file's is ${plan.etag}: a part changed, upload it again.`,
-            `files.${i}.hash`,
-            'etag_mismatch',
-          );
-      });
-      // A `complete` that died mid-way (its API process went) leaves the upload completing: once its
-      // hold lapses, the client's retry takes it over instead of meeting a 409 until it expires.
-      if (!(await beginCompletingModelFileUpload(db, upload.id)))
-        throw conflict(
-          `Upload '${upload.id}' is being completed by another request, or was just completed; wait for it to end.`,
-          'upload_not_open',
-        );
-      const hold = setInterval(
-        () => void renewCompletingModelFileUpload(db, upload.id).catch(() => undefined),
-        (COMPLETING_LEASE_SECONDS * 1000) / 3,
-      );
-      try {
-        return await complete(upload, planned, parts);
-      } finally {
-        clearInterval(hold);
-      }
-    },
+    handler: ({ body, principal }) => completeModelFileUpload(deps, principal, body),
   });
-
-  /** Joins each file's parts into the revision, validates it, and records it; or refuses it, leaving nothing. */
-  async function complete(
-    upload: ModelFileUploadRow,
-    planned: Awaited<ReturnType<typeof listUploadFiles>>,
-    parts: Awaited<ReturnType<typeof listUploadParts>>,
-  ) {
-    const prefix = revisionBlobPrefix(upload.model_id, upload.revision_id);
-    const stored: Array<{ path: string; bytes: number; sha256: string; etag: string }> = [];
-    try {
-      for (const f of planned) {
-        const own = parts.filter((p) => p.path === f.path);
-        const joined = Readable.from(
-          (async function* () {
-            for (const p of own) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });
-          })(),
-        );
-        const total = own.reduce((n, p) => n + Number(p.bytes), 0);
-        const blob = await blobs.put(`${prefix}/${f.path}`, joined, { maxBytes: total });
-        stored.push({ path: f.path, ...blob, etag: f.etag });
-      }
-    } catch (err) {
-      // The next `complete` may succeed: the parts are still there.
-      await moveModelFileUpload(db, upload.id, 'completing', 'open');
-      throw err;
-    }
-    const { parameters, errors } = await checkRevisionWeights(
-      blobs,
-      prefix,
-      stored.map((f) => f.path),
-    );
-    if (errors.length) {
-      await moveModelFileUpload(db, upload.id, 'completing', 'failed');
-      await discardLeftovers(upload);
-      await finished(upload.id, 'FAILED');
-      throw badRequest(
-        `The files are not a usable model, so no revision was made: ${errors.join('; ')}.`,
-        'files',
-        'upload_invalid',
-      );
-    }
-    await withTransaction(db, async (tx) => {
-      await insertRevision(tx, {
-        id: upload.revision_id,
-        modelId: upload.model_id,
-        blobPrefix: prefix,
-        files: stored,
-        validationStatus: 'REVISION_VALIDATION_STATUS_SUCCESS',
-      });
-      await tx.query('UPDATE registry_models SET parameters_total = $2, updated_at = now() WHERE id = $1', [
-        upload.model_id,
-        parameters,
-      ]);
-      await moveModelFileUpload(tx, upload.id, 'completing', 'completed');
-    });
-    await discardLeftovers(upload);
-    await finished(upload.id, 'COMPLETED');
-    return {
-      objectId: upload.model_id,
-      revisionId: upload.revision_id,
-      files: stored.length,
-      bytes: stored.reduce((n, f) => n + f.bytes, 0),
-    };
-  }
-
-  /** Removes the parts of an upload that ended, and the revision files no revision holds. */
-  async function discardLeftovers(upload: ModelFileUploadRow) {
-    await deleteScheduledBlobs(db, blobs, await dropUploadLeftovers(db, upload));
-  }
-
-  /**
-   * Tells the upload's run it ended (it would otherwise wait until its timer and find it ended). A
-   * run whose timer fired meanwhile has read the end from the row and closed: nothing to tell.
-   */
-  const finished = (uploadId: string, status: 'COMPLETED' | 'FAILED') =>
-    signalWorkflow(temporal, modelFileUploadWorkflowId(uploadId), modelFilesFinishedSignal, [{ status }], null).catch(
-      (err: unknown) => {
-        if (!(err instanceof WorkflowNotFoundError)) throw err;
-      },
-    );
 
   v2.add({
     method: 'post',
