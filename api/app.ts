@@ -54,6 +54,11 @@ export function registeredRoutes(app: express.Express): RegisteredRoute[] {
   return app.locals.routes as RegisteredRoute[];
 }
 
+/** What the API's routers answer (method and documented path), read from Express's own route tables. */
+export function dispatchedRoutes(app: express.Express): Array<{ method: string; path: string }> {
+  return (app.locals.routers as ApiRouter[]).flatMap((r) => r.dispatched());
+}
+
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -109,6 +114,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addRetiredEndpointRoutes(v1);
   addEndpointFaultRoutes(v1, deps);
   app.locals.routes = [v1, v2, v3, unversioned].flatMap((r) => r.routes);
+  app.locals.routers = [v1, v2, v3, unversioned];
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

@@ -150,6 +150,14 @@ export class ApiRouter {
   /** Routes whose URL is its own credential (pre-signed); app.ts mounts these after the per-address limit, before key authentication. */
   readonly signedRouter = this.signed.handle;
 
+  /** What this router's Express routers answer, keyed and signed, as documented paths (`/v1/files/{id}`). */
+  dispatched(): Array<{ method: string; path: string }> {
+    return [...this.keyed.dispatched(), ...this.signed.dispatched()].map((r) => ({
+      method: r.method,
+      path: this.prefix + r.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}'),
+    }));
+  }
+
   constructor(
     private readonly registry: OpenAPIRegistry,
     /** Mount prefix of this router, for the OpenAPI paths, e.g. `/v1`. */
