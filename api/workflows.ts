@@ -43,7 +43,7 @@ export interface ResourceWorkflowStart<W extends Workflow> {
 }
 
 /** The options of a resource's run: its queue, search attributes, summary and memo. */
-function resourceRunOptions<W extends Workflow>(w: ResourceWorkflowStart<W>) {
+export function resourceRunOptions<W extends Workflow>(w: ResourceWorkflowStart<W>) {
   return {
     workflowId: w.workflowId,
     taskQueue: CONTROL_TASK_QUEUE,
