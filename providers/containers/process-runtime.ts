@@ -34,7 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HeldReplicas, type HeldReplica } from './held-replicas';
 import { openReplicaLog, replicaLogFile } from './replica-log';
 import { replicaOrigin } from '../../shared/deployments';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 import { PLATFORM_PROJECT_ID } from '../../shared/serverless';

@@ -54,7 +54,7 @@ import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
 import { imageAccess } from '../../../shared/image-references';
 import { checkRemoteUrl } from '../../remote/fetch-remote';
-import { freePort } from '../../../scripts/lib/ports';
+import { freePort } from '../../../platform/ports';
 import { waitUntilHealthy } from '../replica-health';
 import {
   ReplicaFailed,
