@@ -25,7 +25,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { DEFAULT_CONTAINER_STORAGE_GIB } from '../../../platform/config';
+import { DEFAULT_CONTAINER_STORAGE_GIB, inheritedEnvironment } from '../../../platform/config';
 import {
   PULL_TMP_DIR,
   containerStorageUnavailable,
@@ -175,7 +175,7 @@ export class PodmanEngine {
   /** Why this machine cannot run Podman containers, or undefined when it can. */
   static async unavailable(): Promise<string | undefined> {
     if (process.getuid?.() !== 0) return 'the podman runtime runs rootful Podman: start the container host as root';
-    const found = (process.env.PATH ?? SYSTEM_PATH)
+    const found = (inheritedEnvironment().PATH ?? SYSTEM_PATH)
       .split(':')
       .concat(SYSTEM_PATH.split(':'))
       .some((dir) => existsSync(path.join(dir, 'podman')));
