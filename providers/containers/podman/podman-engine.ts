@@ -188,8 +188,3 @@ export class PodmanEngine {
     return containerStorageUnavailable();
   }
 }
-
-/** Names Podman has for Gantry's objects; kept short, since bridge names are at most 15 characters. */
-export function sanitizeName(id: string): string {
-  return id.toLowerCase().replace(/[^a-z0-9_.-]/g, '-');
-}
