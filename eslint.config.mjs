@@ -11,8 +11,9 @@
  * - production code reads no environment variable outside platform/config.ts (its settings, and
  *   inheritedEnvironment() for what child processes get), and imports nothing from scripts/
  *   (scripts may import production code, not the reverse). test/, bench/ and scripts/ are tooling
- *   and may read the environment; so may cli/ (the `gantry` client on a user's machine, whose
- *   GANTRY_BASE_URL and SERVICE_API_KEY are not the platform's settings) and examples/ (tenants' code).
+ *   and may read the environment; so may the code that runs outside the platform: cli/ (the
+ *   `gantry` client on a user's machine: GANTRY_BASE_URL and SERVICE_API_KEY are not the platform's
+ *   settings), worker-kit/ (the library tenants' containers use) and examples/ (tenants' code).
  *
  * Run by `./dev test` after prettier; `npx eslint .` runs it alone.
  */
@@ -96,7 +97,7 @@ export default tseslint.config(
   },
   {
     files: production,
-    ignores: ['platform/config.ts', 'cli/**'],
+    ignores: ['platform/config.ts', 'cli/**', 'worker-kit/**'],
     rules: {
       'no-restricted-properties': [
         'error',
