@@ -69,10 +69,10 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use(requestLogging(deps.logger));
 
   const registry = createRegistry();
-  const v1 = new ApiRouter(registry, '/v1');
-  const v2 = new ApiRouter(registry, '/v2');
-  const v3 = new ApiRouter(registry, '/v3');
-  const unversioned = new ApiRouter(registry, '');
+  const v1 = new ApiRouter(registry, '/v1', deps.config.checkResponses);
+  const v2 = new ApiRouter(registry, '/v2', deps.config.checkResponses);
+  const v3 = new ApiRouter(registry, '/v3', deps.config.checkResponses);
+  const unversioned = new ApiRouter(registry, '', deps.config.checkResponses);
 
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix

@@ -126,9 +126,6 @@ const hasBody = (req: Request) =>
  */
 const NO_QUERY = z.object({});
 
-/** Response bodies are checked against their schema outside production so the document cannot drift. */
-const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
-
 /** A route as the router registered it: what the OpenAPI document must list (see `ApiRouter.routes`). */
 export interface RegisteredRoute {
   method: Method;
@@ -162,6 +159,8 @@ export class ApiRouter {
     private readonly registry: OpenAPIRegistry,
     /** Mount prefix of this router, for the OpenAPI paths, e.g. `/v1`. */
     private readonly prefix: string,
+    /** Response bodies are checked against their schema outside production so the document cannot drift. */
+    private readonly checkResponses: boolean,
   ) {}
 
   add<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType>(spec: RouteSpec<P, Q, B, R>) {
@@ -213,7 +212,7 @@ export class ApiRouter {
         throw err;
       }
       if (res.headersSent || result === undefined) return;
-      if (CHECK_RESPONSES) {
+      if (this.checkResponses) {
         const check = spec.response.schema.safeParse(result);
         if (!check.success) {
           throw new Error(

@@ -31,7 +31,7 @@
 import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { createTenant } from '../test/helpers/tenants';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
 import { nginxAvailable, startNginxProxy } from './lib/nginx';
 import { compareInRounds, percentile } from './lib/rounds';

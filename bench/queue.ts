@@ -31,7 +31,7 @@ import { newId } from '../platform/ids';
 import { insertDeployment } from '../db/deployments';
 import { eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
 import { compareInRounds, percentile } from './lib/rounds';
 import { createTenant } from '../test/helpers/tenants';

@@ -22,7 +22,7 @@ import { PodmanEngine, SYSTEM_PATH } from '../../providers/containers/podman/pod
 import { CNI_STATE, removeOrphanedLeases } from '../../providers/containers/podman/orphaned-address-leases';
 import { removeOrphanedForwards } from '../../providers/containers/podman/orphaned-port-forwards';
 import { projectNetworkName } from '../../providers/containers/podman/replica-networks';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { buildExampleImage } from '../../scripts/build-example-images';
 
 const iptables = (...args: string[]) =>

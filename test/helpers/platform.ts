@@ -36,7 +36,7 @@ import { hostFileStores } from '../../workers/container-host-workers';
 import { startBlobDeletionRetries } from '../../providers/storage/blob-deletions';
 import { startHostHousekeeping, type HostHousekeeping } from '../../providers/containers/host-housekeeping';
 import { PrincipalCache } from '../../db/principal-cache';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 
 let runtimeInstalled = false;
 
