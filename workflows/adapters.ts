@@ -14,12 +14,10 @@ import {
   patched,
   proxyActivities,
   setHandler,
-  setCurrentDetails,
-  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
+import { StatusProjection } from './entity-kit';
 import { failureMessage } from './failures';
 import type { AdapterControlActivities, AdapterHostActivities, AdapterLoadResult } from '../activities/adapters';
 import { CONTAINERS_TASK_QUEUE } from '../shared/deployments';
@@ -111,7 +109,8 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
   const maxRounds = input.maxRounds ?? 500;
   let realized: string | undefined;
   // The state operators search by (GantryStatus/GantryPhase); the API starts the run with PENDING.
-  let searched = 'ADAPTER_LOAD_STATE_PENDING';
+  // (Before this patch the search attributes kept the state the API started it with.)
+  const status = new StatusProjection('ADAPTER_LOAD_STATE_PENDING', () => patched(PATCHES.adapterLoadStatus.id));
   for (let round = 0; !detached; round++) {
     changed = false;
     const loading = desired;
@@ -160,12 +159,7 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
           : `${result.ready} of ${result.total} replica(s) have revision ${loading.revisionId}.`,
     });
     if (state === 'ADAPTER_LOAD_STATE_READY') realized = loading.revisionId;
-    // (Before this patch the search attributes kept the state the API started it with.)
-    if (state !== searched && patched(PATCHES.adapterLoadStatus.id)) {
-      upsertSearchAttributes(statusSearchAttributes(state));
-      searched = state;
-    }
-    setCurrentDetails(`${input.adapterModelId}: ${state} (${result.ready}/${result.total})`);
+    status.show(state, `${input.adapterModelId}: ${state} (${result.ready}/${result.total})`);
     await condition(() => detached || changed, `${input.resyncSeconds} seconds`);
     const historyFull =
       patched(PATCHES.adapterLoadPerHost.id) && workflowInfo().historyLength >= (input.maxHistoryEvents ?? 8000);

@@ -10,12 +10,10 @@
  */
 import {
   ActivityCancellationType,
-  ApplicationFailure,
   CancellationScope,
   isCancellation,
   proxyActivities,
   setCurrentDetails,
-  upsertSearchAttributes,
   patched,
 } from '@temporalio/workflow';
 import { failureMessage, isFailureOfType, isHeartbeatTimeout, isScheduleToStart } from './failures';
@@ -34,9 +32,9 @@ import {
   type DeploymentWorkflowInput,
   type DemandSample,
 } from '../shared/deployments';
-import { statusSearchAttributes } from '../shared/search-attributes';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { PATCHES } from './patches';
+import { StatusProjection, refuse } from './entity-kit';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const control = proxyActivities<DeploymentControlActivities>({
@@ -86,7 +84,7 @@ export class DeploymentEntity {
   nextObservation = 0;
   private readonly samples: DemandSample[] = [];
   private skippedObservations = 0;
-  private lastStatus = '';
+  private readonly status = new StatusProjection();
   private readonly launcher;
 
   constructor(readonly input: DeploymentWorkflowInput) {
@@ -206,11 +204,8 @@ export class DeploymentEntity {
   async project(details: string) {
     this.state.desired_replicas = this.desired();
     this.state.status = this.statusNow();
-    if (this.state.status !== this.lastStatus) {
-      upsertSearchAttributes(statusSearchAttributes(this.state.status));
-      this.lastStatus = this.state.status;
-    }
-    setCurrentDetails(
+    this.status.show(
+      this.state.status,
       `**${this.state.status}**: ${this.live.size}/${this.desired()} replicas, revision ${this.state.revision}. ${details}`,
     );
     await control.recordDeployment({
@@ -239,22 +234,15 @@ export class DeploymentEntity {
    * which may not show a change accepted a moment ago.
    */
   validateUpdate(patch: Partial<DeploymentSpec>): void {
-    if (this.deleting) {
-      // A validator's refusal writes no history: what it throws can change without a patch.
-      throw ApplicationFailure.create({
-        type: UPDATE_REJECTIONS.conflict,
-        message: 'The deployment is being deleted; it takes no changes.',
-        nonRetryable: true,
-      });
-    }
+    if (this.deleting)
+      throw refuse(UPDATE_REJECTIONS.conflict, 'The deployment is being deleted; it takes no changes.');
     const next = { ...this.state.spec, ...patch };
     if (next.max_replicas < next.min_replicas) {
-      throw ApplicationFailure.create({
-        type: UPDATE_REJECTIONS.invalid,
-        message: `max_replicas (${next.max_replicas}) must be at least min_replicas (${next.min_replicas}).`,
-        details: ['max_replicas'],
-        nonRetryable: true,
-      });
+      throw refuse(
+        UPDATE_REJECTIONS.invalid,
+        `max_replicas (${next.max_replicas}) must be at least min_replicas (${next.min_replicas}).`,
+        { param: 'max_replicas' },
+      );
     }
   }
 

@@ -13,21 +13,19 @@
  * need no Temporal API in shared/deployments.ts.
  */
 import {
-  CancellationScope,
   condition,
   defineSignal,
   defineUpdate,
   setHandler,
   allHandlersFinished,
   continueAsNew,
-  ContinueAsNew,
-  patched,
   workflowInfo,
 } from '@temporalio/workflow';
 import { failureMessage } from './failures';
 import { activeAutoscaling, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
 import { PATCHES } from './patches';
 import { DeploymentEntity } from './deployment-entity';
+import { compensateOnFailure, continueAsNewWhenQuiet } from './entity-kit';
 
 export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
 export const deleteDeploymentUpdate = defineUpdate<void, []>('deleteDeployment');
@@ -59,22 +57,14 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     await Promise.all((input.carried?.replicas ?? []).map((r) => d.stopLeftBehind(r)));
   }
 
-  try {
-    await serve();
-  } catch (err) {
-    if (err instanceof ContinueAsNew) throw err; // the hand-over to the next run, not a failure
-    // Anything unexpected (an activity that gave up, a cancellation from the Temporal UI): nothing is
-    // left running unowned. The replicas are stopped and Failed projected whatever happens to this
-    // run, then it fails; DELETE of a Failed deployment starts a run that removes it.
-    // (Before this patch the run failed with its replicas running and metered.)
-    if (!patched(PATCHES.deploymentCompensateOnFailure.id)) throw err;
+  // On an unexpected failure the replicas are stopped and Failed projected, then the run fails;
+  // DELETE of a Failed deployment starts a run that removes it.
+  // (Before this patch the run failed with its replicas running and metered.)
+  await compensateOnFailure(PATCHES.deploymentCompensateOnFailure.id, serve, async (err) => {
     d.failedBecause = failureMessage(err);
-    await CancellationScope.nonCancellable(async () => {
-      await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
-      await d.project(`Failed: ${d.failedBecause}. Every replica was stopped.`);
-    });
-    throw err;
-  }
+    await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
+    await d.project(`Failed: ${d.failedBecause}. Every replica was stopped.`);
+  });
   await d.project('Deleting: stopping every replica.');
   await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
   state.deleted = true;
@@ -88,14 +78,11 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     let rounds = 0;
     while (!d.deleting) {
       if (++rounds > (input.maxRoundsPerRun ?? 1000) || workflowInfo().continueAsNewSuggested) {
-        await condition(allHandlersFinished);
-        if (!d.deleting) {
-          await d.project('Continuing as new; the replicas are handed over.');
-        }
-        // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
-        if (!d.deleting && allHandlersFinished()) {
-          await continueAsNew<typeof deployment>({ ...input, carried: d.carried() });
-        }
+        await continueAsNewWhenQuiet(
+          () => !d.deleting,
+          () => d.project('Continuing as new; the replicas are handed over.'),
+          () => continueAsNew<typeof deployment>({ ...input, carried: d.carried() }),
+        );
       }
       if (activeAutoscaling(state.spec) && Date.now() >= d.nextObservation) {
         await d.observe();

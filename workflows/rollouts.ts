@@ -14,18 +14,15 @@
  */
 import {
   allHandlersFinished,
-  ApplicationFailure,
   condition,
   defineUpdate,
   getExternalWorkflowHandle,
   proxyActivities,
   patched,
-  setCurrentDetails,
   setHandler,
-  upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { statusSearchAttributes } from '../shared/search-attributes';
 import { PATCHES } from './patches';
+import { StatusProjection, refuse } from './entity-kit';
 import type { RolloutActivities } from '../activities/rollouts';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { deploymentWorkflowId } from '../shared/deployments';
@@ -94,15 +91,12 @@ async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
     })),
   };
   let version = 0;
-  // The state operators search by (GantryStatus/GantryPhase), as last set; the API sets RUNNING at start.
-  let searchedState: RolloutState = 'ROLLOUT_STATE_RUNNING';
+  // The state operators search by (GantryStatus/GantryPhase); the API sets RUNNING at start.
+  // (Before this patch the search attributes kept the state the rollout started in.)
+  const status = new StatusProjection('ROLLOUT_STATE_RUNNING', () => patched(PATCHES.rolloutStatusAndHandlers.id));
   const record = async () => {
-    // (Before this patch the search attributes kept the state the rollout started in.)
-    if (snap.state !== searchedState && patched(PATCHES.rolloutStatusAndHandlers.id)) {
-      upsertSearchAttributes(statusSearchAttributes(snap.state));
-      searchedState = snap.state;
-    }
-    setCurrentDetails(
+    status.show(
+      snap.state,
       `**${snap.state}** step ${snap.currentStep}/${plan.steps.length}, ${snap.currentTrafficPercent}% to ${pair.targetDeploymentId}`,
     );
     await control.recordRollout({ rolloutId: input.rolloutId, version: ++version, snapshot: snap });
@@ -116,10 +110,8 @@ async function runRollout(input: RolloutWorkflowInput): Promise<RolloutState> {
     (what: string, states: RolloutState[]) =>
     (..._args: unknown[]) => {
       if (!states.includes(snap.state))
-        throw ApplicationFailure.create({
-          type: UPDATE_REJECTIONS.conflict,
-          message: `Cannot ${what} a rollout that is ${snap.state}.`,
-          nonRetryable: true,
+        throw refuse(UPDATE_REJECTIONS.conflict, `Cannot ${what} a rollout that is ${snap.state}.`, {
+          code: 'rollout_state',
         });
     };
   const PAUSED_STATES: RolloutState[] = [
