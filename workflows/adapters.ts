@@ -21,6 +21,7 @@ import { StatusProjection } from './entity-kit';
 import { failureMessage } from './failures';
 import type { AdapterControlActivities, AdapterHostActivities, AdapterLoadResult } from '../activities/adapters';
 import { CONTAINERS_TASK_QUEUE } from '../shared/deployments';
+import { ADAPTER_LOAD_MESSAGES } from '../shared/adapter-loads';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 export interface AdapterLoadInput {
@@ -39,8 +40,10 @@ export interface AdapterLoadInput {
   maxHistoryEvents?: number;
 }
 
-export const setRevisionSignal = defineSignal<[{ revisionId: string; etag: string }]>('setRevision');
-export const detachSignal = defineSignal('detach');
+export const setRevisionSignal = defineSignal<[{ revisionId: string; etag: string }]>(
+  ADAPTER_LOAD_MESSAGES.setRevision,
+);
+export const detachSignal = defineSignal(ADAPTER_LOAD_MESSAGES.detach);
 
 const HOST_OPTIONS = {
   startToCloseTimeout: '2 minutes',

@@ -22,19 +22,25 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { failureMessage } from './failures';
-import { activeAutoscaling, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
+import {
+  DEPLOYMENT_MESSAGES,
+  activeAutoscaling,
+  type DeploymentSpec,
+  type DeploymentWorkflowInput,
+} from '../shared/deployments';
 import { PATCHES } from './patches';
 import { DeploymentEntity } from './deployment-entity';
 import { compensateOnFailure, continueAsNewWhenQuiet } from './entity-kit';
 
-export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
-export const deleteDeploymentUpdate = defineUpdate<void, []>('deleteDeployment');
+export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>(DEPLOYMENT_MESSAGES.update);
+export const deleteDeploymentUpdate = defineUpdate<void, []>(DEPLOYMENT_MESSAGES.delete);
 /**
  * New replica bounds from another workflow (a rollout moving capacity between
  * deployments); workflows cannot send Updates, so this is a signal.
  */
-export const setReplicaBoundsSignal =
-  defineSignal<[{ min_replicas: number; max_replicas: number }]>('setReplicaBounds');
+export const setReplicaBoundsSignal = defineSignal<[{ min_replicas: number; max_replicas: number }]>(
+  DEPLOYMENT_MESSAGES.setReplicaBounds,
+);
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const d = new DeploymentEntity(input);

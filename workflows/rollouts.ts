@@ -27,7 +27,7 @@ import type { RolloutActivities } from '../activities/rollouts';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { deploymentWorkflowId } from '../shared/deployments';
 import {
-  ROLLOUT_UPDATES,
+  ROLLOUT_MESSAGES,
   type RolloutSnapshot,
   type RolloutState,
   type RolloutWorkflowInput,
@@ -36,13 +36,13 @@ import {
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { setReplicaBoundsSignal } from './deployments';
 
-export const pauseRolloutUpdate = defineUpdate<void, [{ reason?: string }]>(ROLLOUT_UPDATES.pause);
-export const resumeRolloutUpdate = defineUpdate<void, []>(ROLLOUT_UPDATES.resume);
-export const promoteRolloutUpdate = defineUpdate<void, []>(ROLLOUT_UPDATES.promote);
+export const pauseRolloutUpdate = defineUpdate<void, [{ reason?: string }]>(ROLLOUT_MESSAGES.pause);
+export const resumeRolloutUpdate = defineUpdate<void, []>(ROLLOUT_MESSAGES.resume);
+export const promoteRolloutUpdate = defineUpdate<void, []>(ROLLOUT_MESSAGES.promote);
 /** How a canceled rollout leaves traffic: frozen where it stands (the default), or reverted to the source. */
 export type CancelDisposition = 'CANCEL_DISPOSITION_FREEZE' | 'CANCEL_DISPOSITION_REVERT';
 export const cancelRolloutUpdate = defineUpdate<void, [{ reason: string; disposition?: CancelDisposition }]>(
-  ROLLOUT_UPDATES.cancel,
+  ROLLOUT_MESSAGES.cancel,
 );
 
 const control = proxyActivities<RolloutActivities>({
