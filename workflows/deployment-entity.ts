@@ -10,10 +10,10 @@
  */
 import {
   ActivityCancellationType,
+  condition,
   CancellationScope,
   isCancellation,
   proxyActivities,
-  setCurrentDetails,
   patched,
 } from '@temporalio/workflow';
 import { failureMessage, isFailureOfType, isHeartbeatTimeout, isScheduleToStart } from './failures';
@@ -21,20 +21,17 @@ import type { DeploymentControlActivities, ReplicaActivities } from '../activiti
 import {
   CONTAINERS_TASK_QUEUE,
   HOST_RESTARTING,
-  activeAutoscaling,
-  autoscaleDecision,
   changesReplicaTemplate,
-  type ActiveAutoscaling,
   type CarriedDeployment,
   type DeploymentSpec,
   type DeploymentState,
   type DeploymentStatus,
   type DeploymentWorkflowInput,
-  type DemandSample,
 } from '../shared/deployments';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
 import { PATCHES } from './patches';
 import { StatusProjection, refuse } from './entity-kit';
+import { DeploymentAutoscaler } from './deployment-autoscaler';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const control = proxyActivities<DeploymentControlActivities>({
@@ -78,12 +75,8 @@ export class DeploymentEntity {
   deleting: boolean;
   /** Set when the run failed unexpectedly: the status its compensation projects. */
   failedBecause: string | undefined;
-  /** The autoscaler's current wish (replicas), its recent observations, and when it last acted. */
-  autoscaled: number | undefined;
-  lastScaleAt: number;
-  nextObservation = 0;
-  private readonly samples: DemandSample[] = [];
-  private skippedObservations = 0;
+  /** Observes demand and says how many replicas it wants (when autoscaling is on). */
+  readonly autoscaler: DeploymentAutoscaler;
   private readonly status = new StatusProjection();
   private readonly launcher;
 
@@ -109,91 +102,16 @@ export class DeploymentEntity {
     this.seq = input.carried?.seq ?? 0;
     this.failures = input.carried?.failures ?? 0;
     this.deleting = input.deleteOnStart !== undefined;
-    this.autoscaled = input.carried?.autoscaled;
-    this.lastScaleAt = input.carried?.lastScaleAt ?? 0;
-  }
-
-  clamp(n: number): number {
-    return Math.min(this.state.spec.max_replicas, Math.max(this.state.spec.min_replicas, n));
+    this.autoscaler = new DeploymentAutoscaler(input, this.state, control, this.launcher, () => {
+      this.wake = true;
+    });
   }
 
   /** The replicas wanted now: the autoscaler's wish within the bounds, or min_replicas. */
   desired(): number {
-    return activeAutoscaling(this.state.spec) && this.autoscaled !== undefined
-      ? this.clamp(this.autoscaled)
-      : this.state.spec.min_replicas;
+    return this.autoscaler.desired();
   }
 
-  /** The autoscaling metric's current total over the replicas, or the queue's backlog. */
-  async measureDemand(a: ActiveAutoscaling): Promise<number> {
-    if (a.metric === 'CustomMetric') {
-      const scraped = await this.launcher.scrapeReplicaMetric.executeWithOptions(
-        { summary: `scrape ${a.custom_metric_name}` },
-        [{ deploymentId: this.deploymentId, metricName: a.custom_metric_name }],
-      );
-      return scraped.total;
-    }
-    if (a.metric === 'HTTPTotalRequests') {
-      return control.httpRequests({
-        deploymentId: this.deploymentId,
-        windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60,
-      });
-    }
-    if (a.metric === 'HTTPAvgRequestDuration' && patched(PATCHES.httpAvgRequestDuration.id)) {
-      // A mean is not a total over replicas: as a demand, it is the replicas that would bring the mean
-      // to `target` if load spread evenly (current * mean / target), times target. Nothing answered: idle.
-      const mean = await control.httpMeanRequestMs({
-        deploymentId: this.deploymentId,
-        windowSeconds: Math.max(1, a.time_interval_minutes ?? 1) * 60,
-      });
-      return mean === null ? 0 : Math.max(1, this.desired()) * mean;
-    }
-    return control.queueBacklog({ deploymentId: this.deploymentId });
-  }
-
-  /**
-   * One autoscaler observation: the metric's total over the replicas (or the
-   * queue's backlog) against `target` per replica. Scale up as soon as the
-   * latest observation asks for it; scale down (to min_replicas, zero allowed,
-   * when idle) only when the whole time_interval_minutes window agrees and the
-   * cool-down has passed.
-   */
-  async observe(): Promise<void> {
-    const a = activeAutoscaling(this.state.spec)!;
-    let demand: number;
-    try {
-      demand = await this.measureDemand(a);
-    } catch (err) {
-      // A metric that cannot be read skips this observation; the replicas stay as they are.
-      // (Before this patch a failed scrape failed the whole deployment.)
-      if (isCancellation(err) || !patched(PATCHES.skipFailedObservation.id)) throw err;
-      this.skippedObservations++;
-      setCurrentDetails(
-        `**${this.state.status}**: autoscaler observation skipped (${this.skippedObservations} in a row): ${failureMessage(err)}`,
-      );
-      return;
-    }
-    this.skippedObservations = 0;
-    const now = Date.now();
-    const current = this.desired();
-    const scaleTo = autoscaleDecision(
-      a,
-      this.samples,
-      { at: now, demand },
-      {
-        current,
-        min: this.state.spec.min_replicas,
-        max: this.state.spec.max_replicas,
-        lastScaleAt: this.lastScaleAt,
-        cooldownSeconds: this.input.autoscaleCooldownSeconds ?? 60,
-      },
-    );
-    if (scaleTo !== undefined) {
-      this.autoscaled = scaleTo;
-      this.lastScaleAt = now;
-      this.wake = true;
-    } else this.autoscaled ??= current;
-  }
   statusNow(): DeploymentStatus {
     if (this.failedBecause !== undefined) return 'Failed';
     if (this.desired() === 0 && this.live.size === 0) return 'ScaledToZero';
@@ -420,6 +338,41 @@ export class DeploymentEntity {
     }
   }
 
+  /** What a round of the main loop projects after it reconciled. */
+  roundSummary(): string {
+    return this.live.size === this.desired()
+      ? 'Steady.'
+      : `Next attempt in ${Math.max(0, Math.round((this.retryAt - Date.now()) / 1000))}s.`;
+  }
+
+  /** Until a retry is due or the autoscaler looks next, whichever comes first, unless something wakes the loop. */
+  async sleep(): Promise<void> {
+    const until = Math.min(this.retryAt > Date.now() ? this.retryAt : Infinity, this.autoscaler.nextLook());
+    if (until !== Infinity) await condition(() => this.wake || this.deleting, Math.max(1, until - Date.now()));
+    else await condition(() => this.wake || this.deleting);
+    this.wake = false;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.live.keys()].map((id) => this.stop(id)));
+  }
+
+  /** After an unexpected failure of the run: every replica stopped and Failed projected (the run then fails). */
+  async compensate(err: unknown): Promise<void> {
+    this.failedBecause = failureMessage(err);
+    await this.stopAll();
+    await this.project(`Failed: ${this.failedBecause}. Every replica was stopped.`);
+  }
+
+  /** The end of a delete: every replica stopped, Deleted projected, the rows removed. */
+  async tearDown(): Promise<void> {
+    await this.project('Deleting: stopping every replica.');
+    await this.stopAll();
+    this.state.deleted = true;
+    await this.project('Deleted.');
+    await this.remove();
+  }
+
   /** The deployment's rows are removed: the last step of a delete. */
   async remove(): Promise<void> {
     await control.removeDeployment({ deploymentId: this.deploymentId });
@@ -432,8 +385,8 @@ export class DeploymentEntity {
       generation: this.generation,
       seq: this.seq,
       failures: this.failures,
-      autoscaled: this.autoscaled,
-      lastScaleAt: this.lastScaleAt,
+      autoscaled: this.autoscaler.autoscaled,
+      lastScaleAt: this.autoscaler.lastScaleAt,
       replicas: [...this.live.entries()].map(([replicaId, r]) => ({
         replicaId,
         revision: r.revision,

@@ -21,13 +21,7 @@ import {
   continueAsNew,
   workflowInfo,
 } from '@temporalio/workflow';
-import { failureMessage } from './failures';
-import {
-  DEPLOYMENT_MESSAGES,
-  activeAutoscaling,
-  type DeploymentSpec,
-  type DeploymentWorkflowInput,
-} from '../shared/deployments';
+import { DEPLOYMENT_MESSAGES, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
 import { PATCHES } from './patches';
 import { DeploymentEntity } from './deployment-entity';
 import { compensateOnFailure, continueAsNewWhenQuiet } from './entity-kit';
@@ -44,7 +38,6 @@ export const setReplicaBoundsSignal = defineSignal<[{ min_replicas: number; max_
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const d = new DeploymentEntity(input);
-  const { state } = d;
 
   // ---- messages ----
   setHandler(updateDeploymentUpdate, (patch) => d.update(patch), {
@@ -66,16 +59,8 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   // On an unexpected failure the replicas are stopped and Failed projected, then the run fails;
   // DELETE of a Failed deployment starts a run that removes it.
   // (Before this patch the run failed with its replicas running and metered.)
-  await compensateOnFailure(PATCHES.deploymentCompensateOnFailure.id, serve, async (err) => {
-    d.failedBecause = failureMessage(err);
-    await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
-    await d.project(`Failed: ${d.failedBecause}. Every replica was stopped.`);
-  });
-  await d.project('Deleting: stopping every replica.');
-  await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
-  state.deleted = true;
-  await d.project('Deleted.');
-  await d.remove();
+  await compensateOnFailure(PATCHES.deploymentCompensateOnFailure.id, serve, (err) => d.compensate(err));
+  await d.tearDown();
   await condition(allHandlersFinished);
   return 'deleted';
 
@@ -90,24 +75,10 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
           () => continueAsNew<typeof deployment>({ ...input, carried: d.carried() }),
         );
       }
-      if (activeAutoscaling(state.spec) && Date.now() >= d.nextObservation) {
-        await d.observe();
-        d.nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;
-      }
+      await d.autoscaler.observeIfDue();
       await d.reconcile();
-      await d.project(
-        d.live.size === d.desired()
-          ? 'Steady.'
-          : `Next attempt in ${Math.max(0, Math.round((d.retryAt - Date.now()) / 1000))}s.`,
-      );
-      // Wake for a retry, or for the autoscaler's next observation, whichever comes first.
-      const until = Math.min(
-        d.retryAt > Date.now() ? d.retryAt : Infinity,
-        activeAutoscaling(state.spec) ? d.nextObservation : Infinity,
-      );
-      if (until !== Infinity) await condition(() => d.wake || d.deleting, Math.max(1, until - Date.now()));
-      else await condition(() => d.wake || d.deleting);
-      d.wake = false;
+      await d.project(d.roundSummary());
+      await d.sleep();
     }
   }
 }
