@@ -49,11 +49,11 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   // ---- life ----
   if (input.deleteOnStart === undefined) {
     // A continued run takes over the replicas the previous one was watching.
-    for (const r of input.carried?.replicas ?? []) d.watch(r.replicaId, r.revision, r.hostQueue, r.image);
+    for (const r of input.carried?.replicas ?? []) d.replicas.watch(r.replicaId, r.revision, r.hostQueue, r.image);
   } else {
     // The run that watched these has ended: stop each on its host, if the host is still there.
     await d.project(`Deleting (${input.deleteOnStart}): stopping the replicas it left.`);
-    await Promise.all((input.carried?.replicas ?? []).map((r) => d.stopLeftBehind(r)));
+    await Promise.all((input.carried?.replicas ?? []).map((r) => d.replicas.stopLeftBehind(r)));
   }
 
   // On an unexpected failure the replicas are stopped and Failed projected, then the run fails;
