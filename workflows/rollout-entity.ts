@@ -2,19 +2,19 @@
  * The behaviour of an endpoint rollout (`endpointRollout`, in rollouts.ts):
  * its snapshot (what the API shows), the operator's pending command, and its
  * steps: apply a step (replicas, readiness, traffic), soak and gate it, park
- * while paused, complete or cancel. The workflow function wires the Updates to
- * the handlers here and runs the loop. Workflow code: a change to the commands
+ * while paused, complete or cancel; what it does to the two deployments goes
+ * through RolloutPair (rollout-pair.ts). The workflow function wires the
+ * Updates to the handlers here and runs the loop. Workflow code: a change to the commands
  * it issues goes behind a patch (patches.ts).
  */
-import { condition, getExternalWorkflowHandle, proxyActivities, patched } from '@temporalio/workflow';
+import { condition, proxyActivities, patched } from '@temporalio/workflow';
 import { PATCHES } from './patches';
 import { StatusProjection, refuse } from './entity-kit';
 import type { RolloutActivities } from '../activities/rollouts';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
-import { deploymentWorkflowId } from '../shared/deployments';
 import type { RolloutSnapshot, RolloutState, RolloutWorkflowInput, StepRecord } from '../shared/rollouts';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
-import { setReplicaBoundsSignal } from './deployments';
+import { RolloutPair } from './rollout-pair';
 import type { CancelDisposition } from './rollouts';
 
 const control = proxyActivities<RolloutActivities>({
@@ -22,9 +22,6 @@ const control = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
-
-/** How often a rollout looks again at a target that is not ready yet. */
-const READY_POLL_SECONDS = 2;
 
 export const PAUSED_STATES: RolloutState[] = [
   'ROLLOUT_STATE_PAUSING',
@@ -46,7 +43,8 @@ export class RolloutEntity {
   /** The operator's latest command, until the main loop takes it. */
   command: Command | null = null;
   private readonly plan: RolloutWorkflowInput['plan'];
-  private readonly pair;
+  /** The source and target deployments: their bounds, readiness and events. */
+  private readonly pair: RolloutPair;
   private readonly startedAtMs = Date.now();
   private version = 0;
   // The state operators search by (GantryStatus/GantryPhase); the API sets RUNNING at start.
@@ -61,12 +59,7 @@ export class RolloutEntity {
 
   constructor(private readonly input: RolloutWorkflowInput) {
     this.plan = input.plan;
-    this.pair = {
-      rolloutId: input.rolloutId,
-      endpointId: input.endpointId,
-      sourceDeploymentId: input.sourceDeploymentId,
-      targetDeploymentId: input.targetDeploymentId,
-    };
+    this.pair = new RolloutPair(input, control);
     this.snap = {
       state: 'ROLLOUT_STATE_RUNNING',
       currentStep: 0,
@@ -85,13 +78,9 @@ export class RolloutEntity {
     const snap = this.snap;
     this.status.show(
       snap.state,
-      `**${snap.state}** step ${snap.currentStep}/${this.plan.steps.length}, ${snap.currentTrafficPercent}% to ${this.pair.targetDeploymentId}`,
+      `**${snap.state}** step ${snap.currentStep}/${this.plan.steps.length}, ${snap.currentTrafficPercent}% to ${this.pair.ids.targetDeploymentId}`,
     );
     await control.recordRollout({ rolloutId: this.input.rolloutId, version: ++this.version, snapshot: snap });
-  }
-
-  private event(type: string, message: string, level: 'LEVEL_INFO' | 'LEVEL_WARN' | 'LEVEL_ERROR' = 'LEVEL_INFO') {
-    return control.rolloutEvent({ ...this.pair, type, message, level });
   }
 
   private live() {
@@ -128,7 +117,7 @@ export class RolloutEntity {
       this.live().failureReason = undefined;
     }
     await this.record();
-    await this.event('rollout.resumed', `Rollout ${this.input.rolloutId} resumed at step ${snap.currentStep}.`);
+    await this.pair.event('rollout.resumed', `Rollout ${this.input.rolloutId} resumed at step ${snap.currentStep}.`);
   }
 
   onPromote(): void {
@@ -152,14 +141,14 @@ export class RolloutEntity {
   async start(): Promise<void> {
     const plan = this.plan;
     await this.record();
-    await this.event(
+    await this.pair.event(
       'rollout.started',
-      `Rollout ${this.input.rolloutId} started: ${plan.strategy}, ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')} to ${this.pair.targetDeploymentId}.`,
+      `Rollout ${this.input.rolloutId} started: ${plan.strategy}, ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')} to ${this.pair.ids.targetDeploymentId}.`,
     );
     // (max 0: e.g. the source of an earlier rollout)
     if (this.targetMax < 1) {
       this.targetMax = Math.max(1, plan.finalTargetReplicas);
-      await this.bounds('target', Math.max(1, this.input.target.min), this.targetMax, 'woken for the rollout');
+      await this.pair.bounds('target', Math.max(1, this.input.target.min), this.targetMax, 'woken for the rollout');
     }
   }
 
@@ -182,8 +171,8 @@ export class RolloutEntity {
     this.live().startedAt = this.live().startedAt ?? now();
     await this.record();
     if (step.replicas !== undefined)
-      await this.bounds('target', step.replicas, Math.max(step.replicas, this.targetMax), `step ${i}`);
-    const ready = await this.targetReady(step.replicas);
+      await this.pair.bounds('target', step.replicas, Math.max(step.replicas, this.targetMax), `step ${i}`);
+    const ready = await this.pair.targetReady(step.replicas, () => this.command !== null);
     if (ready.outcome === 'interrupted') return false;
     if (ready.outcome === 'timeout') {
       await this.systemPause(
@@ -193,11 +182,11 @@ export class RolloutEntity {
       );
       return false;
     }
-    await control.setRolloutTraffic({ ...this.pair, percent: step.traffic, step: i });
+    await control.setRolloutTraffic({ ...this.pair.ids, percent: step.traffic, step: i });
     snap.currentTrafficPercent = step.traffic;
     if (plan.strategy === 'ROLLOUT_STRATEGY_TYPE_ROLLING') {
       const left = Math.max(plan.finalSourceReplicas, Math.round(input.source.replicas * (1 - step.traffic / 100)));
-      await this.bounds('source', left, left, `batch ${i} drained`);
+      await this.pair.bounds('source', left, left, `batch ${i} drained`);
     }
     this.stepApplied = true;
     await this.record();
@@ -215,7 +204,7 @@ export class RolloutEntity {
     const step = plan.steps[i];
     if (await condition(() => this.command !== null, `${plan.stepIntervalSeconds} seconds`)) return 'again';
     const gate = await control.evaluateRolloutGate({
-      ...this.pair,
+      ...this.pair.ids,
       rules: plan.metrics,
       stepWindowSeconds: plan.stepIntervalSeconds,
       startedAtMs: this.startedAtMs,
@@ -228,7 +217,7 @@ export class RolloutEntity {
     }
     this.live().state = 'ROLLOUT_STEP_STATE_PASSED';
     this.live().completedAt = now();
-    await this.event(
+    await this.pair.event(
       'rollout.step_passed',
       `Rollout ${input.rolloutId} step ${i} (${step.traffic}%) passed. ${gate.message}`,
     );
@@ -239,37 +228,6 @@ export class RolloutEntity {
     return 'next';
   }
 
-  /** New replica bounds for one of the pair: noted on the endpoint deployment, sent to its workflow. */
-  private async bounds(which: 'source' | 'target', min: number, max: number, why: string) {
-    const input = this.input;
-    const containerId = which === 'source' ? input.sourceContainerId : input.targetContainerId;
-    const deploymentId = which === 'source' ? input.sourceDeploymentId : input.targetDeploymentId;
-    await control.noteRolloutReplicas({ ...this.pair, deploymentId, min, max, why });
-    if (!containerId) return;
-    try {
-      await getExternalWorkflowHandle(deploymentWorkflowId(containerId)).signal(setReplicaBoundsSignal, {
-        min_replicas: min,
-        max_replicas: max,
-      });
-    } catch {
-      // Its workflow is gone (the deployment was deleted); the gate reports the target, and a gone source needs nothing.
-    }
-  }
-
-  /** Waits for the target to be ready: 'ready', 'interrupted' by a command, or 'timeout' with the last reason. */
-  private async targetReady(
-    minReady?: number,
-  ): Promise<{ outcome: 'ready' | 'interrupted' | 'timeout'; message: string }> {
-    const deadline = Date.now() + this.input.targetReadyTimeoutSeconds * 1000;
-    for (;;) {
-      const health = await control.rolloutTargetHealth({ ...this.pair, minReady });
-      if (health.ready) return { outcome: 'ready', message: health.message };
-      if (Date.now() >= deadline) return { outcome: 'timeout', message: health.message };
-      if (await condition(() => this.command !== null, `${READY_POLL_SECONDS} seconds`))
-        return { outcome: 'interrupted', message: '' };
-    }
-  }
-
   /** Parks the rollout until a command other than pause arrives (resume, promote or cancel). */
   async park(state: 'ROLLOUT_STATE_PAUSED' | 'ROLLOUT_STATE_SYSTEM_PAUSED', reason: string) {
     const snap = this.snap;
@@ -277,7 +235,7 @@ export class RolloutEntity {
     snap.pauseInfo = snap.pauseInfo ?? { pausedAt: now(), reason };
     if (this.live().state === 'ROLLOUT_STEP_STATE_RUNNING') this.live().state = 'ROLLOUT_STEP_STATE_PAUSED';
     await this.record();
-    await this.event(
+    await this.pair.event(
       state === 'ROLLOUT_STATE_PAUSED' ? 'rollout.paused' : 'rollout.system_paused',
       `Rollout ${this.input.rolloutId} ${state === 'ROLLOUT_STATE_PAUSED' ? 'paused' : 'paused itself'} at step ${snap.currentStep}: ${reason}`,
       state === 'ROLLOUT_STATE_PAUSED' ? 'LEVEL_INFO' : 'LEVEL_WARN',
@@ -313,12 +271,12 @@ export class RolloutEntity {
       s.completedAt = now();
     }
     await this.record();
-    await control.setRolloutTraffic({ ...this.pair, percent: 100, final: true });
+    await control.setRolloutTraffic({ ...this.pair.ids, percent: 100, final: true });
     this.snap.currentTrafficPercent = 100;
     const floor = Math.max(this.plan.finalTargetReplicas, this.input.target.min);
     const ceiling = Math.max(this.plan.finalTargetReplicas, this.input.source.max, this.targetMax, floor);
-    await this.bounds('target', floor, ceiling, 'the rollout landed');
-    await this.bounds(
+    await this.pair.bounds('target', floor, ceiling, 'the rollout landed');
+    await this.pair.bounds(
       'source',
       this.plan.finalSourceReplicas,
       this.plan.finalSourceReplicas,
@@ -328,10 +286,10 @@ export class RolloutEntity {
     this.snap.completedAt = now();
     this.snap.pauseInfo = undefined;
     await this.record();
-    await this.event(
+    await this.pair.event(
       'rollout.completed',
-      `Rollout ${this.input.rolloutId} ${how === 'promoted' ? 'promoted' : 'completed'}: all traffic on ${this.pair.targetDeploymentId}; ` +
-        `source ${this.pair.sourceDeploymentId} at ${this.plan.finalSourceReplicas} replica(s).`,
+      `Rollout ${this.input.rolloutId} ${how === 'promoted' ? 'promoted' : 'completed'}: all traffic on ${this.pair.ids.targetDeploymentId}; ` +
+        `source ${this.pair.ids.sourceDeploymentId} at ${this.plan.finalSourceReplicas} replica(s).`,
     );
     return this.snap.state;
   }
@@ -345,10 +303,20 @@ export class RolloutEntity {
     // Revert: the pair's traffic goes back to the source, and both get the replica bounds they had.
     const reverting = revert && patched(PATCHES.rolloutCancelRevert.id);
     if (reverting) {
-      await control.setRolloutTraffic({ ...this.pair, percent: 0 });
+      await control.setRolloutTraffic({ ...this.pair.ids, percent: 0 });
       this.snap.currentTrafficPercent = 0;
-      await this.bounds('source', this.input.source.min, this.input.source.max, 'restored: the rollout was reverted');
-      await this.bounds('target', this.input.target.min, this.input.target.max, 'restored: the rollout was reverted');
+      await this.pair.bounds(
+        'source',
+        this.input.source.min,
+        this.input.source.max,
+        'restored: the rollout was reverted',
+      );
+      await this.pair.bounds(
+        'target',
+        this.input.target.min,
+        this.input.target.max,
+        'restored: the rollout was reverted',
+      );
     }
     const message = reverting
       ? `Canceled and reverted: ${reason}. All of the pair's traffic is back on the source.`
@@ -363,7 +331,7 @@ export class RolloutEntity {
     this.snap.completedAt = now();
     this.snap.pauseInfo = undefined;
     await this.record();
-    await this.event('rollout.canceled', `Rollout ${this.input.rolloutId}: ${message}`);
+    await this.pair.event('rollout.canceled', `Rollout ${this.input.rolloutId}: ${message}`);
     return this.snap.state;
   }
 }
