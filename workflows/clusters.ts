@@ -18,6 +18,7 @@ import {
   defineQuery,
   defineSignal,
   defineUpdate,
+  patched,
   setHandler,
   allHandlersFinished,
 } from '@temporalio/workflow';
@@ -97,7 +98,7 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   // The nodes are released and the meters closed whatever happens to this run, then the run fails.
   // (Before this patch the run failed with its nodes still held.) A delete during bring-up is no failure.
   await compensateOnFailure(
-    PATCHES.compensateOnFailure.id,
+    () => patched(PATCHES.compensateOnFailure.id),
     async () => {
       try {
         await life();

@@ -19,6 +19,7 @@ import {
   setHandler,
   allHandlersFinished,
   continueAsNew,
+  patched,
   workflowInfo,
 } from '@temporalio/workflow';
 import { DEPLOYMENT_MESSAGES, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
@@ -59,7 +60,11 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   // On an unexpected failure the replicas are stopped and Failed projected, then the run fails;
   // DELETE of a Failed deployment starts a run that removes it.
   // (Before this patch the run failed with its replicas running and metered.)
-  await compensateOnFailure(PATCHES.deploymentCompensateOnFailure.id, serve, (err) => d.compensate(err));
+  await compensateOnFailure(
+    () => patched(PATCHES.deploymentCompensateOnFailure.id),
+    serve,
+    (err) => d.compensate(err),
+  );
   await d.tearDown();
   await condition(allHandlersFinished);
   return 'deleted';

@@ -12,7 +12,6 @@ import {
   ContinueAsNew,
   allHandlersFinished,
   condition,
-  patched,
   setCurrentDetails,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
@@ -78,11 +77,11 @@ export async function continueAsNewWhenQuiet(
  * Runs an entity's life so that nothing is left running unowned: if it fails unexpectedly (a bug,
  * an activity that gave up, a cancellation from the Temporal UI), `compensate` runs where nothing
  * can cancel it, then the run fails with the same error. A continue-as-new passes through (the
- * hand-over to the next run, not a failure). Runs recorded before the entity's `patchId` failed
- * without compensating, and still do.
+ * hand-over to the next run, not a failure). `since` is the entity's patch (`() =>
+ * patched(PATCHES.x.id)`): runs recorded before it failed without compensating, and still do.
  */
 export async function compensateOnFailure(
-  patchId: string,
+  since: () => boolean,
   life: () => Promise<void>,
   compensate: (err: unknown) => Promise<void>,
 ): Promise<void> {
@@ -90,7 +89,7 @@ export async function compensateOnFailure(
     await life();
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
-    if (!patched(patchId)) throw err;
+    if (!since()) throw err;
     await CancellationScope.nonCancellable(() => compensate(err));
     throw err;
   }

@@ -30,7 +30,7 @@ export const PAUSED_STATES: RolloutState[] = [
 ];
 
 /** An operator's command, taken by the main loop at its next turn. */
-export type Command =
+type Command =
   | { kind: 'pause'; reason?: string }
   | { kind: 'resume' }
   | { kind: 'promote' }
