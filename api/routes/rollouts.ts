@@ -17,7 +17,6 @@ import {
   rolloutWorkflowId,
   strategyOf,
   TARGET_READY_TIMEOUT_SECONDS,
-  TERMINAL_ROLLOUT_STATES,
   type MetricRule,
   type RolloutPlan,
   type RolloutWorkflowInput,
@@ -388,8 +387,13 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     name: 'pause' | 'resume' | 'promote' | 'cancel',
     summary: string,
     body: z.ZodObject,
-    /** Sends the rollout's workflow its typed Update, built from the request body. */
-    send: (workflowId: string, given: Record<string, unknown>, idempotencyKey?: string) => Promise<void>,
+    /** Sends the rollout's workflow its typed Update, built from the request body (`gone`: the answer without a workflow). */
+    send: (
+      workflowId: string,
+      given: Record<string, unknown>,
+      idempotencyKey: string | undefined,
+      gone: Error,
+    ) => Promise<void>,
   ) =>
     router.add({
       method: 'post',
@@ -408,9 +412,10 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
         const { e, r } = await requireRollout(principal, params);
         const given = b as Record<string, unknown>;
         checkEtag(r, given.etag as string | undefined);
-        if (r.state === 'ROLLOUT_STATE_PENDING' || (TERMINAL_ROLLOUT_STATES as string[]).includes(r.state))
-          throw conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
-        await send(rolloutWorkflowId(r.id), given, idempotencyKey);
+        // Whether its state allows the command is the workflow's validator's to say (409 rollout_state);
+        // a rollout with no workflow (pending, or ended) gets the same answer from its stored state.
+        const gone = conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
+        await send(rolloutWorkflowId(r.id), given, idempotencyKey, gone);
         return toRollout((await getRollout(db, e.id, r.id))!);
       },
     });
@@ -418,29 +423,33 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     'pause',
     'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)',
     PauseRolloutBody,
-    (id, b, key) =>
-      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key),
+    (id, b, key, gone) =>
+      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key, gone),
   );
   command(
     'resume',
     'Resume a paused or system-paused rollout from its current step and split',
     EtagBody,
-    (id, _b, key) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key),
+    (id, _b, key, gone) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key, gone),
   );
-  command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, (id, _b, key) =>
-    executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key),
+  command(
+    'promote',
+    'Complete a running or paused rollout now: all traffic to the target',
+    EtagBody,
+    (id, _b, key, gone) => executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key, gone),
   );
   command(
     'cancel',
     "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
     CancelRolloutBody,
-    (id, b, key) =>
+    (id, b, key, gone) =>
       executeEntityUpdate(
         temporal,
         id,
         cancelRolloutUpdate,
         [{ reason: b.reason as string, ...(b.disposition ? { disposition: b.disposition as CancelDisposition } : {}) }],
         key,
+        gone,
       ),
   );
 
