@@ -91,6 +91,8 @@ interface FileResult {
   /** CPU seconds of the file's process and of what it started and reaped (servers, workers, the JVM). */
   cpuSeconds: number;
   counts: Record<(typeof COUNTERS)[number], number>;
+  /** The file declared no test: node's runner then reports the file itself as its one passing test. */
+  empty: boolean;
 }
 
 /**
@@ -164,7 +166,8 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
       process.stdout.write(
         `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, cpu ${cpuSeconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
       );
-      resolve({ file, exitCode, seconds, cpuSeconds, counts });
+      const asItsOwnTest = new RegExp(`^[✔✖] ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`, 'm');
+      resolve({ file, exitCode, seconds, cpuSeconds, counts, empty: counts.tests <= 1 && asItsOwnTest.test(output) });
     });
   });
 }
@@ -270,7 +273,11 @@ async function main() {
     const total = Object.fromEntries(
       COUNTERS.map((k) => [k, results.reduce((sum, r) => sum + r.counts[k], 0)]),
     ) as FileResult['counts'];
-    const failed = results.filter((r) => r.exitCode !== 0);
+    // A skipped or unfinished test is not a passing one, and a file that ran no test proves nothing:
+    // either fails the run, as a failing test does.
+    const failed = results.filter(
+      (r) => r.exitCode !== 0 || r.empty || r.counts.tests === 0 || r.counts.skipped > 0 || r.counts.todo > 0,
+    );
     say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
     const byCpu = [...results].sort((a, b) => b.cpuSeconds - a.cpuSeconds);
     say(
@@ -280,7 +287,15 @@ async function main() {
           .map((r) => `${path.relative(ROOT, r.file)} ${r.cpuSeconds.toFixed(0)}s`)
           .join(', '),
     );
-    for (const r of failed) say(`failed: ${path.relative(ROOT, r.file)} (exit ${r.exitCode})`);
+    for (const r of failed) {
+      const why =
+        r.exitCode !== 0
+          ? `exit ${r.exitCode}`
+          : r.empty || r.counts.tests === 0
+            ? 'it declares no test'
+            : `${r.counts.skipped} skipped, ${r.counts.todo} todo`;
+      say(`failed: ${path.relative(ROOT, r.file)} (${why})`);
+    }
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;
   } catch (err) {
     say(`could not run the tests: ${(err as Error).stack ?? err}`);
