@@ -7,7 +7,13 @@
  *   worker; activities only as types (their signatures, for proxyActivities);
  * - activities do not reach into the API or the gateway;
  * - a route file imports no other route file (what routes share lives in api/use-cases/), and
- *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source).
+ *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source);
+ * - production code reads no environment variable outside platform/config.ts (its settings, and
+ *   inheritedEnvironment() for what child processes get), and imports nothing from scripts/
+ *   (scripts may import production code, not the reverse). test/, bench/ and scripts/ are tooling
+ *   and may read the environment; so may the code that runs outside the platform: cli/ (the
+ *   `gantry` client on a user's machine: GANTRY_BASE_URL and SERVICE_API_KEY are not the platform's
+ *   settings), worker-kit/ (the library tenants' containers use) and examples/ (tenants' code).
  *
  * Run by `./dev test` after prettier; `npx eslint .` runs it alone.
  */
@@ -15,6 +21,23 @@ import { builtinModules } from 'node:module';
 import tseslint from 'typescript-eslint';
 
 const nodeBuiltins = [...builtinModules.filter((m) => !m.startsWith('_')), 'node:*'];
+
+/** Gantry's own code, as opposed to its tests, benches, scripts and examples. */
+const production = [
+  'activities',
+  'api',
+  'cli',
+  'datasets',
+  'db',
+  'fine-tunes',
+  'gateway',
+  'platform',
+  'providers',
+  'shared',
+  'worker-kit',
+  'workers',
+  'workflows',
+].map((dir) => `${dir}/**/*.ts`);
 
 const restrict = (patterns) => ({
   '@typescript-eslint/no-restricted-imports': ['error', { patterns }],
@@ -47,6 +70,43 @@ export default tseslint.config(
         'error',
         // `typeof import('x')` types what a require() returns (the SDK tests load it that way).
         { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false },
+      ],
+    },
+  },
+  {
+    files: production,
+    rules: {
+      // The core rule, so it adds to the zones' @typescript-eslint/no-restricted-imports below rather than replacing them.
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)scripts(/|$)',
+              message: 'Production code imports nothing from scripts/: move it to platform/ or shared/.',
+            },
+          ],
+          paths: ['process', 'node:process'].map((name) => ({
+            name,
+            importNames: ['env'],
+            message: 'Settings are read in platform/config.ts only.',
+          })),
+        },
+      ],
+    },
+  },
+  {
+    files: production,
+    ignores: ['platform/config.ts', 'cli/**', 'worker-kit/**'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message:
+            'Settings are read in platform/config.ts only (declare one there); a child process gets inheritedEnvironment() (providers/process/subprocess-env.ts).',
+        },
       ],
     },
   },

@@ -54,6 +54,11 @@ export function registeredRoutes(app: express.Express): RegisteredRoute[] {
   return app.locals.routes as RegisteredRoute[];
 }
 
+/** What the API's routers answer (method and documented path), read from Express's own route tables. */
+export function dispatchedRoutes(app: express.Express): Array<{ method: string; path: string }> {
+  return (app.locals.routers as ApiRouter[]).flatMap((r) => r.dispatched());
+}
+
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -64,10 +69,10 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use(requestLogging(deps.logger));
 
   const registry = createRegistry();
-  const v1 = new ApiRouter(registry, '/v1');
-  const v2 = new ApiRouter(registry, '/v2');
-  const v3 = new ApiRouter(registry, '/v3');
-  const unversioned = new ApiRouter(registry, '');
+  const v1 = new ApiRouter(registry, '/v1', deps.config.checkResponses);
+  const v2 = new ApiRouter(registry, '/v2', deps.config.checkResponses);
+  const v3 = new ApiRouter(registry, '/v3', deps.config.checkResponses);
+  const unversioned = new ApiRouter(registry, '', deps.config.checkResponses);
 
   addAccountRoutes(v1);
   addAccountRoutes(unversioned, 'Unversioned'); // the spec names GET /whoami without a prefix
@@ -109,6 +114,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addRetiredEndpointRoutes(v1);
   addEndpointFaultRoutes(v1, deps);
   app.locals.routes = [v1, v2, v3, unversioned].flatMap((r) => r.routes);
+  app.locals.routers = [v1, v2, v3, unversioned];
 
   // Public by design: liveness for orchestrators, and the API's own description.
   // Neither says anything about any project.

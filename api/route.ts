@@ -126,9 +126,6 @@ const hasBody = (req: Request) =>
  */
 const NO_QUERY = z.object({});
 
-/** Response bodies are checked against their schema outside production so the document cannot drift. */
-const CHECK_RESPONSES = process.env.NODE_ENV !== 'production';
-
 /** A route as the router registered it: what the OpenAPI document must list (see `ApiRouter.routes`). */
 export interface RegisteredRoute {
   method: Method;
@@ -150,10 +147,20 @@ export class ApiRouter {
   /** Routes whose URL is its own credential (pre-signed); app.ts mounts these after the per-address limit, before key authentication. */
   readonly signedRouter = this.signed.handle;
 
+  /** What this router's Express routers answer, keyed and signed, as documented paths (`/v1/files/{id}`). */
+  dispatched(): Array<{ method: string; path: string }> {
+    return [...this.keyed.dispatched(), ...this.signed.dispatched()].map((r) => ({
+      method: r.method,
+      path: this.prefix + r.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}'),
+    }));
+  }
+
   constructor(
     private readonly registry: OpenAPIRegistry,
     /** Mount prefix of this router, for the OpenAPI paths, e.g. `/v1`. */
     private readonly prefix: string,
+    /** Response bodies are checked against their schema outside production so the document cannot drift. */
+    private readonly checkResponses: boolean,
   ) {}
 
   add<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType>(spec: RouteSpec<P, Q, B, R>) {
@@ -205,7 +212,7 @@ export class ApiRouter {
         throw err;
       }
       if (res.headersSent || result === undefined) return;
-      if (CHECK_RESPONSES) {
+      if (this.checkResponses) {
         const check = spec.response.schema.safeParse(result);
         if (!check.success) {
           throw new Error(

@@ -26,6 +26,18 @@ export class SegmentRouter {
     else next();
   };
 
+  /**
+   * The method and pattern of every route the groups' Express routers dispatch, read from those
+   * routers' own tables (so a check of the OpenAPI document against it is not a check against itself).
+   */
+  dispatched(): Array<{ method: string; path: string }> {
+    return [...this.groups.values()].flatMap((group) =>
+      (group.stack as Array<{ route?: { path: string; methods: Record<string, boolean> } }>).flatMap((layer) =>
+        layer.route ? Object.keys(layer.route.methods).map((method) => ({ method, path: layer.route!.path })) : [],
+      ),
+    );
+  }
+
   add(method: Method, path: string, ...handlers: RequestHandler[]): void {
     const segment = LITERAL_FIRST_SEGMENT.exec(path)?.[1].toLowerCase();
     if (!segment)

@@ -43,7 +43,7 @@ export interface ResourceWorkflowStart<W extends Workflow> {
 }
 
 /** The options of a resource's run: its queue, search attributes, summary and memo. */
-function resourceRunOptions<W extends Workflow>(w: ResourceWorkflowStart<W>) {
+export function resourceRunOptions<W extends Workflow>(w: ResourceWorkflowStart<W>) {
   return {
     workflowId: w.workflowId,
     taskQueue: CONTROL_TASK_QUEUE,
@@ -173,6 +173,10 @@ const UPDATE_DEADLINE_MS = TEMPORAL_CALL_DEADLINE_MS * 6;
  * ids per run, so a retry that lands after the entity continued as new is
  * treated as new: most Updates set absolute values, and the others (approve,
  * promote) are refused as a conflict the second time.
+ *
+ * This is the one way the API sends an entity an Update. `whenGone` is the area's answer when
+ * the entity's workflow has ended (or never started): the error thrown instead of Temporal's
+ * not-found.
  */
 export async function executeEntityUpdate<Ret, Args extends unknown[]>(
   temporal: Client,
@@ -180,6 +184,7 @@ export async function executeEntityUpdate<Ret, Args extends unknown[]>(
   update: UpdateDefinition<Ret, Args>,
   args: Args,
   idempotencyKey?: string,
+  whenGone?: Error,
 ): Promise<Ret> {
   const handle = temporal.workflow.getHandle(workflowId);
   const updateId = idempotencyKey ? `${update.name}/${idempotencyKey}` : undefined;
@@ -197,6 +202,7 @@ export async function executeEntityUpdate<Ret, Args extends unknown[]>(
         await new Promise((r) => setTimeout(r, 250 * attempt));
         continue;
       }
+      if (err instanceof WorkflowNotFoundError && whenGone) throw whenGone;
       throw updateRejection(err);
     }
   }
@@ -206,7 +212,7 @@ export async function executeEntityUpdate<Ret, Args extends unknown[]>(
  * Sends a Signal to a running workflow, named by its definition. `deadlineMs` bounds the call
  * (a Temporal outage is then a prompt 503); `null` waits as long as the server takes, for a
  * signal sent after writes that cannot be undone, where a timeout would tell the client its
- * change failed when it was made (a stored upload).
+ * change failed when it was made (a stored upload). `whenGone` as for executeEntityUpdate.
  */
 export async function signalWorkflow<Args extends unknown[]>(
   temporal: Client,
@@ -214,24 +220,32 @@ export async function signalWorkflow<Args extends unknown[]>(
   signal: SignalDefinition<Args>,
   args: Args,
   deadlineMs: number | null = TEMPORAL_CALL_DEADLINE_MS,
+  whenGone?: Error,
 ): Promise<void> {
   const handle = temporal.workflow.getHandle(workflowId);
   const send = () => handle.signal(signal, ...args);
-  if (deadlineMs === null) await send();
-  else await temporal.connection.withDeadline(Date.now() + deadlineMs, send);
+  try {
+    if (deadlineMs === null) await send();
+    else await temporal.connection.withDeadline(Date.now() + deadlineMs, send);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError && whenGone) throw whenGone;
+    throw err;
+  }
 }
 
 /**
  * The one mapping from an entity workflow's refused Update to the API error its validator meant
- * (shared/update-rejections.ts): 400 naming the field, 404, or 409. Other errors as they are.
+ * (shared/update-rejections.ts, workflows/entity-kit.ts refuse): 400 naming the field, 404, or
+ * 409, with the error code the validator gave. Other errors as they are.
  */
 export function updateRejection(err: unknown): unknown {
   if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
     const f = err.cause;
-    const param = typeof f.details?.[0] === 'string' ? (f.details[0] as string) : null;
-    if (f.type === UPDATE_REJECTIONS.invalid) return badRequest(f.message, param);
-    if (f.type === UPDATE_REJECTIONS.notFound) return notFound(f.message);
-    if (f.type === UPDATE_REJECTIONS.conflict) return conflict(f.message);
+    const detail = (i: number) => (typeof f.details?.[i] === 'string' ? (f.details[i] as string) : null);
+    const [param, code] = [detail(0), detail(1)];
+    if (f.type === UPDATE_REJECTIONS.invalid) return badRequest(f.message, param, code);
+    if (f.type === UPDATE_REJECTIONS.notFound) return notFound(f.message, code);
+    if (f.type === UPDATE_REJECTIONS.conflict) return conflict(f.message, code);
   }
   return err;
 }

@@ -11,17 +11,15 @@
  * An endpoint with one replica of the reference model server. The gateway
  * runs as its own process (gateway/server.ts), as `./dev up` runs it. The
  * same workload, 8 concurrent clients, in interleaved rounds (bench/lib/rounds.ts):
- *   - a trivial GET (/health) through the gateway's deployment proxy, through a
- *     plain reverse proxy (nginx, one worker, keep-alive upstream; bench/lib/nginx.ts),
- *     through the leanest Node proxy, through a Node TCP pass-through (shown, not
- *     judged: Node without its HTTP layer) and to the replica directly: the
- *     gateway's own cost, with no model work behind. Judged: gateway / nginx and
- *     gateway / leanest Node proxy throughput, and the p50 the gateway adds to a
- *     direct call;
- *   - completions (max_tokens 1, greedy) through the gateway by endpoint
- *     string, through the leanest Node proxy and to the replica directly. Judged:
- *     gateway / direct and gateway / leanest Node proxy throughput (the second
- *     tells the gateway's own cost from Node's on the model-bound path).
+ *   - a trivial GET (/health) through the gateway's deployment proxy, through the leanest Node
+ *     proxy (bench/lib/bare-node-proxy.ts), through a Node TCP pass-through (Node without its
+ *     HTTP layer), through nginx where it is installed (one worker, keep-alive upstream;
+ *     bench/lib/nginx.ts) and to the replica directly: the gateway's own cost, with no model
+ *     work behind. Judged, as decided, against the leanest Node proxy: throughput and p50;
+ *     nginx and the direct call are shown, not judged;
+ *   - completions (max_tokens 1, greedy) through the gateway by endpoint string, through the
+ *     leanest Node proxy and to the replica directly. Judged: gateway / leanest Node proxy
+ *     throughput; gateway / direct is shown.
  * Then, once, a deployment scaled to zero is called: the time until its first
  * answer (a replica started, the model loaded and the request served).
  *
@@ -33,7 +31,7 @@
 import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { createTenant } from '../test/helpers/tenants';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
 import { nginxAvailable, startNginxProxy } from './lib/nginx';
 import { compareInRounds, percentile } from './lib/rounds';
@@ -73,7 +71,6 @@ async function load(n: number, send: () => Promise<Answer>) {
 async function main() {
   const n = Number(process.argv[2] ?? 1000);
   const healthN = 8 * n;
-  if (!nginxAvailable()) throw new Error('bench/gateway.ts needs nginx as its reference proxy: apt-get install nginx');
   const env = { GANTRY_DEPLOYMENT_AUTOSCALE_INTERVAL_SECONDS: '1', GANTRY_DEPLOYMENT_AUTOSCALE_COOLDOWN_SECONDS: '1' };
   await withBenchPlatform(say, { env }, async (platform) => {
     const tenant = await createTenant(platform.db);
@@ -128,9 +125,11 @@ async function main() {
         toGateway.request('GET', `/v1/deployments/${containerName}/health`, { headers: auth });
       const healthDirect = () => toReplica.request('GET', '/health');
 
-      const nginx = await startNginxProxy(port);
-      const toNginx = clientsOf(nginx.url);
-      const healthViaNginx = () => toNginx.request('GET', '/health');
+      // nginx is shown for information where it is installed (`./dev bench` installs it).
+      const nginx = nginxAvailable() ? await startNginxProxy(port) : undefined;
+      if (!nginx) say('nginx is not installed: the gateway / nginx figure is left out (it is not judged)');
+      const toNginx = nginx && clientsOf(nginx.url);
+      const healthViaNginx = () => toNginx!.request('GET', '/health');
       const bareProxyPort = await freePort();
       const bareProxy = startProcess('bench/lib/bare-node-proxy.ts', {
         BARE_PROXY_PORT: String(bareProxyPort),
@@ -161,7 +160,7 @@ async function main() {
           bench: 'gateway',
           reference: async () => {
             const bare = await load(healthN, healthDirect);
-            const proxied = await load(healthN, healthViaNginx);
+            const proxied = nginx ? await load(healthN, healthViaNginx) : undefined;
             const bare_node = await load(healthN, healthViaBareProxy);
             const node_pipe = await load(healthN, healthViaPipe);
             const completions = await load(n, direct);
@@ -171,9 +170,9 @@ async function main() {
             return {
               health_direct_rps: bare.requests_per_s,
               health_direct_p50_ms: bare.p50_ms,
-              health_nginx_rps: proxied.requests_per_s,
-              health_nginx_p50_ms: proxied.p50_ms,
+              ...(proxied ? { health_nginx_rps: proxied.requests_per_s, health_nginx_p50_ms: proxied.p50_ms } : {}),
               health_bare_node_proxy_rps: bare_node.requests_per_s,
+              health_bare_node_proxy_p50_ms: bare_node.p50_ms,
               // Not judged: what Node costs without its HTTP layer (bench/lib/bare-node-tcp-pipe.ts).
               health_node_tcp_pipe_rps: node_pipe.requests_per_s,
               completions_direct_rps: completions.requests_per_s,
@@ -189,37 +188,50 @@ async function main() {
               completions_gateway_rps: completions.requests_per_s,
             };
           },
+          // Judged against the leanest Node proxy (the decided reference); nginx and the direct
+          // call are shown for information.
           checks: [
-            {
-              name: 'proxied GET /health, gateway / nginx',
-              value: (r, g) => g.health_gateway_rps / r.health_nginx_rps,
-              atLeast: 0.9,
-            },
             {
               name: 'proxied GET /health, gateway / the leanest Node proxy',
               value: (r, g) => g.health_gateway_rps / r.health_bare_node_proxy_rps,
-              atLeast: 0.8,
+              atLeast: 0.9,
             },
             {
-              name: 'p50 the gateway adds to a direct GET /health',
-              value: (r, g) => g.health_gateway_p50_ms - r.health_direct_p50_ms,
+              name: 'p50 of a proxied GET /health, gateway - the leanest Node proxy',
+              value: (r, g) => g.health_gateway_p50_ms - r.health_bare_node_proxy_p50_ms,
               atMost: 1,
               unit: 'ms',
-            },
-            {
-              name: 'completions, gateway / direct',
-              value: (r, g) => g.completions_gateway_rps / r.completions_direct_rps,
-              atLeast: 0.95,
             },
             {
               name: 'completions, gateway / the leanest Node proxy',
               value: (r, g) => g.completions_gateway_rps / r.completions_bare_node_proxy_rps,
               atLeast: 0.95,
             },
+            ...(nginx
+              ? [
+                  {
+                    name: 'proxied GET /health, gateway / nginx',
+                    value: (r: Record<string, number>, g: Record<string, number>) =>
+                      g.health_gateway_rps / r.health_nginx_rps,
+                    informational: true,
+                  },
+                ]
+              : []),
+            {
+              name: 'p50 the gateway adds to a direct GET /health',
+              value: (r, g) => g.health_gateway_p50_ms - r.health_direct_p50_ms,
+              informational: true,
+              unit: 'ms',
+            },
+            {
+              name: 'completions, gateway / direct',
+              value: (r, g) => g.completions_gateway_rps / r.completions_direct_rps,
+              informational: true,
+            },
           ],
         });
       } finally {
-        await nginx.stop();
+        await nginx?.stop();
         for (const helper of [bareProxy, pipe]) {
           helper.child.kill('SIGTERM');
           await helper.exited;

@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline';
 import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
 import { createTenant } from '../test/helpers/tenants';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
 import { compareInRounds, percentile } from './lib/rounds';
 import { runningReplicaOrigins } from '../db/deployments';

@@ -31,7 +31,7 @@ import { newId } from '../platform/ids';
 import { insertDeployment } from '../db/deployments';
 import { eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './lib/platform';
 import { compareInRounds, percentile } from './lib/rounds';
 import { createTenant } from '../test/helpers/tenants';
@@ -321,26 +321,28 @@ async function main() {
           };
         },
         gantry: () => measure(gantry, jobs),
+        // Judged, as decided, against the leanest Node front over the same SQL (the aim: 0.8 of
+        // it); bare PostgreSQL is shown, not judged.
         checks: [
+          {
+            name: 'submit, Gantry / the same SQL behind the leanest Node HTTP front',
+            value: (r, g) => g.submit_jobs_per_s / r.http_submit_jobs_per_s,
+            atLeast: 0.8,
+          },
+          {
+            name: 'drain, Gantry / the same SQL behind the leanest Node HTTP front',
+            value: (r, g) => g.drained_jobs_per_s / r.http_drained_jobs_per_s,
+            atLeast: 0.8,
+          },
           {
             name: 'submit, Gantry / bare PostgreSQL',
             value: (r, g) => g.submit_jobs_per_s / r.submit_jobs_per_s,
-            atLeast: 0.5,
+            informational: true,
           },
           {
             name: 'drain, Gantry / bare PostgreSQL',
             value: (r, g) => g.drained_jobs_per_s / r.drained_jobs_per_s,
-            atLeast: 0.5,
-          },
-          {
-            name: 'submit, Gantry / the same SQL behind the leanest HTTP server',
-            value: (r, g) => g.submit_jobs_per_s / r.http_submit_jobs_per_s,
-            atLeast: 0.5,
-          },
-          {
-            name: 'drain, Gantry / the same SQL behind the leanest HTTP server',
-            value: (r, g) => g.drained_jobs_per_s / r.http_drained_jobs_per_s,
-            atLeast: 0.5,
+            informational: true,
           },
           { name: 'Gantry e2e p50 at 50 jobs/s', value: (_r, g) => g.e2e_p50_ms, atMost: 15, unit: 'ms' },
         ],

@@ -8,63 +8,24 @@
  *
  *   npx tsx bench/torch-trainer.ts [epochs, default 2]
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../platform/config';
-import { tokenizeSft } from '../fine-tunes/tokenize';
 import { findFineTuneModel } from '../fine-tunes/models';
-import { REFERENCE_TRAINER_DIR, runTrainer } from '../providers/trainer/process-trainer';
 import { runBench } from './lib/platform';
 import { compareInRounds } from './lib/rounds';
+import { runBareLoop, timeTrainerRun, writeAdditionTrainFile } from './lib/trainer-throughput';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
-
-/** Runs bench/lib/bare_peft_step.py on `configPath`; its JSON line. */
-function bareLoop(
-  python: string,
-  modelDir: string,
-  configPath: string,
-): Promise<{ steps: number; trained_tokens_per_second: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(python, [path.join(__dirname, 'lib', 'bare_peft_step.py'), configPath], {
-      env: { ...process.env, PYTHONPATH: REFERENCE_TRAINER_DIR, GANTRY_MODEL_DIR: modelDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1)!)) : reject(new Error(`bare loop: ${err}`)),
-    );
-  });
-}
 
 async function main() {
   const epochs = Number(process.argv[2] ?? 2);
   const work = mkdtempSync(path.join(tmpdir(), 'gantry-torch-trainer-bench-'));
   try {
-    const records = Array.from({ length: 64 }, (_, i) => ({
-      messages: [
-        { role: 'user', content: `What is ${i} + 2?` },
-        { role: 'assistant', content: `${i} + 2 = ${i + 2}.` },
-      ],
-    }));
     const model = findFineTuneModel('HuggingFaceTB/SmolLM2-135M-Instruct');
     if (!model || model.trainer.kind !== 'torch') throw new Error('SmolLM2 is a catalog model of the torch trainer');
-    const tokenizer = model.tokenizer();
-    const { rows } = tokenizeSft(records, {
-      tokenizer,
-      format: 'CONVERSATION',
-      trainOnInputs: 'auto',
-      maxSeqLength: 128,
-      packing: true,
-    });
-    const trainFile = path.join(work, 'train.jsonl');
-    writeFileSync(trainFile, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const trainFile = writeAdditionTrainFile(work, 64, model.tokenizer());
     const { torchTrainerPython: python, modelDir } = loadConfig();
     if (!python) throw new Error('Set GANTRY_TORCH_TRAINER_PYTHON (./dev exports it).');
     const config = {
@@ -88,32 +49,18 @@ async function main() {
     let round = 0;
 
     const trainer = async () => {
-      const stepTimes: number[] = [];
-      const run = await runTrainer({
+      const run = await timeTrainerRun({
         python,
         trainer: 'torch',
         modelDir,
         config: { ...config, output_dir: path.join(work, `out-${round++}`) },
-        onEvent: (e) => {
-          if (e.event === 'step') stepTimes.push(performance.now());
-        },
       });
-      if (run.exitCode !== 0) throw new Error(run.stderr);
-      const steps = run.events.flatMap((e) => (e.event === 'step' ? [e] : []));
-      // As the bare loop counts: from the end of the first step (warm caches) to the end of the last.
-      const seconds = (stepTimes.at(-1)! - stepTimes[0]) / 1000;
-      const tokens = steps.slice(1).reduce((a, s) => a + s.tokens, 0);
-      curve = steps.map((s) => ({ step: s.step, epoch: s.epoch, loss: s.loss, lr: s.lr }));
-      return {
-        steps: steps.length,
-        trained_tokens_per_second: tokens / seconds,
-        loss_first: steps[0].loss ?? NaN,
-        loss_last: steps.at(-1)!.loss ?? NaN,
-      };
+      curve = run.curve;
+      return run.sample;
     };
     await compareInRounds({
       bench: 'torch-trainer',
-      reference: () => bareLoop(python, modelDir, configPath),
+      reference: () => runBareLoop(python, 'bare_peft_step.py', configPath, { GANTRY_MODEL_DIR: modelDir }),
       gantry: trainer,
       checks: [
         {

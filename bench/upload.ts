@@ -17,7 +17,7 @@ import { pipeline } from 'node:stream/promises';
 import { createApiKey, createOrganization, createProject } from '../db/accounts';
 import { createPool } from '../db/pool';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
-import { freePort } from '../scripts/lib/ports';
+import { freePort } from '../platform/ports';
 import { startProcess } from '../test/helpers/processes';
 import { writeWorkflowBundle } from '../workers/runtime';
 import { streamMultipartUpload, writeConversationalJsonl } from './lib/datasets';

@@ -162,11 +162,6 @@ export async function findOrganizationMember(
   return rows[0] ?? null;
 }
 
-export async function findUserByEmail(db: Queryable, email: string): Promise<{ id: string } | null> {
-  const { rows } = await db.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [email]);
-  return rows[0] ?? null;
-}
-
 /** Why a membership change was refused; the route turns it into a 409 with this code. */
 export class MembershipRuleError extends Error {
   constructor(

@@ -90,11 +90,6 @@ const GET_JOB = preparedStatement(
   `SELECT ${JOB} FROM queue_jobs WHERE id = $1 AND project_id = $2 AND model = $3`,
 );
 
-export async function findJob(db: Queryable, id: string): Promise<JobRow | null> {
-  const { rows } = await db.query<JobRow>(`SELECT ${JOB} FROM queue_jobs WHERE id = $1`, [id]);
-  return rows[0] ?? null;
-}
-
 /** Cancels a pending job; returns the status after the attempt (unchanged unless it was pending). */
 export async function cancelJob(db: Queryable, id: string): Promise<JobStatus> {
   const { rows } = await db.query<{ status: JobStatus }>(

@@ -23,7 +23,7 @@ export interface ChatTemplate {
   defaultSystem?: string;
   /**
    * The template ends every turn with the EOS token, so a rendered conversation is complete as it
-   * stands: nothing follows it, exactly as `apply_chat_template` renders it (SmolLM2's ChatML).
+   * stands: nothing follows it, exactly as `apply_chat_template` renders it.
    */
   turnsEndWithEos?: boolean;
 }
@@ -116,6 +116,7 @@ export const HF_TOKENIZERS = {
         header: `<|start_header_id|>${role}<|end_header_id|>\n\n`,
         body: `${text}<|eot_id|>`,
       }),
+      turnsEndWithEos: true,
     },
   },
   qwen3: {
@@ -123,7 +124,10 @@ export const HF_TOKENIZERS = {
     bos: null,
     eos: '<|im_end|>',
     pad: '<|endoftext|>',
-    chat: { message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }) },
+    chat: {
+      message: (role, text) => ({ header: `<|im_start|>${role}\n`, body: `${text}<|im_end|>\n` }),
+      turnsEndWithEos: true,
+    },
   },
   // SmolLM2's chat template (its chat_template.jinja) is ChatML with a default system message.
   // Its tokenizer calls <|im_start|> its BOS, but the template never puts one first.

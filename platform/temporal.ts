@@ -4,7 +4,7 @@
  * or an external cluster with TLS / mTLS / API key.
  */
 import { readFileSync } from 'node:fs';
-import { Client, Connection, type TLSConfig } from '@temporalio/client';
+import type { Client, Connection, TLSConfig } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { SearchAttributeType } from '@temporalio/common';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../shared/search-attributes';
@@ -27,11 +27,6 @@ export function temporalConnectionOptions(t: TemporalConfig): {
     tls = cfg;
   }
   return { address: t.address, tls, apiKey: t.apiKey };
-}
-
-export async function connectTemporalClient(t: TemporalConfig): Promise<Client> {
-  const connection = await Connection.connect(temporalConnectionOptions(t));
-  return new Client({ connection, namespace: t.namespace });
 }
 
 export const INDEXED_TYPE: Record<string, temporal.api.enums.v1.IndexedValueType> = {

@@ -21,7 +21,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../db/embedd
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { ensureTemporalCli } from './lib/temporal-cli';
-import { isPortFree } from './lib/ports';
+import { isPortFree } from '../platform/ports';
 import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-dev-server';
 import { ownerOnlyFiles } from '../platform/lifecycle';
 import { PodmanEngine } from '../providers/containers/podman/podman-engine';

@@ -3,6 +3,13 @@
  * workflow and the container runtime. Pure (no Node APIs): imported by workflows.
  */
 export const deploymentWorkflowId = (id: string) => `deployment/${id}`;
+
+/** Names of the deployment workflow's messages (the definitions are in workflows/deployments.ts). */
+export const DEPLOYMENT_MESSAGES = {
+  update: 'updateDeployment',
+  delete: 'deleteDeployment',
+  setReplicaBounds: 'setReplicaBounds',
+} as const;
 /** The workflow that holds the claim timers and retention periods of a deployment's job queue. */
 export const queueDispatcherWorkflowId = (deploymentId: string) => `queue-dispatcher/${deploymentId}`;
 /**

@@ -10,7 +10,3 @@ export const GPU_TYPES = [
 ] as const;
 
 export type GpuType = (typeof GPU_TYPES)[number];
-
-export function isGpuType(value: string): value is GpuType {
-  return (GPU_TYPES as readonly string[]).includes(value);
-}

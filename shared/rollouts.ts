@@ -281,8 +281,8 @@ export function strategyOf(body: { canary?: unknown; rolling?: unknown; blueGree
   return 'ROLLOUT_STRATEGY_TYPE_CANARY';
 }
 
-/** The rollout workflow's Updates (the API's pause, resume, promote and cancel). */
-export const ROLLOUT_UPDATES = {
+/** Names of the rollout workflow's messages: Updates, the API's pause, resume, promote and cancel (definitions in workflows/rollouts.ts). */
+export const ROLLOUT_MESSAGES = {
   pause: 'pauseRollout',
   resume: 'resumeRollout',
   promote: 'promoteRollout',

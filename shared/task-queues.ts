@@ -6,15 +6,13 @@
  *   by GPU workers started on hosts that have it.
  */
 import type { SpeechModel } from './audio';
-import { GPU_TYPES, type GpuType } from './gpu-types';
+import type { GpuType } from './gpu-types';
 
 export const CONTROL_TASK_QUEUE = 'control';
 
 export function gpuTaskQueue(gpuType: GpuType): string {
   return `gpu.${gpuType}`;
 }
-
-export const ALL_GPU_TASK_QUEUES: readonly string[] = GPU_TYPES.map(gpuTaskQueue);
 
 /**
  * `speech`: transcription and translation activities (decode, recognize a

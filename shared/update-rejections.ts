@@ -4,3 +4,4 @@
  * 409 (api/workflows.ts updateRejection).
  */
 export const UPDATE_REJECTIONS = { invalid: 'InvalidArgument', notFound: 'NotFound', conflict: 'Conflict' } as const;
+export type UpdateRejection = (typeof UPDATE_REJECTIONS)[keyof typeof UPDATE_REJECTIONS];

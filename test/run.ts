@@ -3,6 +3,11 @@
  *
  *   - a real Temporal dev server and PostgreSQL (scripts/lib/ephemeral-services.ts)
  *   - the workflow bundle, built once and shared by every test file
+ *   - the classpath of Temporal's time-skipping test server (each workflow-tier file starts its own)
+ *
+ * Each is started only when a selected file's tier needs it (test/tiers.ts): a run of pure files
+ * starts none of them. `--fast` selects the pure and workflow tiers, `--pure` the pure tier alone
+ * (of the files named, or of all).
  *
  * Then it runs test/**\/*.test.ts (or the files given as arguments), each file in its own
  * `node --test` process, GANTRY_TEST_CONCURRENCY (default 4) files at a time. Files running at
@@ -19,6 +24,7 @@ import path from 'node:path';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
 import { CLASSPATH_ENV, ensureWorkflowTestServer } from '../scripts/lib/workflow-test-server';
 import { writeWorkflowBundle } from '../workers/runtime';
+import { TIERS, tierOf, type Tier } from './tiers';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[test] ${line}\n`);
@@ -85,6 +91,8 @@ interface FileResult {
   /** CPU seconds of the file's process and of what it started and reaped (servers, workers, the JVM). */
   cpuSeconds: number;
   counts: Record<(typeof COUNTERS)[number], number>;
+  /** The file declared no test: node's runner then reports the file itself as its one passing test. */
+  empty: boolean;
 }
 
 /**
@@ -158,19 +166,39 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
       process.stdout.write(
         `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, cpu ${cpuSeconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
       );
-      resolve({ file, exitCode, seconds, cpuSeconds, counts });
+      const asItsOwnTest = new RegExp(`^[✔✖] ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`, 'm');
+      resolve({ file, exitCode, seconds, cpuSeconds, counts, empty: counts.tests <= 1 && asItsOwnTest.test(output) });
     });
   });
 }
 
+/** The environment a tier's files get from the run (beyond what every file gets), and nothing more. */
+type TierEnv = Record<Tier, NodeJS.ProcessEnv>;
+
+/** Service settings a file outside the platform tier must not find, even when the caller's shell has them. */
+const PLATFORM_ONLY = ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_CLI'];
+
 async function main() {
   const started = Date.now();
   const args = process.argv.slice(2);
+  // --fast: the pure and workflow tiers; --pure: the pure tier alone (of the files named, or of all).
+  const upTo: Tier = args.includes('--pure') ? 'pure' : args.includes('--fast') ? 'workflow' : 'platform';
+  const named = args.filter((a) => a !== '--fast' && a !== '--pure');
   let files: string[];
   try {
-    files = args.length ? args.flatMap(testsNamedBy) : findTests(path.join(ROOT, 'test')).sort();
+    files = named.length ? named.flatMap(testsNamedBy) : findTests(path.join(ROOT, 'test')).sort();
   } catch (err) {
     say((err as Error).message);
+    process.exit(2);
+  }
+  const tiers = new Map(files.map((f) => [f, tierOf(f).tier]));
+  files = files.filter((f) => TIERS.indexOf(tiers.get(f)!) <= TIERS.indexOf(upTo));
+  const count = (t: Tier) => files.filter((f) => tiers.get(f) === t).length;
+  say(`${files.length} test files: ${TIERS.map((t) => `${count(t)} ${t}`).join(', ')}`);
+  if (!files.length) {
+    say(
+      `no test file selected: --${upTo === 'pure' ? 'pure' : 'fast'} keeps only files of the ${TIERS.slice(0, TIERS.indexOf(upTo) + 1).join(' and ')} tiers`,
+    );
     process.exit(2);
   }
   const work = mkdtempSync(path.join(tmpdir(), 'gantry-test-'));
@@ -181,27 +209,37 @@ async function main() {
     // child processes). With two lanes the machine sat 40% idle (631 s against 544 s here); with
     // three, 607-645 s on a slower evening, when four took 526-528 s with the cores 6% idle.
     const lanes = Math.max(1, Math.min(files.length, Number(process.env.GANTRY_TEST_CONCURRENCY) || 4));
-    const services = await startEphemeralServices(work, say, { lanes });
-    cleanups.push(services.stop);
-    say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
-
-    // The workflow test tier's time-skipping server (test/workflows/).
-    const workflowTestServerClasspath = await ensureWorkflowTestServer(say);
-
-    const bundlePath = path.join(work, 'workflow-bundle.js');
-    await writeWorkflowBundle(bundlePath, say);
+    const tierEnv: TierEnv = { pure: {}, workflow: {}, platform: {} };
+    // Without platform files, a lane is only a place to run one file at a time.
+    let laneServices: Array<{ namespace?: string; databaseUrl?: string }> = Array.from({ length: lanes }, () => ({}));
+    if (count('platform')) {
+      const services = await startEphemeralServices(work, say, { lanes });
+      cleanups.push(services.stop);
+      say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
+      laneServices = services.lanes;
+      Object.assign(tierEnv.platform, {
+        TEMPORAL_ADDRESS: services.temporalAddress,
+        TEMPORAL_CLI: services.temporalCli,
+      });
+    }
+    if (count('workflow') || count('platform')) {
+      // Each tier has what the tiers below it have: the workflow tier's time-skipping server
+      // (resolved once here, started by each file) and the workflow bundle.
+      const classpath = await ensureWorkflowTestServer(say);
+      const bundlePath = path.join(work, 'workflow-bundle.js');
+      await writeWorkflowBundle(bundlePath, say);
+      for (const tier of ['workflow', 'platform'] as const) {
+        Object.assign(tierEnv[tier], { GANTRY_WORKFLOW_BUNDLE: bundlePath, [CLASSPATH_ENV]: classpath });
+      }
+    }
     say(
       `ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files, ${lanes} at a time`,
     );
 
     const base: NodeJS.ProcessEnv = {
-      ...process.env,
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !PLATFORM_ONLY.includes(k))),
       NODE_ENV: 'test',
-      TEMPORAL_ADDRESS: services.temporalAddress,
-      TEMPORAL_CLI: services.temporalCli,
       GANTRY_SIGNING_SECRET: randomBytes(32).toString('hex'),
-      GANTRY_WORKFLOW_BUNDLE: bundlePath,
-      [CLASSPATH_ENV]: workflowTestServerClasspath,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     };
     const rank = (f: string) => {
@@ -214,29 +252,32 @@ async function main() {
     reapedCpuSeen = reapedChildrenCpuSeconds(); // Maven, javac and the like, before any file
     const alone = queue.filter((f) => ALONE_AT_THE_END.has(path.relative(ROOT, f)));
     const together = queue.filter((f) => !alone.includes(f));
-    const runIn = async (lane: (typeof services.lanes)[number], file: string) => {
+    const runIn = async (lane: (typeof laneServices)[number], file: string) => {
       // A data directory of the file's own: what one file leaves on disk is never another's.
       const dataDir = path.join(work, `data-${++filesStarted}`);
       mkdirSync(dataDir, { recursive: true });
-      const env = {
-        ...base,
-        DATABASE_URL: lane.databaseUrl,
-        TEMPORAL_NAMESPACE: lane.namespace,
-        GANTRY_DATA_DIR: dataDir,
-      };
+      // Each file finds only its tier's services, in every run: one whose tier test/tiers.ts
+      // misjudged fails here too, not only when run on its own.
+      const tier = tiers.get(file)!;
+      const laneEnv = tier === 'platform' ? { DATABASE_URL: lane.databaseUrl, TEMPORAL_NAMESPACE: lane.namespace } : {};
+      const env = { ...base, ...tierEnv[tier], ...laneEnv, GANTRY_DATA_DIR: dataDir };
       results.push(await runFile(file, env));
       rmSync(dataDir, { recursive: true, force: true });
     };
     await Promise.all(
-      services.lanes.map(async (lane) => {
+      laneServices.map(async (lane) => {
         for (let file = together.shift(); file; file = together.shift()) await runIn(lane, file);
       }),
     );
-    for (const file of alone) await runIn(services.lanes[0], file);
+    for (const file of alone) await runIn(laneServices[0], file);
     const total = Object.fromEntries(
       COUNTERS.map((k) => [k, results.reduce((sum, r) => sum + r.counts[k], 0)]),
     ) as FileResult['counts'];
-    const failed = results.filter((r) => r.exitCode !== 0);
+    // A skipped or unfinished test is not a passing one, and a file that ran no test proves nothing:
+    // either fails the run, as a failing test does.
+    const failed = results.filter(
+      (r) => r.exitCode !== 0 || r.empty || r.counts.tests === 0 || r.counts.skipped > 0 || r.counts.todo > 0,
+    );
     say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
     const byCpu = [...results].sort((a, b) => b.cpuSeconds - a.cpuSeconds);
     say(
@@ -246,7 +287,15 @@ async function main() {
           .map((r) => `${path.relative(ROOT, r.file)} ${r.cpuSeconds.toFixed(0)}s`)
           .join(', '),
     );
-    for (const r of failed) say(`failed: ${path.relative(ROOT, r.file)} (exit ${r.exitCode})`);
+    for (const r of failed) {
+      const why =
+        r.exitCode !== 0
+          ? `exit ${r.exitCode}`
+          : r.empty || r.counts.tests === 0
+            ? 'it declares no test'
+            : `${r.counts.skipped} skipped, ${r.counts.todo} todo`;
+      say(`failed: ${path.relative(ROOT, r.file)} (${why})`);
+    }
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;
   } catch (err) {
     say(`could not run the tests: ${(err as Error).stack ?? err}`);

@@ -13,7 +13,7 @@ import {
   Worker,
   type WorkerOptions,
 } from '@temporalio/worker';
-import type { GantryConfig } from '../platform/config';
+import { loadConfig, type GantryConfig } from '../platform/config';
 import type { Keyring } from '../platform/keyring';
 import type { Logger } from '../platform/logger';
 import { retryUntilReady } from '../platform/lifecycle';
@@ -79,7 +79,7 @@ export function connectWorkerConnection(config: GantryConfig, logger: Logger): P
  * test runner bundles once for all test files), else bundled from source.
  */
 export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  const bundle = process.env.GANTRY_WORKFLOW_BUNDLE;
+  const bundle = loadConfig().workflowBundle;
   if (bundle) return { workflowBundle: { codePath: bundle } };
   return { workflowsPath: require.resolve('../workflows') };
 }

@@ -7,26 +7,24 @@
  * resizes, the reservation's end. Every change is projected into PostgreSQL.
  * Changes arrive as Updates with validators; fleet notices as Signals.
  *
- * This file wires the messages and the main loop; what the cluster does lives
- * in ClusterEntity (cluster-entity.ts), and the decisions that need no
- * Temporal API in shared/cluster-state.ts.
+ * This file wires the messages and the main loop, which only asks the entity;
+ * what the cluster does lives in ClusterEntity (cluster-entity.ts) and the
+ * parts it is built of, and the decisions that need no Temporal API in
+ * shared/cluster-state.ts.
  */
 import {
-  CancellationScope,
-  ContinueAsNew,
   condition,
   continueAsNew,
-  patched,
   defineQuery,
   defineSignal,
   defineUpdate,
+  patched,
   setHandler,
-  workflowInfo,
   allHandlersFinished,
 } from '@temporalio/workflow';
-import { failureMessage } from './failures';
 import { PATCHES } from './patches';
-import { clusterExpiry, type ClusterUpdateRequest } from '../shared/cluster-rules';
+import { compensateOnFailure, continueAsNewWhenQuiet } from './entity-kit';
+import { type ClusterUpdateRequest } from '../shared/cluster-rules';
 import {
   CLUSTER_MESSAGES,
   type ClusterState,
@@ -51,76 +49,66 @@ export const clusterStateQuery = defineQuery<ClusterState>('clusterState');
 
 export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
   const c = new ClusterEntity(input);
-  const { state, settings } = c;
+  const { state, handlers: h } = c;
 
   // ---- messages ----
   setHandler(clusterStateQuery, () => state);
-  setHandler(updateClusterUpdate, (req) => c.update(req), { validator: (req) => c.validateUpdate(req) });
-  setHandler(deleteClusterUpdate, ({ reason }) => c.requestDelete(reason));
-  setHandler(createRemediationUpdate, (req) => c.createRemediation(req), {
-    validator: (req) => c.validateCreateRemediation(req),
+  setHandler(updateClusterUpdate, (req) => h.update(req), { validator: (req) => h.validateUpdate(req) });
+  setHandler(deleteClusterUpdate, ({ reason }) => h.requestDelete(reason));
+  setHandler(createRemediationUpdate, (req) => h.createRemediation(req), {
+    validator: (req) => h.validateCreateRemediation(req),
   });
-  setHandler(reviewRemediationUpdate, (req) => c.reviewRemediation(req), {
-    validator: (req) => c.validateReviewRemediation(req),
+  setHandler(reviewRemediationUpdate, (req) => h.reviewRemediation(req), {
+    validator: (req) => h.validateReviewRemediation(req),
   });
-  setHandler(preemptionNoticeSignal, ({ nodeId }) => c.onPreemptionNotice(nodeId));
-  setHandler(remediationProgressSignal, (progress) => c.onRemediationProgress(progress));
+  setHandler(preemptionNoticeSignal, ({ nodeId }) => h.onPreemptionNotice(nodeId));
+  setHandler(remediationProgressSignal, (progress) => h.onRemediationProgress(progress));
 
   // ---- life ----
-  try {
+  const life = async () => {
     if (!input.carried) {
       await c.project('Queued.');
       await c.bringUp();
     } else if (input.resumeBringUpTests) {
       // The previous run handed over while bring-up's tests waited for a GPU worker.
-      await c.bringUpTests();
-      await c.finishBringUp();
+      await c.resumeBringUp();
     }
     let rounds = 0;
-    c.nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
+    c.scheduleHealthCheck();
     while (!c.deleteRequested) {
-      const expiry = clusterExpiry(state.spec, c.createdAt);
-      if (expiry && Date.now() >= expiry.getTime()) {
-        c.deleteRequested =
-          state.spec.billing_type === 'RESERVED' ? 'the reservation ended' : 'the scheduled capacity window ended';
-        break;
-      }
+      const expiry = c.expiry();
+      if (c.deleteIfExpired(expiry)) break;
       await c.reconcile();
-      if (Date.now() >= c.nextHealthCheck) {
-        await c.healthChecks();
-        await c.observeWorkload();
-        c.nextHealthCheck = Date.now() + settings.healthCheckIntervalSeconds * 1000;
-        c.scaleDeferredUntil = 0;
+      if (c.healthCheckDue()) {
+        await c.healthRound();
         continue; // act on what the round found before sleeping
       }
       rounds++;
-      if ((rounds >= settings.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) && c.tasks.size === 0) {
-        await condition(allHandlersFinished);
-        const quiet = () =>
-          !c.wake && c.notices.length === 0 && c.deleteRequested === undefined && allHandlersFinished();
-        if (quiet()) {
-          await c.project('Continuing as new with the same state.');
-          // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
-          if (quiet()) await continueAsNew<typeof cluster>({ ...input, carried: state });
-        }
+      if (c.mayHandOver(rounds)) {
+        await continueAsNewWhenQuiet(
+          () => c.quiet(),
+          () => c.project('Continuing as new with the same state.'),
+          () => continueAsNew<typeof cluster>({ ...input, carried: state }),
+        );
       }
-      const until = Math.min(c.nextHealthCheck, expiry ? expiry.getTime() : Infinity) - Date.now();
-      await condition(() => c.wake || c.deleteRequested !== undefined, Math.max(1, until));
-      c.wake = false;
+      await c.sleep(expiry);
     }
-  } catch (err) {
-    if (err instanceof ContinueAsNew) throw err; // the hand-over to the next run, not a failure
-    if (!(err instanceof DeletionRequested)) {
-      // Anything unexpected (a bug, a cancellation from the Temporal UI): nothing is left running unowned.
-      // The nodes are released and the meters closed whatever happens to this run, then the run fails.
-      // (Before this patch the run failed with its nodes still held.)
-      if (!patched(PATCHES.compensateOnFailure.id)) throw err;
-      c.deleteRequested ??= `the cluster workflow failed: ${failureMessage(err)}`;
-      await CancellationScope.nonCancellable(() => c.tearDown(c.deleteRequested!));
-      throw err;
-    }
-  }
-  await c.tearDown(c.deleteRequested!);
+  };
+  // Anything unexpected (a bug, a cancellation from the Temporal UI): nothing is left running unowned.
+  // The nodes are released and the meters closed whatever happens to this run, then the run fails.
+  // (Before this patch the run failed with its nodes still held.) A delete during bring-up is no failure.
+  await compensateOnFailure(
+    () => patched(PATCHES.compensateOnFailure.id),
+    async () => {
+      try {
+        await life();
+      } catch (err) {
+        if (!(err instanceof DeletionRequested)) throw err;
+      }
+    },
+    (err) => c.tearDownAfterFailure(err),
+  );
+  await c.tearDown();
   await condition(allHandlersFinished);
   return 'deleted';
 }

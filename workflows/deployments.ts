@@ -13,34 +13,32 @@
  * need no Temporal API in shared/deployments.ts.
  */
 import {
-  CancellationScope,
   condition,
   defineSignal,
   defineUpdate,
   setHandler,
   allHandlersFinished,
   continueAsNew,
-  ContinueAsNew,
   patched,
   workflowInfo,
 } from '@temporalio/workflow';
-import { failureMessage } from './failures';
-import { activeAutoscaling, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
+import { DEPLOYMENT_MESSAGES, type DeploymentSpec, type DeploymentWorkflowInput } from '../shared/deployments';
 import { PATCHES } from './patches';
 import { DeploymentEntity } from './deployment-entity';
+import { compensateOnFailure, continueAsNewWhenQuiet } from './entity-kit';
 
-export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>('updateDeployment');
-export const deleteDeploymentUpdate = defineUpdate<void, []>('deleteDeployment');
+export const updateDeploymentUpdate = defineUpdate<void, [Partial<DeploymentSpec>]>(DEPLOYMENT_MESSAGES.update);
+export const deleteDeploymentUpdate = defineUpdate<void, []>(DEPLOYMENT_MESSAGES.delete);
 /**
  * New replica bounds from another workflow (a rollout moving capacity between
  * deployments); workflows cannot send Updates, so this is a signal.
  */
-export const setReplicaBoundsSignal =
-  defineSignal<[{ min_replicas: number; max_replicas: number }]>('setReplicaBounds');
+export const setReplicaBoundsSignal = defineSignal<[{ min_replicas: number; max_replicas: number }]>(
+  DEPLOYMENT_MESSAGES.setReplicaBounds,
+);
 
 export async function deployment(input: DeploymentWorkflowInput): Promise<'deleted'> {
   const d = new DeploymentEntity(input);
-  const { state } = d;
 
   // ---- messages ----
   setHandler(updateDeploymentUpdate, (patch) => d.update(patch), {
@@ -52,34 +50,22 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
   // ---- life ----
   if (input.deleteOnStart === undefined) {
     // A continued run takes over the replicas the previous one was watching.
-    for (const r of input.carried?.replicas ?? []) d.watch(r.replicaId, r.revision, r.hostQueue, r.image);
+    for (const r of input.carried?.replicas ?? []) d.replicas.watch(r.replicaId, r.revision, r.hostQueue, r.image);
   } else {
     // The run that watched these has ended: stop each on its host, if the host is still there.
     await d.project(`Deleting (${input.deleteOnStart}): stopping the replicas it left.`);
-    await Promise.all((input.carried?.replicas ?? []).map((r) => d.stopLeftBehind(r)));
+    await Promise.all((input.carried?.replicas ?? []).map((r) => d.replicas.stopLeftBehind(r)));
   }
 
-  try {
-    await serve();
-  } catch (err) {
-    if (err instanceof ContinueAsNew) throw err; // the hand-over to the next run, not a failure
-    // Anything unexpected (an activity that gave up, a cancellation from the Temporal UI): nothing is
-    // left running unowned. The replicas are stopped and Failed projected whatever happens to this
-    // run, then it fails; DELETE of a Failed deployment starts a run that removes it.
-    // (Before this patch the run failed with its replicas running and metered.)
-    if (!patched(PATCHES.deploymentCompensateOnFailure.id)) throw err;
-    d.failedBecause = failureMessage(err);
-    await CancellationScope.nonCancellable(async () => {
-      await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
-      await d.project(`Failed: ${d.failedBecause}. Every replica was stopped.`);
-    });
-    throw err;
-  }
-  await d.project('Deleting: stopping every replica.');
-  await Promise.all([...d.live.keys()].map((id) => d.stop(id)));
-  state.deleted = true;
-  await d.project('Deleted.');
-  await d.remove();
+  // On an unexpected failure the replicas are stopped and Failed projected, then the run fails;
+  // DELETE of a Failed deployment starts a run that removes it.
+  // (Before this patch the run failed with its replicas running and metered.)
+  await compensateOnFailure(
+    () => patched(PATCHES.deploymentCompensateOnFailure.id),
+    serve,
+    (err) => d.compensate(err),
+  );
+  await d.tearDown();
   await condition(allHandlersFinished);
   return 'deleted';
 
@@ -88,33 +74,16 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     let rounds = 0;
     while (!d.deleting) {
       if (++rounds > (input.maxRoundsPerRun ?? 1000) || workflowInfo().continueAsNewSuggested) {
-        await condition(allHandlersFinished);
-        if (!d.deleting) {
-          await d.project('Continuing as new; the replicas are handed over.');
-        }
-        // A message that arrived while projecting stays with this run: it would be lost at the hand-over.
-        if (!d.deleting && allHandlersFinished()) {
-          await continueAsNew<typeof deployment>({ ...input, carried: d.carried() });
-        }
+        await continueAsNewWhenQuiet(
+          () => !d.deleting,
+          () => d.project('Continuing as new; the replicas are handed over.'),
+          () => continueAsNew<typeof deployment>({ ...input, carried: d.carried() }),
+        );
       }
-      if (activeAutoscaling(state.spec) && Date.now() >= d.nextObservation) {
-        await d.observe();
-        d.nextObservation = Date.now() + (input.autoscaleIntervalSeconds ?? 15) * 1000;
-      }
+      await d.autoscaler.observeIfDue();
       await d.reconcile();
-      await d.project(
-        d.live.size === d.desired()
-          ? 'Steady.'
-          : `Next attempt in ${Math.max(0, Math.round((d.retryAt - Date.now()) / 1000))}s.`,
-      );
-      // Wake for a retry, or for the autoscaler's next observation, whichever comes first.
-      const until = Math.min(
-        d.retryAt > Date.now() ? d.retryAt : Infinity,
-        activeAutoscaling(state.spec) ? d.nextObservation : Infinity,
-      );
-      if (until !== Infinity) await condition(() => d.wake || d.deleting, Math.max(1, until - Date.now()));
-      else await condition(() => d.wake || d.deleting);
-      d.wake = false;
+      await d.project(d.roundSummary());
+      await d.sleep();
     }
   }
 }

@@ -74,5 +74,3 @@ export const PATCHES = {
    */
   adapterLoadPerHost: { id: 'adapter-load-per-host', workflow: 'adapterLoad' },
 } as const;
-
-export type PatchName = keyof typeof PATCHES;

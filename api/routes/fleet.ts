@@ -8,10 +8,12 @@
 import { preemptionNoticeSignal } from '../../workflows/clusters';
 import type { ClusterRow } from '../../db/clusters';
 import { FleetControls } from '../../providers/compute/local-fleet';
-import { signalCluster } from '../cluster-messages';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
+import { signalWorkflow } from '../workflows';
+import { clusterNotRunning } from '../use-cases/clusters';
+import { clusterWorkflowId } from '../../shared/clusters';
 import {
   ClusterIdParams,
   FleetCapacityBody,
@@ -122,7 +124,15 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
       if (node.capacity !== 'preemptible') {
         throw badRequest(`Node '${node.node_id}' is not preemptible; only preemptible nodes are reclaimed.`, 'node_id');
       }
-      await signalCluster(temporal, row.id, preemptionNoticeSignal, { nodeId: node.node_id });
+      const notice = { nodeId: node.node_id };
+      await signalWorkflow(
+        temporal,
+        clusterWorkflowId(row.id),
+        preemptionNoticeSignal,
+        [notice],
+        undefined,
+        clusterNotRunning(row.id),
+      );
       return { ok: true as const, simulator: true as const, detail: `preemption notice sent for ${node.node_id}` };
     },
   });

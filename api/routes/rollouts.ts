@@ -134,8 +134,13 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     name: 'pause' | 'resume' | 'promote' | 'cancel',
     summary: string,
     body: z.ZodObject,
-    /** Sends the rollout's workflow its typed Update, built from the request body. */
-    send: (workflowId: string, given: Record<string, unknown>, idempotencyKey?: string) => Promise<void>,
+    /** Sends the rollout's workflow its typed Update, built from the request body (`gone`: the answer without a workflow). */
+    send: (
+      workflowId: string,
+      given: Record<string, unknown>,
+      idempotencyKey: string | undefined,
+      gone: Error,
+    ) => Promise<void>,
   ) =>
     router.add({
       method: 'post',
@@ -153,8 +158,8 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       handler: async ({ params, body: b, principal, idempotencyKey }) => {
         const given = b as Record<string, unknown>;
         return toRollout(
-          await commandRollout(deps, principal, params, name, given.etag as string | undefined, (workflowId) =>
-            send(workflowId, given, idempotencyKey),
+          await commandRollout(deps, principal, params, name, given.etag as string | undefined, (workflowId, gone) =>
+            send(workflowId, given, idempotencyKey, gone),
           ),
         );
       },
@@ -163,29 +168,33 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     'pause',
     'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)',
     PauseRolloutBody,
-    (id, b, key) =>
-      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key),
+    (id, b, key, gone) =>
+      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key, gone),
   );
   command(
     'resume',
     'Resume a paused or system-paused rollout from its current step and split',
     EtagBody,
-    (id, _b, key) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key),
+    (id, _b, key, gone) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key, gone),
   );
-  command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, (id, _b, key) =>
-    executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key),
+  command(
+    'promote',
+    'Complete a running or paused rollout now: all traffic to the target',
+    EtagBody,
+    (id, _b, key, gone) => executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key, gone),
   );
   command(
     'cancel',
     "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
     CancelRolloutBody,
-    (id, b, key) =>
+    (id, b, key, gone) =>
       executeEntityUpdate(
         temporal,
         id,
         cancelRolloutUpdate,
         [{ reason: b.reason as string, ...(b.disposition ? { disposition: b.disposition as CancelDisposition } : {}) }],
         key,
+        gone,
       ),
   );
 

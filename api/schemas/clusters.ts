@@ -295,7 +295,10 @@ export const VolumeSchema = z
     cluster_id: z.string().optional(),
   })
   .meta({ id: 'ClusterStorage' });
-/** The SDK's project filter, as on the cluster list. */
+/**
+ * The SDK's project filter, as on the cluster list.
+ * @alias (a second name on purpose, for knip's duplicate-export check)
+ */
 export const ListVolumesQuery = ListClustersQuery;
 export const VolumeListSchema = z.object({ volumes: z.array(VolumeSchema) });
 export const VolumeDeleteSchema = z.object({ success: z.boolean() });

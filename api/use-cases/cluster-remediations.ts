@@ -8,13 +8,13 @@ import type { Principal } from '../../db/accounts';
 import { getRemediation, type ClusterRow } from '../../db/clusters';
 import type { Db } from '../../db/pool';
 import { newId } from '../../platform/ids';
-import type { Remediation } from '../../shared/clusters';
+import { clusterWorkflowId, type Remediation } from '../../shared/clusters';
 import { createRemediationUpdate, reviewRemediationUpdate } from '../../workflows/clusters';
-import { updateCluster } from '../cluster-messages';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound } from '../errors';
 import type { CreateRemediationBody } from '../schemas/clusters';
-import { requireCluster } from './clusters';
+import { executeEntityUpdate } from '../workflows';
+import { clusterNotRunning, requireCluster } from './clusters';
 
 /** Who asked, as the remediation records it. */
 const requester = (p: Principal) => `api-key:${p.apiKeyId}`;
@@ -63,18 +63,21 @@ export async function requestRemediation(
     if (existing) return existing;
   }
   if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-  return updateCluster(
+  return executeEntityUpdate(
     temporal,
-    row.id,
+    clusterWorkflowId(row.id),
     createRemediationUpdate,
-    {
-      remediationId: target.remediationId ?? newId('rem'),
-      instanceId,
-      mode: body.mode,
-      reason: body.reason,
-      requestedBy: requester(principal),
-    },
+    [
+      {
+        remediationId: target.remediationId ?? newId('rem'),
+        instanceId,
+        mode: body.mode,
+        reason: body.reason,
+        requestedBy: requester(principal),
+      },
+    ],
     idempotencyKey,
+    clusterNotRunning(row.id),
   );
 }
 
@@ -87,11 +90,12 @@ export async function reviewRemediation(
   idempotencyKey: string | undefined,
 ): Promise<Remediation> {
   const r = await requireRemediation(deps.db, principal.projectId, ref);
-  return updateCluster(
+  return executeEntityUpdate(
     deps.temporal,
-    r.cluster_id,
+    clusterWorkflowId(r.cluster_id),
     reviewRemediationUpdate,
-    { remediationId: r.id, ...review, by: requester(principal) },
+    [{ remediationId: r.id, ...review, by: requester(principal) }],
     idempotencyKey,
+    clusterNotRunning(r.cluster_id),
   );
 }

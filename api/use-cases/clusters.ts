@@ -27,10 +27,9 @@ import {
 import { cluster, deleteClusterUpdate, updateClusterUpdate } from '../../workflows/clusters';
 import type { ApiDeps } from '../deps';
 import type { CreateClusterBody, UpdateClusterBody } from '../schemas/clusters';
-import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
+import { executeEntityUpdate, startResourceWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { withTransaction, type Db } from '../../db/pool';
-import { updateCluster } from '../cluster-messages';
 import { ApiError, badRequest, conflict, notFound } from '../errors';
 
 /** The project's cluster, or a 404 naming it. */
@@ -121,6 +120,13 @@ export async function createCluster(
   return clusterId;
 }
 
+/** The answer to a message for a cluster whose workflow has ended (it was deleted, or its reservation ended). */
+export const clusterNotRunning = (clusterId: string) =>
+  conflict(
+    `Cluster '${clusterId}' is no longer running (it was deleted or its reservation ended).`,
+    'cluster_not_running',
+  );
+
 /**
  * Resizes a cluster or changes its preemptible GPUs, reservation end, add-ons or config: an
  * Update its workflow validates (refusals are 400/409), keyed by the caller's Idempotency-Key.
@@ -136,7 +142,14 @@ export async function changeCluster(
   const { db, temporal } = deps;
   const row = await requireCluster(db, principal.projectId, clusterId);
   if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`, 'cluster_deleted');
-  await updateCluster(temporal, row.id, updateClusterUpdate, change, idempotencyKey);
+  await executeEntityUpdate(
+    temporal,
+    clusterWorkflowId(row.id),
+    updateClusterUpdate,
+    [change],
+    idempotencyKey,
+    clusterNotRunning(row.id),
+  );
   return (await getCluster(db, principal.projectId, row.id))!;
 }
 
@@ -151,7 +164,14 @@ export async function deleteCluster(deps: ApiDeps, principal: Principal, row: Cl
   if (row.deleted_at) return;
   const reason = 'deleted through the API';
   try {
-    await updateCluster(temporal, row.id, deleteClusterUpdate, { reason });
+    await executeEntityUpdate(
+      temporal,
+      clusterWorkflowId(row.id),
+      deleteClusterUpdate,
+      [{ reason }],
+      undefined,
+      clusterNotRunning(row.id),
+    );
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 409)) throw err;
     // A 409 from the workflow itself: it is being deleted already.

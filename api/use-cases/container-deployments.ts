@@ -104,7 +104,8 @@ export async function tearDownOrphanedDeployment(deps: ApiDeps, row: DeploymentR
   await startRunOfEndedDeployment(deps, row, {
     deleteOnStart: 'deleted through the API after its workflow had ended',
     summary: `Deletion of deployment ${row.name} (${row.id}), whose workflow had ended`,
-    details: (n) => `Its last run ended without deleting it; this run stops the ${n} replica(s) it left and removes it.`,
+    details: (n) =>
+      `Its last run ended without deleting it; this run stops the ${n} replica(s) it left and removes it.`,
   });
 }
 

@@ -200,7 +200,8 @@ export function resolvePlan(
     enabled: body.early_stopping_enabled ?? false,
     patience: body.early_stopping_patience ?? 2,
     min_delta: body.early_stopping_min_delta ?? 0,
-    warmup_evals: body.early_stopping_warmup_evals ?? 0,
+    // Both official clients document the server's default as 1 (the first evaluation sets the baseline).
+    warmup_evals: body.early_stopping_warmup_evals ?? 1,
   };
   if (early.enabled) {
     if (!validation) throw badRequest('Early stopping needs a validation_file.', 'early_stopping_enabled');

@@ -31,7 +31,6 @@ import {
   rolloutWorkflowId,
   strategyOf,
   TARGET_READY_TIMEOUT_SECONDS,
-  TERMINAL_ROLLOUT_STATES,
   type MetricRule,
   type RolloutPlan,
   type RolloutWorkflowInput,
@@ -323,14 +322,15 @@ export async function commandRollout(
   p: { endpointId: string; id: string },
   name: 'pause' | 'resume' | 'promote' | 'cancel',
   etag: string | undefined,
-  /** Sends the rollout's workflow its typed Update. */
-  send: (workflowId: string) => Promise<void>,
+  /** Sends the rollout's workflow its typed Update (`gone`: the answer when it has no workflow). */
+  send: (workflowId: string, gone: Error) => Promise<void>,
 ): Promise<RolloutRow> {
   const { e, r } = await requireRollout(deps, principal, p);
   checkEtag(r, etag);
-  if (r.state === 'ROLLOUT_STATE_PENDING' || (TERMINAL_ROLLOUT_STATES as string[]).includes(r.state))
-    throw conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
-  await send(rolloutWorkflowId(r.id));
+  // Whether its state allows the command is the workflow's validator's to say (409 rollout_state);
+  // a rollout with no workflow (pending, or ended) gets the same answer from its stored state.
+  const gone = conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
+  await send(rolloutWorkflowId(r.id), gone);
   return (await getRollout(deps.db, e.id, r.id))!;
 }
 

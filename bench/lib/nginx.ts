@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 
 export function nginxAvailable(): boolean {
   return spawnSync('nginx', ['-v'], { stdio: 'ignore' }).status === 0;

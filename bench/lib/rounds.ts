@@ -18,6 +18,12 @@ export interface Check<R extends Sample, G extends Sample> {
   atLeast?: number;
   atMost?: number;
   unit?: string;
+  /**
+   * Printed beside the judged checks and never judged: a bench judges Gantry against the leanest
+   * equivalent in the same language in the same run (the leanest Node front or proxy); nginx, bare
+   * PostgreSQL or a direct call are shown for information.
+   */
+  informational?: boolean;
 }
 
 export interface CheckResult {
@@ -25,8 +31,10 @@ export interface CheckResult {
   median: number;
   min: number;
   max: number;
+  /** The target, or `information` for a check that is shown and not judged. */
   target: string;
   met: boolean;
+  judged: boolean;
 }
 
 export interface BenchResult {
@@ -99,8 +107,9 @@ export async function compareInRounds<R extends Sample, G extends Sample>(opts: 
   const checks = opts.checks.map((c): CheckResult => {
     const values = refs.map((r, i) => c.value(r, gantries[i]));
     const s = spread(values);
+    if (c.informational) return { name: c.name, ...s, target: 'information', met: true, judged: false };
     const met = (c.atLeast === undefined || s.median >= c.atLeast) && (c.atMost === undefined || s.median <= c.atMost);
-    return { name: c.name, ...s, target: targetText(c), met };
+    return { name: c.name, ...s, target: targetText(c), met, judged: true };
   });
   const result: BenchResult = {
     bench: opts.bench,
@@ -120,7 +129,8 @@ export function report(result: BenchResult): void {
       say(`  ${side.padEnd(9)} ${k}: ${v.median} (${v.min}–${v.max})`);
   }
   for (const c of result.checks) {
-    say(`  ${c.met ? 'met   ' : 'MISSED'} ${c.name}: ${c.median} (${c.min}–${c.max}), target ${c.target}`);
+    if (!c.judged) say(`  info   ${c.name}: ${c.median} (${c.min}–${c.max}), not judged`);
+    else say(`  ${c.met ? 'met   ' : 'MISSED'} ${c.name}: ${c.median} (${c.min}–${c.max}), target ${c.target}`);
   }
   if (result.checks.some((c) => !c.met)) process.exitCode = 1;
   process.stdout.write(JSON.stringify(result) + '\n');

@@ -34,7 +34,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HeldReplicas, type HeldReplica } from './held-replicas';
 import { openReplicaLog, replicaLogFile } from './replica-log';
 import { replicaOrigin } from '../../shared/deployments';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
+import { inheritedEnvironment } from '../../platform/config';
 import { waitUntilHealthy } from './replica-health';
 import { ReplicaFailed, type ContainerRuntime, type ReplicaExit, type ReplicaToLaunch } from './runtime';
 import { PLATFORM_PROJECT_ID } from '../../shared/serverless';
@@ -154,9 +155,10 @@ export class ProcessRuntime implements ContainerRuntime {
     // crash of this worker and a restarted one can adopt it (adoptSurvivors).
     const log = openReplicaLog(this.logDir, logFile);
     const root = this.prepareRoot(r);
+    const { PATH = '' } = inheritedEnvironment();
     const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
-      env: { PATH: process.env.PATH ?? '', ...r.env, HOST: this.address, PORT: String(port), GANTRY_MOUNT_ROOT: root },
+      env: { PATH, ...r.env, HOST: this.address, PORT: String(port), GANTRY_MOUNT_ROOT: root },
       stdio: ['ignore', log, log],
     });
     closeSync(log);

@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline';
 import type { TrainerKind } from '../../fine-tunes/models';
 import { parseTrainerLine, TrainerProtocolError, type TrainerEvent } from './protocol';
 import { subprocessEnv } from '../process/subprocess-env';
+import { inheritedEnvironment } from '../../platform/config';
 
 export const REFERENCE_TRAINER_DIR = path.resolve(__dirname, '../../trainers/reference');
 
@@ -62,12 +63,13 @@ export async function runTrainer(opts: RunTrainerOptions): Promise<TrainerRun> {
   mkdirSync(opts.config.output_dir, { recursive: true });
   writeFileSync(configPath, JSON.stringify(opts.config, null, 2));
   const pkg = TRAINER_PACKAGES[opts.trainer ?? 'reference'];
+  const inherited = inheritedEnvironment();
   const child = spawn(opts.python, ['-m', pkg.module, configPath], {
     cwd: pkg.dir,
     env: subprocessEnv({
       PYTHONUNBUFFERED: '1',
-      PYTHONPATH: [pkg.dir, REFERENCE_TRAINER_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
-      JAX_PLATFORMS: process.env.JAX_PLATFORMS ?? 'cpu',
+      PYTHONPATH: [pkg.dir, REFERENCE_TRAINER_DIR, inherited.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      JAX_PLATFORMS: inherited.JAX_PLATFORMS ?? 'cpu',
       // Where the torch trainer's base weights are; a hub is never asked for them.
       GANTRY_MODEL_DIR: opts.modelDir && path.resolve(opts.modelDir),
       HF_HUB_OFFLINE: '1',

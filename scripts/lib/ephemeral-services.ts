@@ -12,7 +12,7 @@ import { ensureSearchAttributes } from '../../platform/temporal';
 import { startEmbeddedPostgres } from '../../db/embedded';
 import { migrate } from '../../db/migrate';
 import { createPool } from '../../db/pool';
-import { freePort } from './ports';
+import { freePort } from '../../platform/ports';
 import { ensureTemporalCli } from './temporal-cli';
 import { startTemporalDevServer } from './temporal-dev-server';
 

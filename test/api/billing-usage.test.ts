@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Decimal from 'decimal.js';
-import { GPU_HOUR_PRICES } from '../../shared/pricing';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { recordUsage } from '../../db/usage';
 import { addOrganizationMember, addProjectMember, createApiKey, createProject, createUser } from '../../db/accounts';
@@ -353,7 +352,8 @@ describe('billing usage', () => {
       region: 'sim-us-east-1',
       billing_type: 'ON_DEMAND',
     });
-    assert.equal(od[0].unit_price, GPU_HOUR_PRICES.H100_SXM.on_demand);
+    // The default list prices the README states (an H100 SXM GPU-hour: on-demand 2.99, reserved 1.75).
+    assert.equal(od[0].unit_price, '2.99');
     const hours = sum(od, 'quantity');
     // 8 GPUs for at least the 1.5 s it waited, and less than the test's minute.
     assert.ok(hours.gt(new Decimal(8 * 1.5).div(3600)) && hours.lt(new Decimal(8 * 60).div(3600)), hours.toString());
@@ -367,7 +367,8 @@ describe('billing usage', () => {
     const prepaid = rsv.filter((i: any) => i.product_name === 'GPU Clusters - Reserved GPU Hours (prepaid)');
     assert.equal(prepaid.length, 1);
     assert.equal(prepaid[0].quantity, '192', '8 reserved GPUs for 24 hours');
-    assert.equal(prepaid[0].cost, new Decimal(192).mul(GPU_HOUR_PRICES.H100_SXM.reserved).toString());
+    assert.equal(prepaid[0].unit_price, '1.75');
+    assert.equal(prepaid[0].cost, '336', '192 GPU-hours at 1.75');
     assert.ok(!rsv.some((i: any) => i.product_name.includes('On-Demand')), 'reserved GPUs are not metered again');
   });
 
@@ -406,6 +407,10 @@ describe('billing usage', () => {
     assert.equal(running[0].product_name, 'Container Deployments - Replica Hours');
     const before = new Decimal(running[0].quantity);
     assert.ok(before.gt(0));
+    // A replica without GPUs, at the README's default 0.10 a replica-hour; its cost is quantity x price.
+    assert.deepEqual(running[0].pricing_dimensions, { gpu_type: 'none', gpu_count: '0' }, 'it asked for no GPUs');
+    assert.equal(running[0].unit_price, '0.1');
+    assert.ok(before.mul('0.1').minus(running[0].cost).abs().lte('0.00001'), `${running[0].cost} for ${before} h`);
 
     await call(p.baseUrl, 'DELETE', `/v1/deployments/bill-web`, { key: t.key });
     await eventually(

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { createApp } from '../../api/app';
 import { createHttpMetrics, serveMetrics } from '../../api/metrics';
 import { createLogger } from '../../platform/logger';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';

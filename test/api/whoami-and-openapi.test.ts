@@ -88,9 +88,11 @@ describe('OpenAPI document', () => {
     const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
       Object.keys(ops).map((method) => `${method} ${path}`),
     );
-    const registered = p.routes.map((r) => `${r.method} ${r.path}`);
-    assert.ok(registered.length > 100, `${registered.length} routes registered`);
-    assert.deepEqual([...documented].sort(), [...registered].sort(), 'the document lists exactly the routes');
+    // What Express dispatches, read from its routers' own tables: a route added without being
+    // documented (or documented without being routed) shows here.
+    const answered = p.dispatched.map((r) => `${r.method} ${r.path}`);
+    assert.ok(answered.length > 100, `${answered.length} routes answered`);
+    assert.deepEqual([...documented].sort(), [...answered].sort(), 'the document lists exactly the routes');
     // A response schema that is a bare record (or any/unknown) documents nothing and checks nothing.
     const unconstrained = (s: z.ZodType): boolean => {
       if (s instanceof z.ZodAny || s instanceof z.ZodUnknown) return true;

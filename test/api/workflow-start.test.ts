@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import { startResourceWorkflow, startResourceWorkflowOrUndo } from '../../api/workflows';
+import { resourceRunOptions, startResourceWorkflow, startResourceWorkflowOrUndo } from '../../api/workflows';
 import { storageVolume } from '../../workflows/storage-volumes';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform';
 
@@ -20,49 +20,71 @@ before(async () => {
 after(() => p.stop());
 
 describe('starting a workflow whose answer is lost', () => {
-  test('a start reports success exactly when the run exists', async () => {
-    const outcomes = { started: 0, refused: 0 };
+  const exists = (workflowId: string) =>
+    p.temporal.workflow
+      .getHandle(workflowId)
+      .describe()
+      .then(
+        () => true,
+        (err) => {
+          if (err instanceof WorkflowNotFoundError) return false;
+          throw err;
+        },
+      );
+  const startOf = (workflowId: string) => ({
+    workflow: storageVolume,
+    workflowId,
+    args: [] as never,
+    projectId: 'proj-start-race',
+    resourceType: 'test',
+    resourceId: workflowId,
+    status: 'Pending',
+    summary: 'start race',
+    details: 'started by test/api/workflow-start.test.ts',
+  });
+
+  test('a start reports success exactly when the run exists', async (t) => {
+    // Each round starts two runs under the same short deadline: one with the bare client call,
+    // whose error after the server took the start is the race (`raced`: it threw, the run exists),
+    // and one with startResourceWorkflow, which must say "started" exactly when its run exists.
+    const outcomes = { started: 0, refused: 0, raced: 0 };
     const mismatches: string[] = [];
-    for (let i = 0; i < 60; i++) {
+    // Until the race has happened a few times, within a bound: a run that never saw it fails below.
+    for (let i = 0; i < 400 && (outcomes.raced < 3 || outcomes.refused < 3 || i < 60); i++) {
+      const deadlineMs = 1 + (i % 12); // 1 to 12 ms: some calls are cut before the server answers, some after it acted
+      const bare = `start-race/${process.pid}-${i}-bare`;
+      const bareThrew = await p.temporal.connection
+        .withDeadline(Date.now() + deadlineMs, () =>
+          p.temporal.workflow.start(storageVolume, { ...resourceRunOptions(startOf(bare)) }),
+        )
+        .then(
+          () => false,
+          () => true,
+        );
+      if (bareThrew && (await exists(bare))) outcomes.raced++;
+
       const workflowId = `start-race/${process.pid}-${i}`;
       let said: 'started' | 'failed';
       try {
-        await startResourceWorkflow(
-          p.temporal,
-          {
-            workflow: storageVolume,
-            workflowId,
-            args: [] as never,
-            projectId: 'proj-start-race',
-            resourceType: 'test',
-            resourceId: workflowId,
-            status: 'Pending',
-            summary: 'start race',
-            details: 'started by test/api/workflow-start.test.ts',
-          },
-          1 + (i % 12), // 1 to 12 ms: some calls are cut before the server answers, some after it acted
-        );
+        await startResourceWorkflow(p.temporal, startOf(workflowId), deadlineMs);
         said = 'started';
       } catch {
         said = 'failed';
       }
-      const exists = await p.temporal.workflow
-        .getHandle(workflowId)
-        .describe()
-        .then(
-          () => true,
-          (err) => {
-            if (err instanceof WorkflowNotFoundError) return false;
-            throw err;
-          },
-        );
-      if (exists) {
-        outcomes.started++;
-        await p.temporal.workflow.getHandle(workflowId).terminate('test cleanup');
-      } else outcomes.refused++;
-      if ((said === 'started') !== exists) mismatches.push(`${workflowId}: said ${said}, exists ${exists}`);
+      const there = await exists(workflowId);
+      if (there) outcomes.started++;
+      else outcomes.refused++;
+      if ((said === 'started') !== there) mismatches.push(`${workflowId}: said ${said}, exists ${there}`);
+      for (const id of [bare, workflowId])
+        await p.temporal.workflow
+          .getHandle(id)
+          .terminate('test cleanup')
+          .catch(() => undefined);
     }
+    t.diagnostic(`outcomes: ${JSON.stringify(outcomes)}`);
     assert.deepEqual(mismatches, [], JSON.stringify(outcomes));
+    assert.ok(outcomes.raced > 0, `no answer was lost after the server acted: ${JSON.stringify(outcomes)}`);
+    assert.ok(outcomes.refused > 0, `no call was cut before the server acted: ${JSON.stringify(outcomes)}`);
   });
 });
 

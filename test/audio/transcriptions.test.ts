@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -129,11 +129,23 @@ describe('audio transcription', () => {
     assert.equal(billed[0].product_name, 'Audio - Transcription Minutes');
     assert.deepEqual(billed[0].pricing_dimensions, { model: 'openai/whisper-base' });
     assert.ok(Math.abs(Number(billed[0].quantity) - r.duration / 60) < 0.0001, `${billed[0].quantity} min`);
-    // Nothing the request stored is left behind.
-    const left = await readdir(path.join(p.config.blobDir, 'audio', t.projectId), {
-      recursive: true,
-      withFileTypes: true,
-    }).catch(() => []);
+    // Whisper base at the README's default 0.0015 a minute; the cost rounded to the micro-dollar.
+    assert.equal(billed[0].unit_price, '0.0015');
+    assert.ok(
+      Math.abs(Number(billed[0].cost) - Number(billed[0].quantity) * 0.0015) <= 0.000001,
+      `${billed[0].cost} for ${billed[0].quantity} min`,
+    );
+    // Nothing the request stored is left behind: the upload its workflow was started with (the
+    // evidence that a file was stored) is gone, and so is everything under the project's audio.
+    const history = await p.temporal.workflow.getHandle(audioWorkflowId(requestId)).fetchHistory();
+    const [input] = history.events![0].workflowExecutionStartedEventAttributes!.input!.payloads!.map((x) =>
+      JSON.parse(Buffer.from(x.data!).toString()),
+    );
+    const uploaded: string = input.source.blobKey;
+    assert.ok(uploaded.startsWith(`audio/${t.projectId}/`), uploaded);
+    assert.equal(existsSync(path.join(p.config.blobDir, uploaded)), false, `${uploaded} was removed`);
+    const projectAudio = path.join(p.config.blobDir, 'audio', t.projectId);
+    const left = existsSync(projectAudio) ? await readdir(projectAudio, { recursive: true, withFileTypes: true }) : [];
     assert.deepEqual(
       left.filter((f) => f.isFile()).map((f) => f.name),
       [],

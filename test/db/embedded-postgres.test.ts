@@ -13,7 +13,7 @@ import pg from 'pg';
 
 import { ownerOnlyFiles } from '../../platform/lifecycle';
 import { assertPostgresUserCanReach, startEmbeddedPostgres } from '../../db/embedded';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 
 const parent = mkdtempSync(path.join(tmpdir(), 'gantry-embedded-pg-'));
 after(() => rmSync(parent, { recursive: true, force: true }));

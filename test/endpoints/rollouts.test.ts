@@ -254,6 +254,11 @@ describe('rollouts', () => {
       terminal.body.data.map((r: { id: string }) => r.id),
       [id],
     );
+    // A completed rollout has no workflow left to ask: the same refusal its validator gives a running one.
+    const pauseDone = await v2('POST', `/rollouts/${id}/pause`, {});
+    assert.equal(pauseDone.status, 409);
+    assert.equal(pauseDone.body.error.code, 'rollout_state');
+    assert.equal(pauseDone.body.error.message, 'Cannot pause a rollout that is ROLLOUT_STATE_COMPLETED.');
   });
 
   test('a canary whose target fails at the gateway pauses itself, and cancel freezes the split', async () => {
@@ -292,6 +297,9 @@ describe('rollouts', () => {
 
       const pauseAgain = await v2('POST', `/rollouts/${id}/pause`, {});
       assert.equal(pauseAgain.status, 409);
+      // The workflow's validator refused it, with the code the API answers every state refusal with.
+      assert.equal(pauseAgain.body.error.code, 'rollout_state');
+      assert.equal(pauseAgain.body.error.message, 'Cannot pause a rollout that is ROLLOUT_STATE_SYSTEM_PAUSED.');
       const stale = await v2('POST', `/rollouts/${id}/cancel`, { reason: 'bad build', etag: 'stale' });
       assert.equal(stale.status, 409);
 

@@ -191,7 +191,8 @@ describe('real families use their published tokenizers and chat templates', () =
     const tokens = ids.map((id) => llama.tokenString(id));
     assert.deepEqual(tokens.slice(1, 4), ['<|start_header_id|>', 'user', '<|end_header_id|>']);
     const trained = tokens.filter((_, i) => mask[i]);
-    assert.deepEqual(trained, ['Hi', 'Ġthere', '<|eot_id|>', '<|eot_id|>'], 'body, its end of turn, then EOS');
+    // As apply_chat_template renders it: the turn's own <|eot_id|> (the EOS) ends it, no second one.
+    assert.deepEqual(trained, ['Hi', 'Ġthere', '<|eot_id|>'], 'the body and its end of turn');
   });
 
   test('Qwen3: no BOS; <|im_start|> headers; counts differ from Llama on the same text', () => {
@@ -205,6 +206,11 @@ describe('real families use their published tokenizers and chat templates', () =
     };
     const { ids } = encodeSample(segmentsOf(conversation, 'CONVERSATION', qwen.chat), opts);
     assert.equal(qwen.tokenString(ids[0]), '<|im_start|>');
+    // The template's end of the last turn is the end of the sample: `<|im_end|>\n`, no EOS after it.
+    assert.deepEqual(
+      ids.slice(-2).map((id) => qwen.tokenString(id)),
+      ['<|im_end|>', 'Ċ'],
+    );
     const text = 'Tokenizers split “naïve” text differently: 東京 2026.';
     assert.notDeepEqual(qwen.encode(text), hfTokenizer('llama3.1').encode(text));
   });

@@ -27,8 +27,10 @@ describe('training slots of a GPU host', () => {
     const release = await second;
     assert.equal(started, true);
     let third = false;
-    void slots.take(new AbortController().signal, () => undefined).then(() => (third = true));
-    await new Promise((r) => setTimeout(r, 50));
+    let thirdBeats = 0;
+    void slots.take(new AbortController().signal, () => thirdBeats++).then(() => (third = true));
+    // Two heartbeats of its wait: it had its chance to start, and did not.
+    while (thirdBeats < 2 && !third) await new Promise((r) => setTimeout(r, 20));
     assert.equal(third, false, 'the double release did not make room for a third');
     release();
   });

@@ -36,6 +36,9 @@ async function listen(handler: (req: IncomingMessage, res: ServerResponse) => vo
 /** A hop in front of `far`; each outcome of forwardRequest (or its error) is kept in `outcomes`. */
 async function hop(far: string, opts: { retryable?: boolean } = {}) {
   const outcomes: Array<string> = [];
+  // Resolves when the first forward has settled: how it ended is then known, and it ends once.
+  let settle!: () => void;
+  const settled = new Promise<void>((r) => (settle = r));
   const url = await listen((req, res) => {
     forwardRequest(req, res, {
       agent,
@@ -46,15 +49,17 @@ async function hop(far: string, opts: { retryable?: boolean } = {}) {
     }).then(
       (outcome) => {
         outcomes.push(outcome);
+        settle();
         if (outcome === 'refused') res.writeHead(503).end('refused');
       },
       (err: Error) => {
         outcomes.push(err instanceof ForwardFailed ? 'ForwardFailed' : `other: ${err.message}`);
+        settle();
         res.writeHead(502).end(err.message);
       },
     );
   });
-  return { url, outcomes };
+  return { url, outcomes, settled };
 }
 
 /** A raw GET through node:http, with the answer's status, raw headers and body. */
@@ -187,14 +192,14 @@ test("a caller that leaves ends the far side's request", QUICK, async () => {
     arrived();
     void req; // answers never: only the caller leaving ends it
   });
-  const { url, outcomes } = await hop(far);
+  const { url, outcomes, settled } = await hop(far);
   const caller = request(`${url}/slow`, { agent: false });
   caller.on('error', () => undefined);
   caller.end();
   await held;
   caller.destroy();
   await closed;
-  await sleep(50);
+  await settled;
   assert.deepEqual(outcomes, ['sent'], 'nobody is left to answer: no error either');
 });
 
@@ -204,9 +209,9 @@ test("a far side that fails mid-answer ends the caller's answer", QUICK, async (
     res.write('partial');
     setTimeout(() => res.socket?.destroy(), 50);
   });
-  const { url, outcomes } = await hop(far);
+  const { url, outcomes, settled } = await hop(far);
   await assert.rejects(get(`${url}/broken`), (err: Error) => /aborted|socket hang up|ECONNRESET/.test(err.message));
-  await sleep(50);
+  await settled;
   assert.deepEqual(outcomes, ['sent']);
 });
 
@@ -215,8 +220,8 @@ test(
   QUICK,
   async () => {
     const gone = await listen(() => undefined);
-    servers.pop()!.close();
-    await sleep(50);
+    const server = servers.pop()!;
+    await new Promise<void>((closed) => server.close(() => closed()));
     const retryable = await hop(gone, { retryable: true });
     assert.equal((await get(retryable.url)).status, 503);
     assert.deepEqual(retryable.outcomes, ['refused']);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { PodmanEngine } from '../../providers/containers/podman/podman-engine';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { buildExampleImage, pushExampleImage, type ExampleImage } from '../../scripts/build-example-images';
 
 export interface LocalRegistry {

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
-import { createApp, registeredRoutes } from '../../api/app';
+import { createApp, registeredRoutes, dispatchedRoutes } from '../../api/app';
 import { ensureServerlessPools } from '../../api/serverless-pools';
 import { closeGracefully } from '../../api/listen';
 import type { RegisteredRoute } from '../../api/route';
@@ -36,7 +36,7 @@ import { hostFileStores } from '../../workers/container-host-workers';
 import { startBlobDeletionRetries } from '../../providers/storage/blob-deletions';
 import { startHostHousekeeping, type HostHousekeeping } from '../../providers/containers/host-housekeeping';
 import { PrincipalCache } from '../../db/principal-cache';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 
 let runtimeInstalled = false;
 
@@ -65,6 +65,8 @@ export interface TestPlatform {
   queueWakeups: QueueWakeups;
   /** Every route the API registered, as its router lists them. */
   routes: RegisteredRoute[];
+  /** What the API's Express routers answer (read from their own tables, not from the document's list). */
+  dispatched: Array<{ method: string; path: string }>;
   /** The container host's keeping of its disk: file sweeps and log rotation (started, as in production). */
   housekeeping: HostHousekeeping;
   stop(): Promise<void>;
@@ -218,6 +220,7 @@ export async function startTestPlatform(
   return {
     baseUrl,
     routes: registeredRoutes(app),
+    dispatched: dispatchedRoutes(app),
     gatewayUrl,
     config,
     db,

@@ -63,9 +63,7 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   }
   // test/run.ts resolves the server once for all files; a file run alone resolves it itself.
   process.env[CLASSPATH_ENV] ??= await ensureWorkflowTestServer((line) => process.stderr.write(`${line}\n`));
-  const env = await TestWorkflowEnvironment.createTimeSkipping({
-    server: { executable: { type: 'existing-path', path: WORKFLOW_TEST_SERVER } },
-  });
+  const env = await startTimeSkippingServer();
   await registerSearchAttributes(env);
   await env.connection.testService!.lockTimeSkipping({});
   const workers: Worker[] = [];
@@ -227,6 +225,24 @@ export async function until<T>(
 }
 
 /** Events in every run of a workflow so far, oldest first (each run continued as new from the one before). */
+/**
+ * The Java test server, started as the SDK starts it. The SDK gives a server 5 s to listen; on two
+ * cores busy with other files a JVM can take longer, which says nothing about the test: it is
+ * started again, a few times.
+ */
+async function startTimeSkippingServer(): Promise<TestWorkflowEnvironment> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: WORKFLOW_TEST_SERVER } },
+      });
+    } catch (err) {
+      if (attempt >= 3 || !/did not start within/.test(String((err as Error).message))) throw err;
+      process.stderr.write(`the workflow test server did not start in time (attempt ${attempt}); starting it again\n`);
+    }
+  }
+}
+
 export async function historyLengths(env: TestWorkflowEnvironment, handle: WorkflowHandle): Promise<number[]> {
   const runs: number[] = [];
   for (let runId: string | undefined = (await handle.describe()).runId; runId;) {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { after, describe, test } from 'node:test';
 import { createPool } from '../../db/pool';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { call } from '../helpers/platform';
 import { startProcess } from '../helpers/processes';
 import { createTenant } from '../helpers/tenants';

@@ -12,7 +12,7 @@ import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess } from '../helpers/processes';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;

@@ -364,7 +364,10 @@ describe('queue API', () => {
     assert.equal(s.status, 'failed');
     assert.equal(s.error, 'bad input row 7');
     assert.equal(s.retries, 0);
-    await new Promise((r) => setTimeout(r, 1500));
+    // A job submitted after the failure is the next claim: the queue has moved past the failed
+    // one, which it would have put back first had it meant to retry it.
+    const after = await submit(model, { op: 'noop' });
+    assert.equal((await post('claim', { model })).body.request_id, after, 'the next job, not the failed one');
     assert.equal((await post('claim', { model })).status, 204, 'nothing to claim again');
   });
 

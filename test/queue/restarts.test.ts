@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { QueueWorker } from '../../worker-kit/queue-worker';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';

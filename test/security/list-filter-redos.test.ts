@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createPool } from '../../db/pool';
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { call } from '../helpers/platform';
 import { startProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';

@@ -17,7 +17,7 @@ import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { freePort } from '../../scripts/lib/ports';
+import { freePort } from '../../platform/ports';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';

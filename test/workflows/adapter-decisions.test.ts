@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { AdapterControlActivities, AdapterHostActivities } from '../../activities/adapters';
 import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
+import { ADAPTER_LOAD_MESSAGES } from '../../shared/adapter-loads';
 import type { AdapterLoadInput, adapterLoad as adapterLoadWorkflow } from '../../workflows/adapters';
 import {
   createWorkflowTestEnv,
@@ -90,7 +91,7 @@ describe('adapter load workflow decisions (time-skipping)', () => {
         const d = await handle.describe();
         assert.equal(d.typedSearchAttributes.get(SA_STATUS), 'ADAPTER_LOAD_STATE_READY');
         assert.equal(d.typedSearchAttributes.get(SA_PHASE), 'active');
-        await handle.signal('detach');
+        await handle.signal(ADAPTER_LOAD_MESSAGES.detach);
         assert.equal(await t.finished(handle), 'detached');
         await recordHistoryIfAsked(handle, 'adapterLoad', 'projections-refused-past-old-budget-ready-detached');
       });
@@ -155,7 +156,7 @@ describe('adapter load workflow decisions (time-skipping)', () => {
           'each host is asked for its own replicas only',
         );
         assert.deepEqual([...new Set(loads.map((l) => l.queue))].sort(), [HOST_A, HOST_B]);
-        await handle.signal('detach');
+        await handle.signal(ADAPTER_LOAD_MESSAGES.detach);
         assert.equal(await t.finished(handle), 'detached');
         assert.deepEqual(unloads.sort(), [HOST_A, HOST_B]);
         await recordHistoryIfAsked(handle, 'adapterLoad', 'per-host-one-host-failed-then-ready-detached');
@@ -198,7 +199,7 @@ describe('adapter load workflow decisions (time-skipping)', () => {
       assert.ok(runs.length >= 3, `continued as new (${runs.length} runs in 30 rounds)`);
       assert.ok(Math.max(...runs) < 200 + 60, `largest run ${Math.max(...runs)} events`);
       assert.equal((await handle.describe()).status.name, 'RUNNING');
-      await handle.signal('detach');
+      await handle.signal(ADAPTER_LOAD_MESSAGES.detach);
       assert.equal(await t.finished(handle), 'detached');
     });
   });

@@ -5,7 +5,12 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { CONTAINERS_TASK_QUEUE, deploymentWorkflowId, type DeploymentWorkflowInput } from '../../shared/deployments';
+import {
+  CONTAINERS_TASK_QUEUE,
+  DEPLOYMENT_MESSAGES,
+  deploymentWorkflowId,
+  type DeploymentWorkflowInput,
+} from '../../shared/deployments';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
 import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
@@ -70,7 +75,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
             'the scale-up: 1 replica at 300 ms against 100 ms asks for 3',
           );
           assert.equal(doubles.running.size, 3);
-          await handle.executeUpdate('deleteDeployment', { args: [] });
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           await recordHistoryIfAsked(handle, 'deployment', 'mean-request-duration-scaled-up');
         },
@@ -120,7 +125,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
 
           // The workflow's own bounds decide what a change may do (the API's copy can lag behind).
           await assert.rejects(
-            handle.executeUpdate('updateDeployment', { args: [{ max_replicas: 0 }] }),
+            handle.executeUpdate(DEPLOYMENT_MESSAGES.update, { args: [{ max_replicas: 0 }] }),
             (err: Error & { cause?: { type?: string; details?: unknown[] } }) => {
               assert.equal(err.cause?.type, 'InvalidArgument');
               assert.deepEqual(err.cause?.details, ['max_replicas']);
@@ -128,7 +133,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
             },
           );
 
-          await handle.executeUpdate('deleteDeployment', { args: [] });
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           assert.equal(doubles.running.size, 0, 'every replica stopped');
           // (recorded first as metric-unreadable-observations-skipped-then-scaled, before replica ids carried the deployment id)
@@ -155,7 +160,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
           assert.match(failed[0].message ?? '', /No container host took the replica/);
           assert.notEqual(failed[0].replicaId, failed[1].replicaId, 'each attempt is a new replica');
           assert.equal((await handle.describe()).status.name, 'RUNNING');
-          await handle.executeUpdate('deleteDeployment', { args: [] });
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           await recordHistoryIfAsked(handle, 'deployment', 'no-container-host-launches-failed-deleted');
         },
@@ -191,7 +196,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
           );
           assert.deepEqual(doubles.launches, ['ts-quiet-host-1'], 'no replacement was launched');
           assert.equal(doubles.latest?.status, 'Ready');
-          await handle.executeUpdate('deleteDeployment', { args: [] });
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
           await recordHistoryIfAsked(handle, 'deployment', 'supervisor-heartbeat-timeout-reattached');
@@ -220,7 +225,7 @@ describe('deployment workflow decisions (time-skipping)', () => {
             (s) => s?.status === 'Ready',
             'the deployment Ready on its one replica',
           );
-          await handle.executeUpdate('deleteDeployment', { args: [] });
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
           assert.equal(doubles.running.size, 0, 'the replica was stopped through its new supervisor');
           await recordHistoryIfAsked(handle, 'deployment', 'host-restarted-supervisor-reattached');

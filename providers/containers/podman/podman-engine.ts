@@ -25,7 +25,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { DEFAULT_CONTAINER_STORAGE_GIB } from '../../../platform/config';
+import { DEFAULT_CONTAINER_STORAGE_GIB, inheritedEnvironment } from '../../../platform/config';
 import {
   PULL_TMP_DIR,
   containerStorageUnavailable,
@@ -175,7 +175,7 @@ export class PodmanEngine {
   /** Why this machine cannot run Podman containers, or undefined when it can. */
   static async unavailable(): Promise<string | undefined> {
     if (process.getuid?.() !== 0) return 'the podman runtime runs rootful Podman: start the container host as root';
-    const found = (process.env.PATH ?? SYSTEM_PATH)
+    const found = (inheritedEnvironment().PATH ?? SYSTEM_PATH)
       .split(':')
       .concat(SYSTEM_PATH.split(':'))
       .some((dir) => existsSync(path.join(dir, 'podman')));
@@ -187,9 +187,4 @@ export class PodmanEngine {
       return `each replica runs in its own user namespace, and ${missing}: add the line ${SUBORDINATE_USER}:${SUBORDINATE_RANGE} to /etc/subuid and /etc/subgid (./dev does)`;
     return containerStorageUnavailable();
   }
-}
-
-/** Names Podman has for Gantry's objects; kept short, since bridge names are at most 15 characters. */
-export function sanitizeName(id: string): string {
-  return id.toLowerCase().replace(/[^a-z0-9_.-]/g, '-');
 }

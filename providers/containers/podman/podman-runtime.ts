@@ -54,7 +54,7 @@ import { openReplicaLog, replicaLogFile } from '../replica-log';
 import { replicaOrigin } from '../../../shared/deployments';
 import { imageAccess } from '../../../shared/image-references';
 import { checkRemoteUrl } from '../../remote/fetch-remote';
-import { freePort } from '../../../scripts/lib/ports';
+import { freePort } from '../../../platform/ports';
 import { waitUntilHealthy } from '../replica-health';
 import {
   ReplicaFailed,
@@ -69,7 +69,7 @@ import type { ReplicaLimits } from '../../../platform/config';
 import { LiveHosts, newHostName } from '../host-identity';
 import { STORE, WRITABLE_LAYER_ANNOTATION } from './container-storage';
 import { imageTooLarge } from './image-size';
-import { PodmanError, type PodmanEngine } from './podman-engine';
+import type { PodmanEngine } from './podman-engine';
 import type { ReplicaNetworks } from './replica-networks';
 import { removeOrphanedLeases } from './orphaned-address-leases';
 import { removeOrphanedForwards } from './orphaned-port-forwards';
@@ -481,5 +481,3 @@ export class PodmanRuntime implements ContainerRuntime {
     return adopted;
   }
 }
-
-export { PodmanError };

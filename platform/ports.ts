@@ -1,3 +1,4 @@
+/** Ports: a free one to listen on, and whether one is free (the test and bench harnesses, `./dev up` and the container runtimes). */
 import net from 'node:net';
 
 /** A TCP port free on `address` right now (the OS picks it). */
