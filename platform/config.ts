@@ -4,8 +4,8 @@
  * process.env (eslint.config.mjs holds it).
  *
  * Each setting is declared once, at the field of the configuration it sets: its variable, its
- * parsing (zod: type, validation, default) and a line of documentation (the README's configuration
- * table). The few fields computed from more than one setting (a fallback, a derived path) are built
+ * parsing (zod: type, validation, default) and a line of documentation (the table of
+ * docs/operators/configuration.md, written from SETTINGS by scripts/write-configuration-page.ts). The few fields computed from more than one setting (a fallback, a derived path) are built
  * in derivedFields() from settings declared in INPUTS.
  */
 import type { ClusterSettings } from '../shared/clusters';
@@ -88,7 +88,7 @@ export const DEFAULT_GPU_QUEUE_WAIT_SECONDS = 30;
 export interface Setting<S extends z.ZodType = z.ZodType> {
   readonly variable: string;
   readonly schema: S;
-  /** One line for the README's configuration table. */
+  /** One line for the configuration page's table (docs/operators/configuration.md). */
   readonly doc: string;
 }
 
@@ -155,7 +155,7 @@ const FIELDS = {
   metricsPort: setting(
     'GANTRY_METRICS_PORT',
     port.optional(),
-    'Prometheus metrics of this process at `http://<host>:<port>/metrics` (unset: none; `./dev up` gives each process one)',
+    'Prometheus metrics of this process at `http://<host>:<port>/metrics` (unset: none; `./dev up` gives each process one, counting up from `GANTRY_METRICS_BASE_PORT`, default 9464)',
   ),
   rateLimitPerSecond: setting(
     'GANTRY_RATE_LIMIT_PER_SECOND',
@@ -740,7 +740,7 @@ function derivedFields(f: Fields, i: Parsed<typeof INPUTS>): DerivedFields {
 export type GantryConfig = Simplify<Omit<Fields, keyof DerivedFields> & DerivedFields>;
 
 /**
- * Every setting, in declaration order (for the README's configuration table).
+ * Every setting, in declaration order (for the configuration page, scripts/lib/configuration-page.ts).
  * @public
  */
 export const SETTINGS: readonly Setting[] = [...leaves(FIELDS), ...leaves(INPUTS)];
