@@ -35,6 +35,7 @@ import { createUsageActivities } from '../activities/usage';
 import { createSpeechActivities, type SpeechDeps } from '../activities/audio';
 import type { RemoteFetchPolicy } from '../platform/config';
 import { createSystemActivities } from '../activities/system';
+import type { ModelCallDeps } from '../activities/model-calls';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
 import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
@@ -110,6 +111,8 @@ export function createControlWorker(
     /** GANTRY_PROJECT_STORAGE_QUOTA_BYTES, for model imports (default 0: no quota). */
     storageQuotaBytes?: number;
     keyring?: Keyring;
+    /** Where batches and evaluations make their model calls (the API, the gateway); their keyring is `keyring`. */
+    modelCalls?: Omit<ModelCallDeps, 'keyring'>;
   },
 ): Promise<Worker> {
   return Worker.create({

@@ -115,7 +115,11 @@ export async function startTestPlatform(
   const closeServer = closeGracefully(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const config: GantryConfig = { ...base, publicUrl: baseUrl };
+  // The gateway too: the control worker's batches call models there.
+  const gateway = createServer();
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+  const config: GantryConfig = { ...base, publicUrl: baseUrl, gatewayUrl };
   const disk = new FilesystemBlobStore(config.blobDir);
   const blobs = opts.wrapBlobs ? opts.wrapBlobs(disk) : disk;
   const db = createPool(requireDatabaseUrl(config));
@@ -136,6 +140,7 @@ export async function startTestPlatform(
             remoteFetch: config.remoteFetch,
             storageQuotaBytes: config.projectStorageQuotaBytes,
             keyring: config.keyring,
+            modelCalls: { apiUrl: baseUrl, gatewayUrl },
           }),
         ]),
     ...(await createGpuWorkers({
@@ -213,9 +218,7 @@ export async function startTestPlatform(
   const app = createApp({ config, db, temporal, logger, blobs, principals, queueWakeups });
   server.on('request', app);
   if (opts.serverless) await ensureServerlessPools({ db, temporal, config, logger });
-  const gateway = createServer(createGatewayHandler({ config, db, logger, principals }));
-  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+  gateway.on('request', createGatewayHandler({ config, db, logger, principals }));
 
   return {
     baseUrl,
