@@ -141,6 +141,7 @@ export async function startTestPlatform(
             storageQuotaBytes: config.projectStorageQuotaBytes,
             keyring: config.keyring,
             modelCalls: { apiUrl: baseUrl, gatewayUrl },
+            batchConcurrency: config.batchConcurrencyPerProject,
           }),
         ]),
     ...(await createGpuWorkers({
