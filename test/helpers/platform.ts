@@ -79,7 +79,10 @@ export async function startTestPlatform(
     env?: Record<string, string>;
     /** false: no in-process control worker (a test runs real worker processes instead). */
     controlWorker?: boolean;
-    /** false: no container host (deployments find no worker on queue `containers`). */
+    /**
+     * false: no container host (deployments find no worker on queue `containers`). true: one even
+     * without the in-process control worker (a test that runs and kills real control workers).
+     */
     containers?: boolean;
     /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs, and no model directory. */
     speech?: boolean;
@@ -176,7 +179,7 @@ export async function startTestPlatform(
     config: base,
     logger: hostLogger,
   });
-  if (opts.controlWorker !== false && opts.containers !== false) {
+  if ((opts.controlWorker !== false || opts.containers === true) && opts.containers !== false) {
     workers.push(
       ...(await createContainerWorkers({
         ...common,
