@@ -31,7 +31,6 @@ import type { Keyring } from '../platform/keyring';
 import type { BlobStore } from '../providers/storage/blob-store';
 import {
   BATCH_MAX_LINES,
-  BATCH_SLICE_LINES,
   checkBatchLine,
   type BatchEndpoint,
   type BatchSlice,
@@ -121,7 +120,7 @@ export function createBatchActivities(deps: BatchActivityDeps) {
   }
 
   return {
-    async validateBatchInput(input: { batchId: string }): Promise<BatchValidation> {
+    async validateBatchInput(input: { batchId: string; sliceLines: number }): Promise<BatchValidation> {
       const batch = await requireBatch(input.batchId);
       const file = await getFileById(db, batch.input_file_id);
       if (!file || file.project_id !== batch.project_id || !file.uploaded_at)
@@ -137,7 +136,7 @@ export function createBatchActivities(deps: BatchActivityDeps) {
           continue;
         }
         const last = slices[slices.length - 1];
-        if (!last || last.lines >= BATCH_SLICE_LINES)
+        if (!last || last.lines >= input.sliceLines)
           slices.push({ firstLine: lines, lines: 1, start: line.start, end: line.end });
         else {
           last.lines++;

@@ -659,6 +659,16 @@ const FIELDS = {
     z.coerce.number().positive().default(7),
     "days a batch's input, output and error files are kept after it ends (the spec: 7)",
   ),
+  batchSliceLines: setting(
+    'GANTRY_BATCH_SLICE_LINES',
+    z.coerce.number().int().positive().default(500),
+    'lines of a batch one activity runs (each answer is recorded as it comes; a retried slice redoes only unanswered lines)',
+  ),
+  batchSlicesPerRun: setting(
+    'GANTRY_BATCH_SLICES_PER_RUN',
+    z.coerce.number().int().positive().default(40),
+    "slices one run of a batch's workflow goes through before it continues as new (its history stays small)",
+  ),
 } as const satisfies SettingTree;
 
 /** The settings that feed a field computed from more than one (derivedFields). */

@@ -27,10 +27,6 @@ export function completionWindowSeconds(window: string): number | null {
   return seconds > 0 && seconds <= 30 * 86400 ? seconds : null;
 }
 
-/** Lines one activity runs: its answers are recorded as they come, so a retry redoes none of them. */
-export const BATCH_SLICE_LINES = 500;
-/** Slices one run of the workflow goes through before it continues as new (its history stays small). */
-export const BATCH_SLICES_PER_RUN = 40;
 /** The most lines a batch may have. */
 export const BATCH_MAX_LINES = 1_000_000;
 
@@ -55,6 +51,10 @@ export interface BatchWorkflowInput {
   deadline: string;
   /** How long its files are kept once it ended (GANTRY_BATCH_RETENTION_DAYS when it was created). */
   retentionSeconds: number;
+  /** Lines one activity runs (GANTRY_BATCH_SLICE_LINES when it was created). */
+  sliceLines: number;
+  /** Slices one run goes through before it continues as new (GANTRY_BATCH_SLICES_PER_RUN): the history stays small. */
+  slicesPerRun: number;
   /** Carried by continue-as-new: the validated slices and the first one still to run. */
   carried?: { slices: BatchSlice[]; next: number; totalLines: number };
 }

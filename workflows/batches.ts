@@ -4,7 +4,7 @@
  *
  * The input is validated first (a bad line fails the batch before any call, its error file naming
  * the line), then run slice by slice (activities/batches.ts: each answer recorded as it comes, so
- * a retried slice redoes only lines with no answer). A run goes through BATCH_SLICES_PER_RUN slices
+ * a retried slice redoes only lines with no answer). A run goes through `slicesPerRun` slices
  * and continues as new, so 100,000 lines keep the history small. Cancel (an Update, from
  * `POST /v1/batches/{id}/cancel`) and the deadline (`completion_window`) stop the slice running and
  * end the batch CANCELLED or EXPIRED with the lines answered so far in its output. Progress is
@@ -22,7 +22,7 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import type { BatchActivities } from '../activities/batches';
-import { BATCH_MESSAGES, BATCH_SLICES_PER_RUN, type BatchStatus, type BatchWorkflowInput } from '../shared/batches';
+import { BATCH_MESSAGES, type BatchStatus, type BatchWorkflowInput } from '../shared/batches';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { continueAsNewWhenQuiet, StatusProjection } from './entity-kit';
 
@@ -63,7 +63,7 @@ export async function batch(input: BatchWorkflowInput): Promise<void> {
   let ended: { status: BatchStatus; error?: string; errorFileId?: string } | undefined;
 
   if (!carried) {
-    const validation = await bookkeeping.validateBatchInput({ batchId });
+    const validation = await bookkeeping.validateBatchInput({ batchId, sliceLines: input.sliceLines });
     if (!validation.ok) ended = { status: 'FAILED', error: validation.error, errorFileId: validation.errorFileId };
     else {
       carried = { slices: validation.slices, next: 0, totalLines: validation.totalLines };
@@ -76,7 +76,7 @@ export async function batch(input: BatchWorkflowInput): Promise<void> {
     if (cancelled) ended = { status: 'CANCELLED' };
     else if (Date.now() >= deadline) ended = { status: 'EXPIRED' };
     if (ended) break;
-    if (ran >= BATCH_SLICES_PER_RUN) {
+    if (ran >= input.slicesPerRun) {
       const next = { ...input, carried };
       await continueAsNewWhenQuiet(
         () => !cancelled,

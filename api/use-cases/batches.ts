@@ -68,6 +68,8 @@ export async function createBatch(
           ...(body.model_id ? { modelId: body.model_id } : {}),
           deadline: deadline.toISOString(),
           retentionSeconds: Math.round(config.batchRetentionDays * 86400),
+          sliceLines: config.batchSliceLines,
+          slicesPerRun: config.batchSlicesPerRun,
         },
       ],
       projectId: principal.projectId,
