@@ -38,7 +38,7 @@ export interface ModelCall {
   apiKeyId: string;
   work: WorkTag;
   path: ModelCallPath;
-  /** The request body, as a user would send it (JSON for chat; the speech fields, `file` a URL). */
+  /** The request body, as a user would send it (JSON for chat; the speech fields, `file` a URL or the audio's bytes). */
   body: Record<string, unknown>;
   signal?: AbortSignal;
 }
@@ -122,7 +122,8 @@ function speechForm(body: Record<string, unknown>): FormData {
   const form = new FormData();
   for (const [key, value] of Object.entries(body)) {
     if (value === undefined || value === null) continue;
-    if (Array.isArray(value)) for (const v of value) form.append(`${key}[]`, String(v));
+    if (value instanceof Blob) form.append(key, value, 'audio');
+    else if (Array.isArray(value)) for (const v of value) form.append(`${key}[]`, String(v));
     else form.append(key, typeof value === 'object' ? JSON.stringify(value) : String(value));
   }
   return form;
