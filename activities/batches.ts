@@ -25,11 +25,13 @@ import {
   refreshBatchProgress,
   type BatchAnswer,
 } from '../db/batches';
-import { getFileById, insertFile, lockFileForRemoval, recordFileStatus, removeLockedFile } from '../db/files';
+import { getFile, getFileById, insertFile, lockFileForRemoval, recordFileStatus, removeLockedFile } from '../db/files';
 import { withTransaction, type Db } from '../db/pool';
 import type { Keyring } from '../platform/keyring';
 import type { BlobStore } from '../providers/storage/blob-store';
+import { AUDIO_LIMITS } from '../shared/audio';
 import {
+  AUDIO_FILE_ID,
   BATCH_MAX_LINES,
   checkBatchLine,
   type BatchEndpoint,
@@ -119,6 +121,30 @@ export function createBatchActivities(deps: BatchActivityDeps) {
     });
   }
 
+  /**
+   * An audio line whose `file` names one of the project's files: the body with that file's bytes,
+   * sent as an upload (as a client sends one); or the answer when there is no such file or it is
+   * larger than an upload may be. Any other body as it is.
+   */
+  async function audioOf(
+    projectId: string,
+    body: Record<string, unknown>,
+  ): Promise<{ body: Record<string, unknown> } | Omit<BatchAnswer, 'line' | 'custom_id'>> {
+    if (typeof body.file !== 'string' || !AUDIO_FILE_ID.test(body.file)) return { body };
+    const refused = (status: number, message: string) => ({
+      status_code: status,
+      body: { error: { message, type: 'invalid_request_error', param: 'file', code: null } },
+      error: message,
+    });
+    const file = await getFile(db, projectId, body.file);
+    if (!file?.uploaded_at) return refused(404, `No file '${body.file}' in this project.`);
+    if (Number(file.bytes) > AUDIO_LIMITS.uploadBytes)
+      return refused(413, `File '${file.id}' is larger than an audio upload may be (80 MB); send its URL instead.`);
+    const chunks: Buffer[] = [];
+    for await (const chunk of blobs.read(file.blob_key)) chunks.push(chunk as Buffer);
+    return { body: { ...body, file: new Blob([Buffer.concat(chunks)]) } };
+  }
+
   return {
     async validateBatchInput(input: { batchId: string; sliceLines: number }): Promise<BatchValidation> {
       const batch = await requireBatch(input.batchId);
@@ -197,13 +223,19 @@ export function createBatchActivities(deps: BatchActivityDeps) {
       let answered = 0;
       let lastProgress = Date.now();
       const answer = async (t: (typeof todo)[number]) => {
+        const audio = await audioOf(batch.project_id, t.body);
+        if ('status_code' in audio) {
+          await recordBatchAnswer(db, batch.id, { line: t.line, custom_id: t.custom_id, ...audio });
+          answered++;
+          return;
+        }
         for (let attempt = 1; ; attempt++) {
           try {
             const a = await callModel(calls, {
               apiKeyId: batch.api_key_id,
               work: { kind: 'batch', id: batch.id },
               path: batch.endpoint as BatchEndpoint,
-              body: t.body,
+              body: audio.body,
               signal: ctx.cancellationSignal,
             });
             const record: BatchAnswer = {

@@ -59,6 +59,9 @@ export interface BatchWorkflowInput {
   carried?: { slices: BatchSlice[]; next: number; totalLines: number };
 }
 
+/** An audio line's `file` that names one of the project's files (its bytes are sent, as an upload). */
+export const AUDIO_FILE_ID = /^file-[0-9a-f-]{36}$/;
+
 /** One line of an input file, as the official clients write it. */
 export interface BatchLine {
   custom_id: string;
@@ -96,8 +99,8 @@ export function checkBatchLine(
   if (endpoint === '/v1/chat/completions') {
     if (!Array.isArray(b.messages) || !b.messages.length)
       return { reason: 'body.messages is required (a non-empty array)' };
-  } else if (typeof b.file !== 'string' || !/^https?:\/\//i.test(b.file)) {
-    return { reason: 'body.file is required: the audio as an http(s) URL' };
+  } else if (typeof b.file !== 'string' || !(/^https?:\/\//i.test(b.file) || AUDIO_FILE_ID.test(b.file))) {
+    return { reason: "body.file is required: the audio's http(s) URL, or the id of a file of this project" };
   }
   seen.add(custom_id);
   return { custom_id, body: b };
