@@ -107,6 +107,13 @@ describe('official SDK: batches', () => {
     );
     assert.match(report[1].error.message, /^Line 4: custom_id 'req-0' is used by an earlier line/);
     assert.equal(await modelServerRequests(p, model), before, 'no line was sent');
+    // Another project's key finds no such batch, and cannot cancel it.
+    const other = await createTenant(p.db);
+    for (const [method, route] of [
+      ['GET', `/v1/batches/${job.id}`],
+      ['POST', `/v1/batches/${job.id}/cancel`],
+    ])
+      assert.equal((await call(p.baseUrl, method, route, { key: other.key })).status, 404);
 
     const wrong = await client.batches
       .create({ endpoint: '/v1/chat/completions', input_file_id: 'file-nope' })
