@@ -21,6 +21,7 @@ const BENCHES = [
   'torch-trainer',
   'audio',
   'model-server',
+  'batches',
 ];
 
 function runOne(name: string): Promise<{ result: BenchResult | null; code: number; seconds: number }> {

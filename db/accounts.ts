@@ -6,6 +6,7 @@
  * it lets a request find its key by an indexed equality lookup.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { WorkTag } from '../shared/work-tag';
 import { newId } from '../platform/ids';
 import type { Queryable } from './pool';
 
@@ -25,6 +26,8 @@ export interface Principal {
   projectRole: ProjectRole | null;
   organizationRole: OrganizationRole | null;
   isPlatformAdmin: boolean;
+  /** Set when the call is made for a batch or an evaluation with a work credential, not by the key itself. */
+  work?: WorkTag;
 }
 
 const KEY_PREFIX = 'gantry_';

@@ -17,7 +17,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import proxyaddr from 'proxy-addr';
 import type { ApiDeps } from '../api/deps';
-import { notFound } from '../api/errors';
+import { forbidden, notFound } from '../api/errors';
 import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
 import { sendError } from '../api/middleware/errors';
@@ -31,8 +31,12 @@ import { inferenceRoutes, type InferencePath } from './inference';
 import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
 import { TokenUsage } from './token-usage';
+import { WorkTraffic } from './work-traffic';
 
 type GatewayDeps = Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>;
+
+/** How long a batch's call waits for a replica's interactive calls to finish before it goes anyway. */
+const WORK_YIELD_MS = 2000;
 
 const DEPLOYMENT_PATH = /^\/v1\/deployments\/([^/]+)(\/.*)?$/;
 const INFERENCE_PATHS = new Map<string, InferencePath>([
@@ -65,6 +69,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     stats,
     tokens,
     serverlessLimit: serverlessRateLimit(deps.config),
+    work: new WorkTraffic({ perProject: deps.config.batchConcurrencyPerProject, yieldMs: WORK_YIELD_MS }),
   });
   const proxy = deploymentProxy(deps.db, counter);
 
@@ -90,6 +95,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       route.label = routePath;
       return infer(call, inference);
     }
+    // A batch's or an evaluation's credential makes model calls, nothing else.
+    if (principal.work) throw forbidden('A work credential only makes model calls.', 'work_credential_scope');
     if (routePath === '/v1/models' && req.method === 'GET') {
       route.label = routePath;
       const data = serverlessModelObjects(await pooledServerlessModels(deps.db));

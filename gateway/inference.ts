@@ -42,11 +42,13 @@ import type { RequestCounter } from './request-counter';
 import {
   endpointTokenBilling,
   serverlessTokenBilling,
+  workTokenBilling,
   type TokenCounts,
   type TokenUsage,
   UsageTap,
 } from './token-usage';
 import type { RouterStats } from './router-stats';
+import type { WorkTraffic } from './work-traffic';
 import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
@@ -85,6 +87,8 @@ export function inferenceRoutes(
     tokens: TokenUsage;
     /** Serverless calls' limit, per project and catalog model. */
     serverlessLimit: LimitCheck;
+    /** Batch and evaluation calls: a concurrency per project, interactive calls first. */
+    work: WorkTraffic;
   },
 ): (call: GatewayCall, path: InferencePath) => Promise<void> {
   const turn = new Map<string, number>();
@@ -100,6 +104,25 @@ export function inferenceRoutes(
     call: GatewayCall,
     containerId: string,
     /** What was called, as a 503 names it. */
+    what: string,
+    path: InferencePath,
+    body: Buffer,
+    stream: boolean,
+  ): Promise<TokenCounts | null> {
+    const { principal } = call;
+    const done = principal.work
+      ? await opts.work.workCall(principal.projectId, containerId)
+      : opts.work.interactiveCall(containerId);
+    try {
+      return await relay(call, containerId, what, path, body, stream);
+    } finally {
+      done();
+    }
+  }
+
+  async function relay(
+    call: GatewayCall,
+    containerId: string,
     what: string,
     path: InferencePath,
     body: Buffer,
@@ -154,7 +177,10 @@ export function inferenceRoutes(
     const counts = await toReplica(call, pool.id, `Model '${model.name}'`, path, body, stream);
     if (counts)
       opts.tokens.record(
-        serverlessTokenBilling(call.principal.projectId, model.name, model.serverlessPricePerMillionTokens!),
+        workTokenBilling(
+          serverlessTokenBilling(call.principal.projectId, model.name, model.serverlessPricePerMillionTokens!),
+          call.principal.work,
+        ),
         counts,
       );
   }
@@ -247,7 +273,10 @@ export function inferenceRoutes(
     const counts = await toReplica(call, containerId, `Endpoint '${model}'`, path, body, stream);
     if (counts)
       opts.tokens.record(
-        endpointTokenBilling({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }),
+        workTokenBilling(
+          endpointTokenBilling({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }),
+          principal.work,
+        ),
         counts,
       );
   };

@@ -13,6 +13,7 @@ import Decimal from 'decimal.js';
 import { DEDICATED_TOKEN_PRICE, PRODUCTS } from '../shared/pricing';
 import { withTransaction, type Db } from '../db/pool';
 import { recordUsage } from '../db/usage';
+import type { WorkTag } from '../shared/work-tag';
 
 /** JSON bodies larger than this are not parsed for usage (the answer still goes through). */
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
@@ -114,6 +115,27 @@ export const serverlessTokenBilling = (
   attributes: { model },
 });
 
+/**
+ * A batch's or an evaluation's tokens: the same prices as the call they were made as (a dedicated
+ * endpoint's, a serverless model's), recorded as that work's usage, per batch or evaluation.
+ */
+export function workTokenBilling(billing: TokenBilling, work: WorkTag | undefined): TokenBilling {
+  if (!work) return billing;
+  const products = work.kind === 'batch' ? PRODUCTS_OF_WORK.batch : PRODUCTS_OF_WORK.evaluation;
+  return {
+    ...billing,
+    resourceId: work.id,
+    products,
+    dimensions: { ...billing.dimensions, [`${work.kind}_of`]: billing.resourceId },
+    attributes: { ...billing.attributes, [`${work.kind}_id`]: work.id },
+  };
+}
+
+const PRODUCTS_OF_WORK = {
+  batch: { input: PRODUCTS.batchInputTokens, output: PRODUCTS.batchOutputTokens },
+  evaluation: { input: PRODUCTS.evaluationInputTokens, output: PRODUCTS.evaluationOutputTokens },
+};
+
 interface Tally extends TokenCounts {
   billing: TokenBilling;
 }
@@ -135,7 +157,8 @@ export class TokenUsage {
   }
 
   record(billing: TokenBilling, counts: TokenCounts): void {
-    const key = `${billing.projectId}/${billing.resourceId}`;
+    // The dimensions too: a batch's tokens of two models are two tallies at two prices.
+    const key = `${billing.projectId}/${billing.resourceId}/${JSON.stringify(billing.dimensions)}`;
     const t = this.pending.get(key) ?? { billing, prompt: 0, completion: 0 };
     t.prompt += counts.prompt;
     t.completion += counts.completion;

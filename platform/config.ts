@@ -648,6 +648,27 @@ const FIELDS = {
     z.string().optional(),
     "a prebuilt bundle of the workflow code the workers load (the test runner bundles once for all test files); unset: bundled from source at a worker's start",
   ),
+  // Batches and evaluations (issue 43): their model calls go through the gateway as the key's own do.
+  batchConcurrencyPerProject: setting(
+    'GANTRY_BATCH_CONCURRENCY_PER_PROJECT',
+    z.coerce.number().int().positive().default(8),
+    "model calls of a project's batches and evaluations in flight at once (the gateway holds more; interactive calls go first)",
+  ),
+  batchRetentionDays: setting(
+    'GANTRY_BATCH_RETENTION_DAYS',
+    z.coerce.number().positive().default(7),
+    "days a batch's input, output and error files are kept after it ends (the spec: 7)",
+  ),
+  batchSliceLines: setting(
+    'GANTRY_BATCH_SLICE_LINES',
+    z.coerce.number().int().positive().default(500),
+    'lines of a batch one activity runs (each answer is recorded as it comes; a retried slice redoes only unanswered lines)',
+  ),
+  batchSlicesPerRun: setting(
+    'GANTRY_BATCH_SLICES_PER_RUN',
+    z.coerce.number().int().positive().default(40),
+    "slices one run of a batch's workflow goes through before it continues as new (its history stays small)",
+  ),
 } as const satisfies SettingTree;
 
 /** The settings that feed a field computed from more than one (derivedFields). */
@@ -694,6 +715,11 @@ const INPUTS = {
     z.url().optional(),
     'the API as the container host reaches it (default `GANTRY_PUBLIC_URL`); podman replicas reach it (and nothing else) through a forwarder on their bridge, at `GANTRY_BASE_URL`',
   ),
+  gatewayUrl: setting(
+    'GANTRY_GATEWAY_URL',
+    z.url().optional(),
+    "the inference gateway as the control worker reaches it, for batches' and evaluations' model calls (default `http://<host>:<gateway port>`)",
+  ),
 } as const satisfies SettingTree;
 
 /** The fields computed from more than one setting. */
@@ -714,6 +740,7 @@ interface DerivedFields {
   };
   replicaApiUrl: string;
   clusterSettings: ClusterSettings;
+  gatewayUrl: string;
 }
 
 type Fields = Parsed<typeof FIELDS>;
@@ -734,6 +761,7 @@ function derivedFields(f: Fields, i: Parsed<typeof INPUTS>): DerivedFields {
     },
     replicaApiUrl: i.replicaApiUrl ?? i.publicUrl ?? localUrl,
     clusterSettings: { ...f.clusterSettings, gpuQueueWaitSeconds: f.gpuQueueWaitSeconds },
+    gatewayUrl: (i.gatewayUrl ?? `http://${f.host}:${f.gatewayPort}`).replace(/\/+$/, ''),
   };
 }
 

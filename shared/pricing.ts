@@ -72,4 +72,9 @@ export const PRODUCTS = {
   serverlessOutputTokens: 'Serverless Inference - Output Tokens',
   transcription: 'Audio - Transcription Minutes',
   translation: 'Audio - Translation Minutes',
+  // Batches and evaluations: the tokens of their calls, at the prices of the calls they make.
+  batchInputTokens: 'Batch Inference - Input Tokens',
+  batchOutputTokens: 'Batch Inference - Output Tokens',
+  evaluationInputTokens: 'Evaluations - Input Tokens',
+  evaluationOutputTokens: 'Evaluations - Output Tokens',
 } as const;

@@ -54,6 +54,8 @@ async function main() {
     storageQuotaBytes: config.projectStorageQuotaBytes,
     keyring: config.keyring,
     fleet: new LocalFleet(db, config.fleetStepMs),
+    modelCalls: { apiUrl: config.publicUrl, gatewayUrl: config.gatewayUrl },
+    batchConcurrency: config.batchConcurrencyPerProject,
   });
   const host = await startContainerHost({ config, logger, connection, db, blobs });
   const blobDeletions = startBlobDeletionRetries({ db, blobs, everySeconds: config.blobDeletionRetrySeconds, logger });

@@ -35,6 +35,8 @@ import { createUsageActivities } from '../activities/usage';
 import { createSpeechActivities, type SpeechDeps } from '../activities/audio';
 import type { RemoteFetchPolicy } from '../platform/config';
 import { createSystemActivities } from '../activities/system';
+import type { ModelCallDeps } from '../activities/model-calls';
+import { createBatchActivities } from '../activities/batches';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
 import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
@@ -110,6 +112,10 @@ export function createControlWorker(
     /** GANTRY_PROJECT_STORAGE_QUOTA_BYTES, for model imports (default 0: no quota). */
     storageQuotaBytes?: number;
     keyring?: Keyring;
+    /** Where batches and evaluations make their model calls (the API, the gateway); their keyring is `keyring`. */
+    modelCalls?: Omit<ModelCallDeps, 'keyring'>;
+    /** GANTRY_BATCH_CONCURRENCY_PER_PROJECT: lines of a batch in flight at once (default 8). */
+    batchConcurrency?: number;
   },
 ): Promise<Worker> {
   return Worker.create({
@@ -137,6 +143,13 @@ export function createControlWorker(
       ...createAdapterControlActivities({ db: deps.db }),
       ...createRolloutActivities({ db: deps.db }),
       ...createUsageActivities({ db: deps.db }),
+      ...createBatchActivities({
+        db: deps.db,
+        blobs: deps.blobs,
+        keyring: deps.keyring,
+        modelCalls: deps.modelCalls,
+        concurrency: deps.batchConcurrency ?? 8,
+      }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are
     // cancelled and Temporal retries them on another worker.

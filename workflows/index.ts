@@ -13,3 +13,4 @@ export * from './rollouts';
 export * from './audio';
 export * from './usage';
 export * from './model-file-uploads';
+export * from './batches';

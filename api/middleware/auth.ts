@@ -5,11 +5,13 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
-import { findPrincipalByApiKey, type Principal } from '../../db/accounts';
+import { findPrincipalByApiKey, findPrincipalByApiKeyId, type Principal } from '../../db/accounts';
 import type { Db } from '../../db/pool';
 import type { PrincipalCache } from '../../db/principal-cache';
+import type { Keyring } from '../../platform/keyring';
 import { forbidden, unauthorized } from '../errors';
 import { bindToRequestLog } from './request-context';
+import { isWorkCredential, readWorkCredential } from '../../platform/work-credentials';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -20,14 +22,33 @@ declare module 'express-serve-static-core' {
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 // Longer than any key Gantry issues; anything bigger is not worth a lookup.
 const MAX_KEY_LENGTH = 256;
+/** The API's paths a batch's or an evaluation's calls may reach with a work credential. */
+const WORK_PATHS = /^\/v1\/audio\/(transcriptions|translations)\/?$/;
 
 /** Resolves an API key to its principal (the process's PrincipalCache, or a plain lookup); null when unknown. */
 export type PrincipalLookup = (secret: string) => Promise<Principal | null>;
 
-/** The process's cache when it has one, else a lookup per request. */
-export function principalLookup(deps: { db: Db; principals?: PrincipalCache }): PrincipalLookup {
+/**
+ * The process's cache when it has one, else a lookup per request. A work credential (a batch's or
+ * an evaluation's calls, platform/work-credentials.ts) resolves to its key's principal, looked up on every
+ * call so a revoked key stops the work at once, with the work it is for.
+ */
+export function principalLookup(deps: {
+  db: Db;
+  principals?: PrincipalCache;
+  config?: { keyring?: Keyring };
+}): PrincipalLookup {
   const cache = deps.principals;
-  return cache ? (secret) => cache.lookup(secret) : (secret) => findPrincipalByApiKey(deps.db, secret);
+  const byKey: PrincipalLookup = cache
+    ? (secret) => cache.lookup(secret)
+    : (secret) => findPrincipalByApiKey(deps.db, secret);
+  const keys = deps.config?.keyring;
+  return async (secret) => {
+    if (!isWorkCredential(secret)) return byKey(secret);
+    const credential = keys ? readWorkCredential(keys, secret) : null;
+    const principal = credential ? await findPrincipalByApiKeyId(deps.db, credential.apiKeyId) : null;
+    return principal && { ...principal, work: credential!.work };
+  };
 }
 
 /** The principal of an `Authorization: Bearer <key>` header; throws the 401 a caller sees otherwise. */
@@ -50,6 +71,9 @@ export function authenticate(lookup: PrincipalLookup) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     try {
       const principal = await principalOf(req.headers.authorization, lookup);
+      // A work credential makes the model calls of its work, nothing else: speech here (chat is the gateway's).
+      if (principal.work && !WORK_PATHS.test(req.path))
+        throw forbidden('A work credential only makes model calls.', 'work_credential_scope');
       req.principal = principal;
       bindPrincipalToLog(req, principal);
       next();

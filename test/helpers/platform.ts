@@ -79,7 +79,10 @@ export async function startTestPlatform(
     env?: Record<string, string>;
     /** false: no in-process control worker (a test runs real worker processes instead). */
     controlWorker?: boolean;
-    /** false: no container host (deployments find no worker on queue `containers`). */
+    /**
+     * false: no container host (deployments find no worker on queue `containers`). true: one even
+     * without the in-process control worker (a test that runs and kills real control workers).
+     */
     containers?: boolean;
     /** true: a speech host (queue `speech`) with the speech environment `./dev test` installs, and no model directory. */
     speech?: boolean;
@@ -115,7 +118,11 @@ export async function startTestPlatform(
   const closeServer = closeGracefully(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const config: GantryConfig = { ...base, publicUrl: baseUrl };
+  // The gateway too: the control worker's batches call models there.
+  const gateway = createServer();
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+  const config: GantryConfig = { ...base, publicUrl: baseUrl, gatewayUrl };
   const disk = new FilesystemBlobStore(config.blobDir);
   const blobs = opts.wrapBlobs ? opts.wrapBlobs(disk) : disk;
   const db = createPool(requireDatabaseUrl(config));
@@ -136,6 +143,8 @@ export async function startTestPlatform(
             remoteFetch: config.remoteFetch,
             storageQuotaBytes: config.projectStorageQuotaBytes,
             keyring: config.keyring,
+            modelCalls: { apiUrl: baseUrl, gatewayUrl },
+            batchConcurrency: config.batchConcurrencyPerProject,
           }),
         ]),
     ...(await createGpuWorkers({
@@ -170,7 +179,7 @@ export async function startTestPlatform(
     config: base,
     logger: hostLogger,
   });
-  if (opts.controlWorker !== false && opts.containers !== false) {
+  if ((opts.controlWorker !== false || opts.containers === true) && opts.containers !== false) {
     workers.push(
       ...(await createContainerWorkers({
         ...common,
@@ -213,9 +222,7 @@ export async function startTestPlatform(
   const app = createApp({ config, db, temporal, logger, blobs, principals, queueWakeups });
   server.on('request', app);
   if (opts.serverless) await ensureServerlessPools({ db, temporal, config, logger });
-  const gateway = createServer(createGatewayHandler({ config, db, logger, principals }));
-  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+  gateway.on('request', createGatewayHandler({ config, db, logger, principals }));
 
   return {
     baseUrl,
