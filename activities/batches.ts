@@ -11,8 +11,6 @@
  *   the recorded answers, in input order, and projects how the batch ended;
  * - removeBatchFiles removes the input, output and error files once the retention has passed.
  */
-import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import {
@@ -25,7 +23,7 @@ import {
   refreshBatchProgress,
   type BatchAnswer,
 } from '../db/batches';
-import { getFile, getFileById, insertFile, lockFileForRemoval, recordFileStatus, removeLockedFile } from '../db/files';
+import { getFile, getFileById, lockFileForRemoval, removeLockedFile } from '../db/files';
 import { withTransaction, type Db } from '../db/pool';
 import type { Keyring } from '../platform/keyring';
 import type { BlobStore } from '../providers/storage/blob-store';
@@ -38,6 +36,8 @@ import {
   type BatchSlice,
   type BatchStatus,
 } from '../shared/batches';
+import { linesOf } from './lines-of';
+import { resultFileId, storeWrittenFile } from './written-files';
 import { callModel, ModelCallTransient, type ModelCallDeps } from './model-calls';
 
 export interface BatchActivityDeps {
@@ -57,37 +57,6 @@ const LINE_TRIES = 4;
 export type BatchValidation =
   { ok: true; slices: BatchSlice[]; totalLines: number } | { ok: false; error: string; errorFileId: string };
 
-/** Lines of a blob with their byte offsets (LF or CRLF); blank lines are skipped. */
-async function* linesOf(
-  stream: Readable,
-  base = 0,
-): AsyncGenerator<{ text: string; number: number; start: number; end: number }> {
-  let pending: Buffer = Buffer.alloc(0);
-  let offset = base;
-  let number = 0;
-  const emit = function* (line: Buffer, start: number) {
-    number++;
-    const text = line.toString('utf8').replace(/\r$/, '');
-    if (text.trim()) yield { text, number, start, end: start + line.length - 1 };
-  };
-  for await (const chunk of stream) {
-    pending = pending.length ? Buffer.concat([pending, chunk as Buffer]) : (chunk as Buffer);
-    let nl: number;
-    while ((nl = pending.indexOf(0x0a)) >= 0) {
-      yield* emit(pending.subarray(0, nl), offset);
-      offset += nl + 1;
-      pending = pending.subarray(nl + 1);
-    }
-  }
-  if (pending.length) yield* emit(pending, offset);
-}
-
-/** A file id the batch's output (or error) file always has: a retried finish finds the file it made. */
-function resultFileId(batchId: string, kind: 'output' | 'error'): string {
-  const h = createHash('sha256').update(`${batchId}/${kind}`).digest('hex');
-  return `file-${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
-}
-
 export function createBatchActivities(deps: BatchActivityDeps) {
   const { db, blobs } = deps;
 
@@ -97,29 +66,9 @@ export function createBatchActivities(deps: BatchActivityDeps) {
     return batch;
   }
 
-  /** Stores `lines` as the project's file `fileId` (purpose batch-api, COMPLETED), unless it exists. */
-  async function storeResultFile(projectId: string, fileId: string, filename: string, lines: AsyncIterable<string>) {
-    if (await getFileById(db, fileId)) return;
-    const key = `files/${projectId}/${fileId}`; // where uploads keep a file (api/uploads fileBlobKey)
-    const stored = await blobs.put(key, Readable.from(lines), { maxBytes: Number.MAX_SAFE_INTEGER });
-    await withTransaction(db, async (tx) => {
-      await insertFile(tx, {
-        id: fileId,
-        projectId,
-        filename,
-        purpose: 'batch-api',
-        fileType: 'jsonl',
-        blobKey: key,
-        stored,
-      });
-      await recordFileStatus(tx, {
-        fileId,
-        status: 'COMPLETED',
-        message: 'Written by its batch.',
-        note: 'Written by its batch; not validated.',
-      });
-    });
-  }
+  /** Stores `lines` as the project's file `fileId` (purpose batch-api), unless it exists. */
+  const storeResultFile = (projectId: string, fileId: string, filename: string, lines: AsyncIterable<string>) =>
+    storeWrittenFile(db, blobs, { projectId, fileId, filename, purpose: 'batch-api', writer: 'its batch' }, lines);
 
   /**
    * An audio line whose `file` names one of the project's files: the body with that file's bytes,

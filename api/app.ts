@@ -26,6 +26,7 @@ import { addClusterRoutes } from './routes/clusters';
 import { addFleetRoutes } from './routes/fleet';
 import { addQueueRoutes } from './routes/queue';
 import { addBatchRoutes } from './routes/batches';
+import { addEvaluationRoutes } from './routes/evaluations';
 import { addDeploymentRoutes } from './routes/deployments';
 import { addDeploymentVolumeRoutes } from './routes/deployment-volumes';
 import { addStorageRoutes } from './routes/storage';
@@ -115,6 +116,7 @@ export function createApp(deps: ApiDeps): express.Express {
   addRetiredEndpointRoutes(v1);
   addEndpointFaultRoutes(v1, deps);
   addBatchRoutes(v1, deps);
+  addEvaluationRoutes(v1, deps);
   app.locals.routes = [v1, v2, v3, unversioned].flatMap((r) => r.routes);
   app.locals.routers = [v1, v2, v3, unversioned];
 

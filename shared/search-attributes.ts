@@ -32,7 +32,8 @@ export type GantryPhase = (typeof GANTRY_PHASES)[number];
 // files (QUEUED, COMPLETED, INVALID_FORMAT, FAILED, DISCARDED), fine-tunes, clusters (WaitingFor…,
 // Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
 // (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed), rollouts (ROLLOUT_STATE_PAUSED,
-// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted).
+// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted),
+// batches (EXPIRED), evaluations (user_error).
 const WAITING = new Set([
   'queued',
   'pending',
@@ -42,7 +43,7 @@ const WAITING = new Set([
   'ondemandcomputepaused',
   'scaledtozero',
 ]);
-const FAILED = new Set(['failed', 'error', 'invalid_format']);
+const FAILED = new Set(['failed', 'error', 'user_error', 'invalid_format']);
 // A cluster that is Deleting has nothing more run on it: its last status before the run ends.
 const DONE = new Set([
   'completed',
@@ -54,6 +55,7 @@ const DONE = new Set([
   'passed',
   'deleting',
   'deleted',
+  'expired', // a batch past its completion window: it ended, with the lines answered so far
 ]);
 
 /**

@@ -37,6 +37,7 @@ import type { RemoteFetchPolicy } from '../platform/config';
 import { createSystemActivities } from '../activities/system';
 import type { ModelCallDeps } from '../activities/model-calls';
 import { createBatchActivities } from '../activities/batches';
+import { createEvaluationActivities } from '../activities/evaluations';
 import { createClusterActivities, createClusterNodeTestActivities } from '../activities/clusters';
 import { createQueueActivities } from '../activities/queue';
 import { createDeploymentControlActivities, createReplicaActivities } from '../activities/deployments';
@@ -149,6 +150,13 @@ export function createControlWorker(
         keyring: deps.keyring,
         modelCalls: deps.modelCalls,
         concurrency: deps.batchConcurrency ?? 8,
+      }),
+      ...createEvaluationActivities({
+        db: deps.db,
+        blobs: deps.blobs,
+        keyring: deps.keyring,
+        modelCalls: deps.modelCalls,
+        remoteFetch: deps.remoteFetch ?? { allowPrivateHosts: false, maxBytes: 500 * 1024 ** 3 },
       }),
     },
     // In-flight activities get this long to finish on shutdown; after that they are

@@ -14,3 +14,4 @@ export * from './audio';
 export * from './usage';
 export * from './model-file-uploads';
 export * from './batches';
+export * from './evaluations';

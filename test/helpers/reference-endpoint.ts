@@ -56,10 +56,15 @@ export async function modelServerRequests(p: TestPlatform, endpoint: string): Pr
   return total;
 }
 
-/** Uploads `lines` (one JSON value each) as a file of purpose batch-api; its id. */
-export async function uploadBatchInput(p: TestPlatform, key: string, lines: unknown[]): Promise<string> {
+/** Uploads `lines` (one JSON value each) as a JSONL file of purpose batch-api (or `purpose`); its id. */
+export async function uploadBatchInput(
+  p: TestPlatform,
+  key: string,
+  lines: unknown[],
+  purpose: 'batch-api' | 'eval' = 'batch-api',
+): Promise<string> {
   const body = new FormData();
-  body.append('purpose', 'batch-api');
+  body.append('purpose', purpose);
   body.append('file_name', 'batch.jsonl');
   const text = lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n';
   body.append('file', new Blob([text]), 'batch.jsonl');
