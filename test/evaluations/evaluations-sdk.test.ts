@@ -1,65 +1,23 @@
 /**
  * Evaluations through the official npm SDK (together-ai, client.evals) against a real stack. The
- * judge is `external`: an OpenAI-compatible server this test runs, whose verdicts follow a rule
- * over what it is sent, so the counts a user would compute from the file by hand are known; an
- * answer it gives without a verdict must be counted invalid. The model evaluated is a column of
+ * judge is `external`: an OpenAI-compatible server this test runs (test/helpers/rule-judge.ts),
+ * whose verdicts follow a rule over what it is sent, so the counts a user would compute from the
+ * file by hand are known; an answer it gives without a verdict must be counted invalid. The model evaluated is a column of
  * pre-generated answers, or a dedicated endpoint of the reference byte model (its answers are
  * gibberish; what matters is that each row was generated through the gateway and judged).
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Together } from 'together-ai';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { modelServerRequests, readyReferenceEndpoint, uploadBatchInput } from '../helpers/reference-endpoint';
+import { JUDGE_TOKEN, startRuleJudge, type JudgeCall } from '../helpers/rule-judge';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { setBillingUsageEnabled } from '../../db/usage-report';
 import { evaluationWorkflowId } from '../../shared/evaluations';
 import { recordHistoryIfAsked } from '../helpers/workflow-env';
-
-const JUDGE_TOKEN = 'sk-judge-test-token-7f3a';
-
-/** What the judge was sent, one entry per call. */
-interface JudgeCall {
-  authorization: string | undefined;
-  system: string;
-  user: string;
-}
-
-/**
- * The judge's rule. classify: the label its system prompt names after `MARK:` (`junk` gets a
- * sentence with no verdict). score: the number after `expected=`. compare: the response that
- * contains WIN, as A or B by where it stands; Tie when neither does.
- */
-function verdictFor(system: string, user: string): string {
-  if (system.includes('{"winner"')) {
-    const [, a = '', b = ''] = /Response A:\n([\s\S]*)\n\nResponse B:\n([\s\S]*)$/.exec(user) ?? [];
-    return JSON.stringify({ winner: a.includes('WIN') ? 'A' : b.includes('WIN') ? 'B' : 'Tie' });
-  }
-  const expected = /expected=(\d+)/.exec(system);
-  if (expected) return `{"score": ${expected[1]}}`;
-  const mark = /MARK:(\w+)/.exec(system)?.[1];
-  return mark === 'junk' ? 'This answer seems fine to me.' : `\`\`\`json\n{"label": "${mark}"}\n\`\`\``;
-}
-
-function startJudge(calls: JudgeCall[]): Promise<Server> {
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      const { messages } = JSON.parse(body) as { messages: { role: string; content: string }[] };
-      const system = messages.find((m) => m.role === 'system')?.content ?? '';
-      const user = messages.find((m) => m.role === 'user')?.content ?? '';
-      calls.push({ authorization: req.headers.authorization, system, user });
-      res.setHeader('content-type', 'application/json');
-      res.end(
-        JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: verdictFor(system, user) } }] }),
-      );
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
 
 describe('official SDK: evaluations', () => {
   let p: TestPlatform;
@@ -75,7 +33,7 @@ describe('official SDK: evaluations', () => {
     tenant = await createTenant(p.db);
     const { Together: SDK } = require('together-ai') as typeof import('together-ai');
     client = new SDK({ apiKey: tenant.key, baseURL: `${p.baseUrl}/v1`, maxRetries: 0 });
-    judge = await startJudge(calls);
+    judge = await startRuleJudge(calls);
     judgeUrl = `http://127.0.0.1:${(judge.address() as AddressInfo).port}/v1`;
   });
   after(async () => {
