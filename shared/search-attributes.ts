@@ -32,7 +32,8 @@ export type GantryPhase = (typeof GANTRY_PHASES)[number];
 // files (QUEUED, COMPLETED, INVALID_FORMAT, FAILED, DISCARDED), fine-tunes, clusters (WaitingFor…,
 // Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
 // (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed), rollouts (ROLLOUT_STATE_PAUSED,
-// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted).
+// SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted),
+// ended runs of deployments and clusters (Deleted) and adapter loads (ADAPTER_LOAD_STATE_DETACHED).
 const WAITING = new Set([
   'queued',
   'pending',
@@ -54,6 +55,7 @@ const DONE = new Set([
   'passed',
   'deleting',
   'deleted',
+  'detached',
 ]);
 
 /**
