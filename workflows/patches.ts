@@ -80,4 +80,6 @@ export const PATCHES = {
   clusterEndedStatus: { id: 'cluster-ended-status', workflow: 'cluster' },
   /** A detached adapter load ends with GantryStatus ADAPTER_LOAD_STATE_DETACHED (done); it kept READY. */
   adapterLoadEndedStatus: { id: 'adapter-load-ended-status', workflow: 'adapterLoad' },
+  /** A queue dispatcher that ends idle sets GantryStatus completed (GantryPhase done); it kept running. */
+  queueDispatcherEndedStatus: { id: 'queue-dispatcher-ended-status', workflow: 'queueDispatcher' },
 } as const;
