@@ -14,7 +14,7 @@ import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
 const ROOT = path.resolve(__dirname, '../..');
 
 /** The pids of `pid` and every process below it, read from /proc (what a power cut would take). */
-export function processTree(pid: number): number[] {
+function processTree(pid: number): number[] {
   const children = new Map<number, number[]>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
@@ -47,7 +47,7 @@ const commandLine = (pid: number) => {
 };
 
 /** SIGKILL to every pid at once (one loop, no waits between); those already gone are skipped. */
-export function killAll(pids: number[]): void {
+function killAll(pids: number[]): void {
   for (const pid of pids) {
     try {
       process.kill(pid, 'SIGKILL');
@@ -58,7 +58,7 @@ export function killAll(pids: number[]): void {
 }
 
 /** Resolves once none of `pids` exists any more (positive evidence the kill took). */
-export async function gone(pids: number[]): Promise<void> {
+async function gone(pids: number[]): Promise<void> {
   while (pids.some((p) => existsSync(`/proc/${p}`) && !readFileSync(`/proc/${p}/stat`, 'utf8').includes(') Z'))) {
     await new Promise((r) => setTimeout(r, 20));
   }
