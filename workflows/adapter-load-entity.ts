@@ -174,6 +174,11 @@ export class AdapterLoadEntity {
     return { ...this.input, revisionId: this.desired.revisionId, etag: this.desired.etag };
   }
 
+  /** What operators search by once the load is detached: GantryPhase done. */
+  ended(): void {
+    this.status.end('ADAPTER_LOAD_STATE_DETACHED', `${this.input.adapterModelId}: detached`);
+  }
+
   /** The end: REMOVING projected, the adapter unloaded from every replica, its rows removed. */
   async unload(): Promise<void> {
     const input = this.input;

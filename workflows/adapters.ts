@@ -10,9 +10,10 @@
  * This file wires the signals and the loop, which only asks the entity; what
  * the load does lives in AdapterLoadEntity (adapter-load-entity.ts).
  */
-import { continueAsNew, defineSignal, setHandler } from '@temporalio/workflow';
+import { continueAsNew, defineSignal, patched, setHandler } from '@temporalio/workflow';
 import { ADAPTER_LOAD_MESSAGES } from '../shared/adapter-loads';
 import { AdapterLoadEntity } from './adapter-load-entity';
+import { PATCHES } from './patches';
 
 export interface AdapterLoadInput {
   deploymentId: string;
@@ -45,5 +46,6 @@ export async function adapterLoad(input: AdapterLoadInput): Promise<'detached'> 
     if (a.mayHandOver(round)) await continueAsNew<typeof adapterLoad>(a.carried());
   }
   await a.unload();
+  if (patched(PATCHES.adapterLoadEndedStatus.id)) a.ended();
   return 'detached';
 }

@@ -125,6 +125,11 @@ export class ClusterEntity {
     return this.cluster.tearDown(this.run.deleteRequested!);
   }
 
+  /** What operators search by once the run ends: Deleted (GantryPhase done) or Failed (failed). */
+  ended(status: 'Deleted' | 'Failed'): void {
+    this.status.ended(status);
+  }
+
   /** The same after an unexpected failure of the run, which becomes the reason unless a delete came first. */
   tearDownAfterFailure(err: unknown): Promise<void> {
     this.run.deleteRequested ??= `the cluster workflow failed: ${failureMessage(err)}`;

@@ -108,6 +108,11 @@ export class ClusterProjection {
     ]);
   }
 
+  /** The run's last word to operators (its status; the read model keeps the teardown's projection). */
+  ended(status: 'Deleted' | 'Failed') {
+    this.status.end(status, `**${status}**: ${this.run.state.deletion_reason ?? ''}`);
+  }
+
   async phase(p: ClusterState['phase'], details?: string) {
     setPhase(this.run.state, p);
     await this.project(details);

@@ -106,9 +106,14 @@ export async function cluster(input: ClusterWorkflowInput): Promise<'deleted'> {
         if (!(err instanceof DeletionRequested)) throw err;
       }
     },
-    (err) => c.tearDownAfterFailure(err),
+    async (err) => {
+      await c.tearDownAfterFailure(err);
+      // The run fails next: it says so, not Deleting (done) as its teardown projected.
+      if (patched(PATCHES.clusterEndedStatus.id)) c.ended('Failed');
+    },
   );
   await c.tearDown();
+  if (patched(PATCHES.clusterEndedStatus.id)) c.ended('Deleted');
   await condition(allHandlersFinished);
   return 'deleted';
 }

@@ -216,6 +216,11 @@ export class DeploymentEntity {
     await this.remove();
   }
 
+  /** What operators search by once the run ends deleted: GantryStatus Deleted, GantryPhase done. */
+  ended(): void {
+    this.status.end('Deleted', `**Deleted**: every replica stopped, revision ${this.state.revision}.`);
+  }
+
   /** The deployment's rows are removed: the last step of a delete. */
   async remove(): Promise<void> {
     await control.removeDeployment({ deploymentId: this.deploymentId });

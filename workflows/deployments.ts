@@ -66,6 +66,8 @@ export async function deployment(input: DeploymentWorkflowInput): Promise<'delet
     (err) => d.compensate(err),
   );
   await d.tearDown();
+  // The run says it ended: its last projection showed the replica count it stopped from (Scaling).
+  if (patched(PATCHES.deploymentEndedStatus.id)) d.ended();
   await condition(allHandlersFinished);
   return 'deleted';
 

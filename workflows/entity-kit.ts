@@ -54,6 +54,17 @@ export class StatusProjection {
     }
     setCurrentDetails(details);
   }
+
+  /**
+   * The run's last word: the status it ended with (a Deleted, Failed or detached entity), upserted
+   * whatever was searched before, so a search for active work never lists a finished run. Callers
+   * put it behind their entity's patch: runs recorded before ended without it.
+   */
+  end(status: string, details: string): void {
+    upsertSearchAttributes(statusSearchAttributes(status));
+    this.searched = status;
+    setCurrentDetails(details);
+  }
 }
 
 /**

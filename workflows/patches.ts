@@ -73,4 +73,13 @@ export const PATCHES = {
    * own queue (its files on that host's disk), not on whichever host takes the shared queue's task.
    */
   adapterLoadPerHost: { id: 'adapter-load-per-host', workflow: 'adapterLoad' },
+  // ---- issue 44: every ended entity run says how it ended (GantryPhase done or failed) ----
+  /** A deleted deployment's run ends with GantryStatus Deleted (GantryPhase done); it kept its last serving status. */
+  deploymentEndedStatus: { id: 'deployment-ended-status', workflow: 'deployment' },
+  /** A deleted cluster's run ends with GantryStatus Deleted (done), a failed one with Failed (failed), not Deleting. */
+  clusterEndedStatus: { id: 'cluster-ended-status', workflow: 'cluster' },
+  /** A detached adapter load ends with GantryStatus ADAPTER_LOAD_STATE_DETACHED (done); it kept READY. */
+  adapterLoadEndedStatus: { id: 'adapter-load-ended-status', workflow: 'adapterLoad' },
+  /** A queue dispatcher that ends idle sets GantryStatus completed (GantryPhase done); it kept running. */
+  queueDispatcherEndedStatus: { id: 'queue-dispatcher-ended-status', workflow: 'queueDispatcher' },
 } as const;

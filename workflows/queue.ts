@@ -21,13 +21,17 @@ import {
   condition,
   continueAsNew,
   defineSignal,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { QueueActivities } from '../activities/queue';
+import { statusSearchAttributes } from '../shared/search-attributes';
+import { PATCHES } from './patches';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 
 const queue = proxyActivities<QueueActivities>({
@@ -85,6 +89,8 @@ export async function queueDispatcher(input: QueueDispatcherInput): Promise<'idl
       // read the queue) is looked at again; otherwise the run ends and the next claim starts one.
       if (woken) continue;
       setCurrentDetails('No claims held and no finished jobs kept: idle.');
+      // The API started it `running`; the ended run says it ended (GantryPhase done).
+      if (patched(PATCHES.queueDispatcherEndedStatus.id)) upsertSearchAttributes(statusSearchAttributes('completed'));
       return 'idle';
     }
     setCurrentDetails(

@@ -93,7 +93,12 @@ describe('adapter load workflow decisions (time-skipping)', () => {
         assert.equal(d.typedSearchAttributes.get(SA_PHASE), 'active');
         await handle.signal(ADAPTER_LOAD_MESSAGES.detach);
         assert.equal(await t.finished(handle), 'detached');
+        // An operator's search for active work no longer lists it (issue 44).
+        const ended = await handle.describe();
+        assert.equal(ended.typedSearchAttributes.get(SA_STATUS), 'ADAPTER_LOAD_STATE_DETACHED');
+        assert.equal(ended.typedSearchAttributes.get(SA_PHASE), 'done');
         await recordHistoryIfAsked(handle, 'adapterLoad', 'projections-refused-past-old-budget-ready-detached');
+        await recordHistoryIfAsked(handle, 'adapterLoad', 'ready-detached-says-done');
       });
     },
   );

@@ -19,6 +19,7 @@ import {
   remediationWorkflowId,
   type ClusterState,
 } from '../../shared/clusters';
+import { SA_PHASE, SA_STATUS } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
 import type { cluster as clusterWorkflow } from '../../workflows/clusters';
 import { ClusterActivityDoubles, acceleratorHostDouble, clusterInput } from '../helpers/cluster-doubles';
@@ -406,7 +407,12 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       assert.deepEqual([...doubles.live], [], 'every node is released');
       assert.equal(doubles.latest?.phase, 'CLUSTER_PHASE_DELETING');
       assert.match(doubles.latest?.deletion_reason ?? '', /failed/);
+      // Operators find it failed, not done as its teardown's Deleting said (issue 44).
+      const ended = await handle.describe();
+      assert.equal(ended.typedSearchAttributes.get(SA_STATUS), 'Failed');
+      assert.equal(ended.typedSearchAttributes.get(SA_PHASE), 'failed');
       await recordHistoryIfAsked(handle, 'cluster', 'run-cancelled-nodes-released');
+      await recordHistoryIfAsked(handle, 'cluster', 'run-cancelled-says-failed');
     });
   });
 
@@ -430,7 +436,11 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
         assert.deepEqual([...doubles.live], []);
         assert.equal(doubles.count('provisionNodes'), 2, 'nothing new was provisioned');
         assert.equal(doubles.latest?.deletion_reason, 'deleted through the API');
+        const ended = await teardown.describe();
+        assert.equal(ended.typedSearchAttributes.get(SA_STATUS), 'Deleted');
+        assert.equal(ended.typedSearchAttributes.get(SA_PHASE), 'done');
         await recordHistoryIfAsked(teardown, 'cluster', 'torn-down-after-its-workflow-was-gone');
+        await recordHistoryIfAsked(teardown, 'cluster', 'torn-down-says-deleted');
       });
     },
   );

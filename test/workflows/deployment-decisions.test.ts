@@ -11,6 +11,7 @@ import {
   deploymentWorkflowId,
   type DeploymentWorkflowInput,
 } from '../../shared/deployments';
+import { SA_PHASE, SA_STATUS } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
 import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
@@ -77,7 +78,12 @@ describe('deployment workflow decisions (time-skipping)', () => {
           assert.equal(doubles.running.size, 3);
           await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
           assert.equal(await t.finished(handle), 'deleted');
+          // An operator's search for active work no longer lists it (issue 44).
+          const ended = await handle.describe();
+          assert.equal(ended.typedSearchAttributes.get(SA_STATUS), 'Deleted');
+          assert.equal(ended.typedSearchAttributes.get(SA_PHASE), 'done');
           await recordHistoryIfAsked(handle, 'deployment', 'mean-request-duration-scaled-up');
+          await recordHistoryIfAsked(handle, 'deployment', 'scaled-up-deleted-says-done');
         },
       );
     },

@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { QueueActivities } from '../../activities/queue';
 import { queueDispatcherWorkflowId } from '../../shared/deployments';
 import type { Sweep } from '../../db/queue';
+import { SA_PHASE } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import {
   DISPATCHER_SWEEPS_PER_RUN,
@@ -81,7 +82,10 @@ describe('queue dispatcher decisions (time-skipping)', () => {
         await t.advance(10_000);
         assert.equal(await t.finished(handle), 'idle');
         assert.equal(s.calls.length, 3, 'the third sweep found nothing left to watch');
+        // An operator's search for active work no longer lists it (issue 44).
+        assert.equal((await handle.describe()).typedSearchAttributes.get(SA_PHASE), 'done');
         await recordHistoryIfAsked(handle, 'queueDispatcher', 'woken-then-idle');
+        await recordHistoryIfAsked(handle, 'queueDispatcher', 'idle-says-done');
       });
     },
   );
