@@ -28,11 +28,17 @@ import { call, eventually } from '../helpers/platform';
 import { podmanOf } from '../helpers/podman-platform';
 import { FAST_CLUSTERS, clusterBody } from '../helpers/clusters';
 import { crashPlatform, type CrashPlatform } from './crash-platform';
+import { JUDGE_TOKEN, startRuleJudge, type JudgeCall } from '../helpers/rule-judge';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { execFileSync } from 'node:child_process';
 
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
 const FILE_LINES = 200_000;
+/** Rows of the evaluation that is judging when the power goes, and its judge's time per answer. */
+const EVAL_ROWS = 40;
+const JUDGE_DELAY_MS = 1000;
 
 let cp: CrashPlatform;
 let registry: LocalRegistry;
@@ -40,6 +46,9 @@ let image: string;
 let key: string;
 let db: Db;
 let temporal: { connection: Connection; client: Client } | undefined;
+/** The evaluation's external judge (test/helpers/rule-judge.ts): it outlives the platform's processes. */
+let judge: Server;
+const judgeCalls: JudgeCall[] = [];
 const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-crash-'));
 
 const api = (method: string, url: string, json?: unknown) => call(cp.apiUrl, method, `/v1${url}`, { key, json });
@@ -196,7 +205,10 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1',
       GANTRY_REPLICA_ADOPTION_SECONDS: '20',
       GANTRY_USAGE_METER_SECONDS: '10',
+      // The evaluation's judge listens on loopback.
+      GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true',
     });
+    judge = await startRuleJudge(judgeCalls, JUDGE_DELAY_MS);
     await cp.up();
     key = cp.adminKey();
     db = createPool(cp.databaseUrl(), 2);
@@ -206,6 +218,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
   /** The deployments this test made: their containers are removed whatever happened. */
   const ours = { deployments: [] as string[] };
   after(async () => {
+    judge?.close();
     await temporal?.connection.close().catch(() => undefined);
     await db?.end().catch(() => undefined);
     await cp?.stop();
@@ -275,9 +288,9 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         [9, 7],
       );
 
-      // ---- BATCHES AND EVALUATIONS (issue 44): a batch mid-way through its lines and an evaluation
-      // mid-judging are to be put in flight here once those workflows exist (being built elsewhere);
-      // their checks go with the others below (each line answered once, usage once). ----
+      // ---- BATCHES (issue 44): a batch mid-way through its lines is still to be put in flight here;
+      // it needs a model server image, which this test does not build (the batch's own worker-kill
+      // test is test/batches/batch-worker-crash.test.ts). The evaluation is below, just before the kill. ----
 
       // The fine-tune first; the shorter pieces of work start once it trains, so that each is
       // mid-way at the kill: a file of 200,000 lines validating and a cluster coming up.
@@ -309,6 +322,45 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         const events = (await api('GET', `/fine-tunes/${ftId}/events`)).body.data ?? [];
         throw new Error(`${err.message}; events: ${events.map((e: { type: string }) => e.type).join(', ')}`);
       });
+      // An evaluation mid-judging: 40 rows, two at a time, a judge that takes a second an answer.
+      const rows = Array.from({ length: EVAL_ROWS }, (_, i) => ({
+        q: `q${i}`,
+        answer: `a${i}`,
+        mark: i % 4 ? 'good' : 'bad',
+      }));
+      const evalForm = new FormData();
+      evalForm.append('purpose', 'eval');
+      evalForm.append('file_name', 'rows.jsonl');
+      evalForm.append('file', new Blob([rows.map((r) => JSON.stringify(r)).join('\n') + '\n']), 'rows.jsonl');
+      const evalFile = await call(cp.apiUrl, 'POST', '/v1/files/upload', { key, body: evalForm });
+      assert.equal(evalFile.status, 200, JSON.stringify(evalFile.body));
+      const judgeUrl = `http://127.0.0.1:${(judge.address() as AddressInfo).port}/v1`;
+      const evaluation = await api('POST', '/evaluation', {
+        type: 'classify',
+        parameters: {
+          input_data_file_path: evalFile.body.id,
+          judge: {
+            model: 'judge-1',
+            model_source: 'external',
+            system_template: 'MARK:{{ mark }}',
+            external_base_url: judgeUrl,
+            external_api_token: JUDGE_TOKEN,
+            num_workers: 2,
+          },
+          labels: ['good', 'bad'],
+          pass_labels: ['good'],
+          model_to_evaluate: 'answer',
+        },
+      });
+      assert.equal(evaluation.status, 200, JSON.stringify(evaluation.body));
+      const evalId: string = evaluation.body.workflow_id;
+      await eventually(
+        async () => judgeCalls.length,
+        (n) => n >= 2,
+        60_000,
+        50,
+      );
+
       // A cluster coming up and a file of 200,000 lines validating: the kill comes while both are.
       const cluster = await api('POST', '/compute/clusters', clusterBody({ cluster_name: 'crash-bring-up' }));
       assert.equal(cluster.status, 200, JSON.stringify(cluster.body));
@@ -334,12 +386,14 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         file: (await api('GET', `/files/${fileId}`)).body,
         fineTune: (await api('GET', `/fine-tunes/${ftId}`)).body,
         deployment: (await api('GET', '/deployments/crash-serving')).body,
+        evaluation: (await api('GET', `/evaluation/${evalId}`)).body,
       };
       const inFlight = [
         `fine-tune/${ftId}`,
         `cluster/${clusterId}`,
         `deployment/${depId}`,
         `file-validation/${fileId}`,
+        `evaluation/${evalId}`,
       ];
       const containersBefore = containersOf(depId, false);
       assert.equal(containersBefore.length, 1, 'one container serves before the crash');
@@ -354,6 +408,9 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(before.fineTune.status, 'running');
       assert.notEqual(before.cluster.status, 'Ready', 'the cluster was still coming up');
       assert.equal(before.file.processing_status, 'RUNNING', 'the file was validating');
+      assert.equal(before.evaluation.status, 'running', 'the evaluation was judging');
+      const judgedBeforeKill = judgeCalls.length;
+      assert.ok(judgedBeforeKill < EVAL_ROWS, `the evaluation was mid-way (${judgedBeforeKill} judged)`);
 
       // ---- ./dev up again, on the same data ----
       const restartAt = Date.now();
@@ -425,6 +482,26 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       );
       assert.equal(file.body.processing_status, 'COMPLETED', JSON.stringify(file.body.validation_report));
       assert.equal(file.body.validation_report.nlines, FILE_LINES, 'every line counted once');
+
+      // The evaluation finished with every row judged once: its counts are the file's (one row in
+      // four is bad), and the judge was asked again only for the rows in flight at the kill (two).
+      const judged = await eventually(
+        () => api('GET', `/evaluation/${evalId}`),
+        (r) => ['completed', 'error', 'user_error'].includes(r.body.status),
+        180_000,
+        500,
+      );
+      assert.equal(judged.body.status, 'completed', JSON.stringify(judged.body));
+      assert.deepEqual(JSON.parse(judged.body.results.label_counts), { good: 30, bad: 10 });
+      assert.equal(judged.body.results.invalid_label_count, 0);
+      const recorded = await db.query('SELECT count(*)::int AS n FROM evaluation_rows WHERE evaluation_id = $1', [
+        evalId,
+      ]);
+      assert.equal(recorded.rows[0].n, EVAL_ROWS, 'each row recorded once');
+      assert.ok(
+        judgeCalls.length >= EVAL_ROWS && judgeCalls.length <= EVAL_ROWS + 2,
+        `the judge was asked ${judgeCalls.length} times for ${EVAL_ROWS} rows`,
+      );
 
       // The cluster came up, with its nodes.
       const ready = await eventually(

@@ -29,7 +29,8 @@ function verdictFor(system: string, user: string): string {
   return mark === 'junk' ? 'This answer seems fine to me.' : `\`\`\`json\n{"label": "${mark}"}\n\`\`\``;
 }
 
-export function startRuleJudge(calls: JudgeCall[]): Promise<Server> {
+/** Starts the judge; each answer comes `delayMs` after its request (a slow judge keeps an evaluation mid-way). */
+export function startRuleJudge(calls: JudgeCall[], delayMs = 0): Promise<Server> {
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -38,10 +39,16 @@ export function startRuleJudge(calls: JudgeCall[]): Promise<Server> {
       const system = messages.find((m) => m.role === 'system')?.content ?? '';
       const user = messages.find((m) => m.role === 'user')?.content ?? '';
       calls.push({ authorization: req.headers.authorization, system, user });
-      res.setHeader('content-type', 'application/json');
-      res.end(
-        JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: verdictFor(system, user) } }] }),
-      );
+      const answer = () => {
+        res.setHeader('content-type', 'application/json');
+        res.end(
+          JSON.stringify({
+            choices: [{ index: 0, message: { role: 'assistant', content: verdictFor(system, user) } }],
+          }),
+        );
+      };
+      if (delayMs) setTimeout(answer, delayMs);
+      else answer();
     });
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
