@@ -23,34 +23,18 @@ import {
 } from '@temporalio/workflow';
 import type { BatchActivities } from '../activities/batches';
 import { BATCH_MESSAGES, type BatchStatus, type BatchWorkflowInput } from '../shared/batches';
-import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { continueAsNewWhenQuiet, StatusProjection } from './entity-kit';
+import { failureMessage } from './failures';
+import { BOOKKEEPING_OPTIONS, SLICE_OPTIONS } from './model-work';
 
 /** Stops the batch: the slice running is cancelled, the batch ends CANCELLED with what it answered. */
 export const cancelBatchUpdate = defineUpdate<void, []>(BATCH_MESSAGES.cancel);
 
-const bookkeeping = proxyActivities<BatchActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '30 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
-
+const bookkeeping = proxyActivities<BatchActivities>(BOOKKEEPING_OPTIONS);
 const lines = proxyActivities<BatchActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '6 hours',
-  // A slice heartbeats every few seconds; a lost worker's slice is retried elsewhere soon after.
-  heartbeatTimeout: '10 seconds',
-  // Transient failures (a busy or restarting endpoint) retry until the deadline; a revoked key does not.
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute', nonRetryableErrorTypes: ['ApiKeyRevoked'] },
+  ...SLICE_OPTIONS,
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 });
-
-/** The innermost message: what went wrong, without Temporal's wrapping. */
-function reason(err: unknown): string {
-  let e = err as { cause?: unknown; message?: string };
-  while (e?.cause) e = e.cause as typeof e;
-  return e?.message ?? String(err);
-}
 
 export async function batch(input: BatchWorkflowInput): Promise<void> {
   const { batchId } = input;
@@ -114,7 +98,7 @@ export async function batch(input: BatchWorkflowInput): Promise<void> {
     }
     watch.cancel();
     if (isCancellation(outcome)) throw outcome;
-    ended = { status: 'FAILED', error: reason(outcome) };
+    ended = { status: 'FAILED', error: failureMessage(outcome) };
   }
   ended ??= { status: 'COMPLETED' }; // every line has its answer
 

@@ -9,33 +9,15 @@
  * to the result file. Slices are few per evaluation (EVALUATION_MAX_ROWS / sliceRows), so the
  * history stays small without continuing as new. Progress is told in status_updates.
  */
-import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
 import type { EvaluationActivities } from '../activities/evaluations';
 import type { EvaluationWorkflowInput } from '../shared/evaluations';
-import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { StatusProjection } from './entity-kit';
+import { failureMessage } from './failures';
+import { BOOKKEEPING_OPTIONS, SLICE_OPTIONS } from './model-work';
 
-const bookkeeping = proxyActivities<EvaluationActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '30 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
-
-const rows = proxyActivities<EvaluationActivities>({
-  taskQueue: CONTROL_TASK_QUEUE,
-  startToCloseTimeout: '6 hours',
-  // A slice heartbeats every few seconds; a lost worker's slice is retried elsewhere soon after.
-  heartbeatTimeout: '10 seconds',
-  // Transient failures (a busy or restarting model) retry; a revoked key does not.
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute', nonRetryableErrorTypes: ['ApiKeyRevoked'] },
-});
-
-/** The innermost message: what went wrong, without Temporal's wrapping. */
-function reason(err: unknown): string {
-  let e = err as { cause?: unknown; message?: string };
-  while (e?.cause) e = e.cause as typeof e;
-  return e?.message ?? String(err);
-}
+const bookkeeping = proxyActivities<EvaluationActivities>(BOOKKEEPING_OPTIONS);
+const rows = proxyActivities<EvaluationActivities>(SLICE_OPTIONS);
 
 export async function evaluation(input: EvaluationWorkflowInput): Promise<void> {
   const { evaluationId } = input;
@@ -55,10 +37,8 @@ export async function evaluation(input: EvaluationWorkflowInput): Promise<void> 
     await bookkeeping.finishEvaluation({ evaluationId });
     status.show('completed', 'Results counted; the result file is written.');
   } catch (err) {
-    if (!(err instanceof ApplicationFailure) && !isActivityFailure(err)) throw err;
-    await bookkeeping.failEvaluation({ evaluationId, error: reason(err) });
-    status.show('error', reason(err));
+    if (!(err instanceof ActivityFailure)) throw err;
+    await bookkeeping.failEvaluation({ evaluationId, error: failureMessage(err) });
+    status.show('error', failureMessage(err));
   }
 }
-
-const isActivityFailure = (err: unknown) => (err as { name?: string })?.name === 'ActivityFailure';
