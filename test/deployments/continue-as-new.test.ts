@@ -54,7 +54,19 @@ describe('deployment continue-as-new', () => {
       (d) => d.runId !== firstRun,
       20_000,
     );
-    await new Promise((r) => setTimeout(r, 2500)); // past the old run's supervisor heartbeats
+    // The new run supervises the replica: its superviseReplica activity has started and heartbeated
+    // (positive evidence that a crash from now on is the new run's to see).
+    await eventually(
+      async () => (await handle.describe()).raw.pendingActivities ?? [],
+      (pending) =>
+        pending.some(
+          (a) =>
+            a.activityType?.name === 'superviseReplica' &&
+            a.lastHeartbeatTime !== null &&
+            a.lastHeartbeatTime !== undefined,
+        ),
+      20_000,
+    );
     // The same process still serves, and it is still watched: kill it, it is replaced.
     assert.equal((await fetch(`http://127.0.0.1:${first.port}/health`)).status, 200);
     const after = await get();
