@@ -36,6 +36,7 @@ const COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'to
  * one of them alone at the end; the rest follow in name order.
  */
 const LONGEST_FIRST = [
+  'test/crash/whole-platform.test.ts', // about 150-200 s: ./dev up twice, a fine-tune to its end
   'test/deployments/podman-isolation.test.ts',
   'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
   'test/workflows/cluster-decisions.test.ts',

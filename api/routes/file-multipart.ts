@@ -166,7 +166,9 @@ export function addMultipartRoutes(router: ApiRouter, deps: ApiDeps) {
       if (!(await moveMultipartState(db, upload.id, 'open', 'completing'))) {
         throw conflict(`Multipart upload '${upload.id}' is already ${upload.state}.`, 'upload_not_open');
       }
-      const file = (await getFileById(db, upload.file_id))!;
+      const file = await getFileById(db, upload.file_id);
+      // A delete that won the race between the state move and here took the file (and its upload).
+      if (!file) throw notFound(`File '${upload.file_id}' no longer exists; start the upload again.`);
       const joined = Readable.from(
         (async function* () {
           for (const p of stored) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });

@@ -38,7 +38,7 @@ const MODEL = 'gantry/reference-byte-tiny';
 const FILE_LINES = 200_000;
 /** Rows of the evaluation that is judging when the power goes, and its judge's time per answer. */
 const EVAL_ROWS = 40;
-const JUDGE_DELAY_MS = 1000;
+const JUDGE_DELAY_MS = 2000;
 
 let cp: CrashPlatform;
 let registry: LocalRegistry;
@@ -253,7 +253,9 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       ours.deployments.push(depId);
 
       // The fine-tune's training file validates meanwhile.
-      const records = Array.from({ length: 96 }, (_, i) =>
+      // Long enough that training is still going when the rest is in flight, on a loaded machine too
+      // (with 96 records, a run beside three other test files finished training before the kill).
+      const records = Array.from({ length: 192 }, (_, i) =>
         chat(`Spell ${i}`, `${i} is ${String(i).split('').join('-')}.`),
       );
       const trainForm = new FormData();
@@ -322,7 +324,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         const events = (await api('GET', `/fine-tunes/${ftId}/events`)).body.data ?? [];
         throw new Error(`${err.message}; events: ${events.map((e: { type: string }) => e.type).join(', ')}`);
       });
-      // An evaluation mid-judging: 40 rows, two at a time, a judge that takes a second an answer.
+      // An evaluation mid-judging: 40 rows, two at a time, a judge that takes two seconds an answer.
       const rows = Array.from({ length: EVAL_ROWS }, (_, i) => ({
         q: `q${i}`,
         answer: `a${i}`,
@@ -356,7 +358,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       const evalId: string = evaluation.body.workflow_id;
       await eventually(
         async () => judgeCalls.length,
-        (n) => n >= 2,
+        (n) => n >= 1,
         60_000,
         50,
       );

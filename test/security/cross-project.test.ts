@@ -29,6 +29,7 @@ import {
   type HttpResult,
   type TestPlatform,
 } from '../helpers/platform';
+import { uploadBatchInput } from '../helpers/reference-endpoint';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 /** What an attacker writes where a name or a description goes: B's resources must not show it. */
@@ -69,6 +70,9 @@ interface Holdings {
   queueJob: string;
   /** An invitation into the project's organization, to an address of nobody here. */
   invitation: string;
+  /** A batch and an evaluation of the project's (their calls fail: nothing serves here; they exist). */
+  batch: string;
+  evaluation: string;
 }
 let A: Holdings;
 let B: Holdings;
@@ -225,6 +229,27 @@ async function holdingsOf(t: Tenant): Promise<Holdings> {
     v1('POST', '/organization/invitations', { email: `invitee-${t.projectSlug}@example.com`, role: 'Developer' }),
     'invitation',
   );
+  const batchInput = await uploadBatchInput(p, t.key, [
+    { custom_id: 'one', body: { model: `${t.projectSlug}/chat`, messages: [{ role: 'user', content: 'hi' }] } },
+  ]);
+  const batch = await ok(
+    v1('POST', '/batches', { endpoint: '/v1/chat/completions', input_file_id: batchInput }),
+    'batch',
+  );
+  const evalInput = await uploadBatchInput(p, t.key, [{ q: 'x', answer: 'y' }], 'eval');
+  const evaluation = await ok(
+    v1('POST', '/evaluation', {
+      type: 'classify',
+      parameters: {
+        input_data_file_path: evalInput,
+        judge: { model: `${t.projectSlug}/chat`, model_source: 'dedicated', system_template: 'Is it good?' },
+        labels: ['good', 'bad'],
+        pass_labels: ['good'],
+        model_to_evaluate: 'answer',
+      },
+    }),
+    'evaluation',
+  );
   return {
     tenant: t,
     file,
@@ -248,6 +273,8 @@ async function holdingsOf(t: Tenant): Promise<Holdings> {
     multipartUpload: multipart.upload_id,
     modelFileUpload: modelFileUpload.uploadId,
     queueJob: queueJob.request_id,
+    batch: batch.job.id,
+    evaluation: evaluation.workflow_id,
   };
 }
 
@@ -288,6 +315,8 @@ const NAMED_BY: Record<string, Kind | ((h: Holdings) => string)> = {
   'organization/invitations/{invitationId}': 'invitation',
   'v1/invitations/{invitationId}': 'invitation',
   'v1/models/{name}': (h) => encodeURIComponent(`${h.tenant.projectSlug}/${h.endpointName}`),
+  'batches/{id}': 'batch',
+  'evaluation/{id}': 'evaluation',
 };
 /** Routes with a parameter in the path that name nothing of a project's. */
 const NOT_A_PROJECTS = new Set([
@@ -622,5 +651,7 @@ async function victimsView() {
     rollout: pick(await get(`${v2}/endpoints/${B.endpoint}/rollouts/${B.rollout}`), 'state', 'etag'),
     config: pick(await get(`${v2}/configs/${B.config}`), 'id', 'selectors'),
     queueJob: pick(await get(`/v1/queue/status?model=web&request_id=${B.queueJob}`), 'status', 'info'),
+    batch: withFlag(await get(`/v1/batches/${B.batch}`), 'status', /CANCELLED/, 'input_file_id', 'endpoint'),
+    evaluation: pick(await get(`/v1/evaluation/${B.evaluation}`), 'type', 'parameters'),
   };
 }
