@@ -9,7 +9,8 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { PassThrough, Readable, Transform } from 'node:stream';
+import { Duplex, PassThrough, Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -94,15 +95,43 @@ function downloadRefusal(err: unknown, format: string, limit: ImportLimit): Appl
   return undefined;
 }
 
-function zstdDecompress(input: Readable): Readable {
+/** The stages that turn the downloaded bytes into a tar stream. */
+function unpacking(format: 'tar' | 'tar.gz' | 'tar.zst'): Duplex[] {
+  if (format === 'tar.gz') return [createGunzip()];
+  if (format === 'tar.zst') return [zstdDecompressor()];
+  return [];
+}
+
+/** `zstd -d` as a stream stage; a failed or non-zero exit fails the stage. */
+function zstdDecompressor(): Duplex {
   const zstd = spawn('zstd', ['-d', '-c', '-q'], { stdio: ['pipe', 'pipe', 'ignore'], env: subprocessEnv() });
-  const out = new PassThrough();
-  zstd.on('error', (err) => out.destroy(err));
-  zstd.on('exit', (code) => code !== 0 && code !== null && out.destroy(new Error(`zstd -d exited with ${code}`)));
-  input.on('error', (err) => out.destroy(err));
-  input.pipe(zstd.stdin);
-  zstd.stdout.pipe(out);
-  return out;
+  const stage = Duplex.from({ writable: zstd.stdin, readable: zstd.stdout });
+  zstd.on('error', (err) => stage.destroy(err));
+  zstd.on('exit', (code) => code !== 0 && code !== null && stage.destroy(new Error(`zstd -d exited with ${code}`)));
+  // The pipeline ending early (a refusal, a dropped connection) must not leave zstd running.
+  stage.on('close', () => zstd.exitCode === null && zstd.kill());
+  return stage;
+}
+
+/**
+ * Waits for a pipeline and what consumes its last stage. A consumer that fails ends that stage, so
+ * the pipeline stops too; when both fail, the consumer's reason is the one to report (the pipeline
+ * then only saw its reader go, or passed the same error on).
+ */
+async function fedAndConsumed(
+  feeding: Promise<void>,
+  consuming: Promise<void>,
+  last: { destroy(err?: Error): unknown },
+): Promise<void> {
+  const [fed, consumed] = await Promise.allSettled([
+    feeding,
+    consuming.catch((err: Error) => {
+      last.destroy(err);
+      throw err;
+    }),
+  ]);
+  if (consumed.status === 'rejected') throw consumed.reason;
+  if (fed.status === 'rejected') throw fed.reason;
 }
 
 /** A path inside the revision: plain segments a blob key can hold. */
@@ -189,8 +218,6 @@ export function createModelUploadActivities(deps: {
           done(null, chunk);
         },
       });
-      remote.body.on('error', (err) => meter.destroy(err));
-      const source = remote.body.pipe(meter);
       const stored: Stored[] = [];
       let total = 0;
       const store = async (name: string, body: Readable) => {
@@ -207,42 +234,27 @@ export function createModelUploadActivities(deps: {
       };
       const format = formatOf(remote.url);
       try {
+        // One pipeline from the socket to the last stage: a failure anywhere (the connection
+        // dropping, a bomb, a store refusing) ends every stage, so an attempt always ends.
         if (format === 'file') {
-          await store(path.posix.basename(remote.url.pathname) || 'model', source);
+          const body = new PassThrough();
+          await fedAndConsumed(
+            pipeline(remote.body, meter, body),
+            store(path.posix.basename(remote.url.pathname) || 'model', body),
+            body,
+          );
         } else {
-          const decompressed =
-            format === 'tar.zst' ? zstdDecompress(source) : format === 'tar.gz' ? source.pipe(createGunzip()) : source;
-          const unpacked = decompressed.pipe(expansionGuard(() => downloaded));
-          decompressed.on('error', (err) => unpacked.destroy(err));
           const extract = tar.extract();
-          // The file being stored when the archive fails: its entry stream must end, so that the
-          // store gives up its partial blob before this attempt ends.
-          let storing: Promise<void> | undefined;
-          const done = new Promise<void>((resolve, reject) => {
-            extract.on('entry', (header, stream, next) => {
-              if (header.type !== 'file') {
-                stream.resume();
-                return next();
+          await fedAndConsumed(
+            pipeline([remote.body, meter, ...unpacking(format), expansionGuard(() => downloaded), extract]),
+            (async () => {
+              for await (const entry of extract) {
+                if (entry.header.type !== 'file') entry.resume();
+                else await store(entry.header.name, Readable.from(entry));
               }
-              storing = store(header.name, Readable.from(stream));
-              storing.then(
-                () => next(),
-                (err) => {
-                  stream.resume();
-                  extract.destroy(err);
-                },
-              );
-            });
-            extract.on('finish', resolve);
-            extract.on('error', reject);
-            unpacked.on('error', reject);
-          });
-          unpacked.pipe(extract);
-          await done.catch(async (err) => {
-            extract.destroy(err);
-            await storing?.catch(() => undefined);
-            throw err;
-          });
+            })(),
+            extract,
+          );
         }
       } catch (err) {
         const refusal = downloadRefusal(err, format, limit);

@@ -57,6 +57,22 @@ import type { SpeechModel } from '../shared/audio';
  * and activity task latencies, activity outcomes such as
  * `temporal_activity_execution_failed`, poller and slot gauges).
  */
+/** Seconds a worker still waits, after cancelling its activities, for those that ignore the cancellation. */
+const SHUTDOWN_FORCE_AFTER_GRACE_SECONDS = 30;
+
+/**
+ * How every worker shuts down. In-flight activities get the grace to finish; then they are
+ * cancelled and Temporal retries them on another worker. One that ignores its cancellation (stuck
+ * in I/O that never ends) does not hold the process forever: the worker stops anyway, and the
+ * server's heartbeat or start-to-close timeout hands the task on.
+ */
+function shutdownTimes(graceSeconds: number) {
+  return {
+    shutdownGraceTime: `${graceSeconds} seconds`,
+    shutdownForceTime: `${graceSeconds + SHUTDOWN_FORCE_AFTER_GRACE_SECONDS} seconds`,
+  } as const;
+}
+
 export function installRuntime(logger: Logger, metrics?: { host: string; port?: number }): void {
   Runtime.install({
     ...(metrics?.port
@@ -159,9 +175,7 @@ export function createControlWorker(
         remoteFetch: deps.remoteFetch ?? { allowPrivateHosts: false, maxBytes: 500 * 1024 ** 3 },
       }),
     },
-    // In-flight activities get this long to finish on shutdown; after that they are
-    // cancelled and Temporal retries them on another worker.
-    shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+    ...shutdownTimes(deps.shutdownGraceSeconds),
   });
 }
 
@@ -210,7 +224,7 @@ export function createGpuWorkers(
         taskQueue: gpuTaskQueue(gpuType),
         identity: `gpu(${gpuType}, ${deps.host.kind})@${hostname()}:${process.pid}`,
         activities,
-        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        ...shutdownTimes(deps.shutdownGraceSeconds),
         // Cancellation reaches an activity in a heartbeat response: heartbeat often,
         // so a cancelled training run stops within about a second.
         maxHeartbeatThrottleInterval: '1 second',
@@ -243,7 +257,7 @@ export function createSpeechWorkers(
         taskQueue,
         identity: `speech@${hostname()}:${process.pid}`,
         activities,
-        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        ...shutdownTimes(deps.shutdownGraceSeconds),
         // Held tasks beyond the tools' slots would only wait here while another host could run them.
         maxConcurrentActivityTaskExecutions: deps.slots,
         maxHeartbeatThrottleInterval: '2 seconds',
@@ -305,7 +319,7 @@ export async function createContainerWorkers(
         taskQueue,
         identity: `containers(${deps.runtime.kind})@${hostname()}:${process.pid}`,
         activities,
-        shutdownGraceTime: `${deps.shutdownGraceSeconds} seconds`,
+        ...shutdownTimes(deps.shutdownGraceSeconds),
         // Cancellation (stop a replica) arrives with a heartbeat response.
         maxHeartbeatThrottleInterval: '1 second',
       }),

@@ -36,9 +36,9 @@ import { execFileSync } from 'node:child_process';
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
 const FILE_LINES = 200_000;
-/** Rows of the evaluation that is judging when the power goes, and its judge's time per answer. */
+/** Rows of the evaluation that is judging when the power goes, and how many its judge answers before it holds. */
 const EVAL_ROWS = 40;
-const JUDGE_DELAY_MS = 2000;
+const JUDGED_BEFORE_HOLD = 10;
 
 let cp: CrashPlatform;
 let registry: LocalRegistry;
@@ -49,6 +49,13 @@ let temporal: { connection: Connection; client: Client } | undefined;
 /** The evaluation's external judge (test/helpers/rule-judge.ts): it outlives the platform's processes. */
 let judge: Server;
 const judgeCalls: JudgeCall[] = [];
+/**
+ * The judge answers the first JUDGED_BEFORE_HOLD calls, then holds every answer until the platform
+ * is up again: the evaluation is mid-way at the kill by construction, not by a race with the clock.
+ */
+let releaseJudge: () => void;
+const judgeReleased = new Promise<void>((resolve) => (releaseJudge = resolve));
+const judgeAnswersWhen = (index: number) => (index < JUDGED_BEFORE_HOLD ? Promise.resolve() : judgeReleased);
 const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-crash-'));
 
 const api = (method: string, url: string, json?: unknown) => call(cp.apiUrl, method, `/v1${url}`, { key, json });
@@ -208,7 +215,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // The evaluation's judge listens on loopback.
       GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true',
     });
-    judge = await startRuleJudge(judgeCalls, JUDGE_DELAY_MS);
+    judge = await startRuleJudge(judgeCalls, judgeAnswersWhen);
     await cp.up();
     key = cp.adminKey();
     db = createPool(cp.databaseUrl(), 2);
@@ -218,6 +225,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
   /** The deployments this test made: their containers are removed whatever happened. */
   const ours = { deployments: [] as string[] };
   after(async () => {
+    releaseJudge();
     judge?.close();
     await temporal?.connection.close().catch(() => undefined);
     await db?.end().catch(() => undefined);
@@ -324,7 +332,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         const events = (await api('GET', `/fine-tunes/${ftId}/events`)).body.data ?? [];
         throw new Error(`${err.message}; events: ${events.map((e: { type: string }) => e.type).join(', ')}`);
       });
-      // An evaluation mid-judging: 40 rows, two at a time, a judge that takes two seconds an answer.
+      // An evaluation mid-judging: 40 rows, two at a time; the judge answers ten and holds the rest.
       const rows = Array.from({ length: EVAL_ROWS }, (_, i) => ({
         q: `q${i}`,
         answer: `a${i}`,
@@ -356,17 +364,21 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       });
       assert.equal(evaluation.status, 200, JSON.stringify(evaluation.body));
       const evalId: string = evaluation.body.workflow_id;
+      // Positive evidence it is mid-way: the answered rows are recorded, two more are with the judge.
       await eventually(
-        async () => judgeCalls.length,
-        (n) => n >= 1,
+        async () => ({
+          asked: judgeCalls.length,
+          recorded: (
+            await db.query('SELECT count(*)::int AS n FROM evaluation_rows WHERE evaluation_id = $1', [evalId])
+          ).rows[0].n as number,
+        }),
+        (r) => r.asked === JUDGED_BEFORE_HOLD + 2 && r.recorded === JUDGED_BEFORE_HOLD,
         60_000,
         50,
       );
 
-      // A cluster coming up and a file of 200,000 lines validating: the kill comes while both are.
-      const cluster = await api('POST', '/compute/clusters', clusterBody({ cluster_name: 'crash-bring-up' }));
-      assert.equal(cluster.status, 200, JSON.stringify(cluster.body));
-      const clusterId: string = cluster.body.cluster_id ?? cluster.body.id;
+      // A file of 200,000 lines validating, then a cluster coming up: the kill comes while both are
+      // (the cluster last, as its bring-up is the shortest).
       const big = Array.from({ length: FILE_LINES }, (_, i) => jsonl(chat(`q${i}`, `a${i}`))).join('');
       const bigForm = new FormData();
       bigForm.append('purpose', 'fine-tune');
@@ -381,15 +393,33 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         60_000,
         50,
       );
+      const cluster = await api('POST', '/compute/clusters', clusterBody({ cluster_name: 'crash-bring-up' }));
+      assert.equal(cluster.status, 200, JSON.stringify(cluster.body));
+      const clusterId: string = cluster.body.cluster_id ?? cluster.body.id;
 
       // ---- what was in flight when the power went (positive evidence for each) ----
+      // Checked before the kill: should one have ended early, the test fails with the platform up,
+      // and the tests after this one still have a platform to run on.
+      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow] = await Promise.all(
+        [
+          `/compute/clusters/${clusterId}`,
+          `/files/${fileId}`,
+          `/fine-tunes/${ftId}`,
+          '/deployments/crash-serving',
+          `/evaluation/${evalId}`,
+        ].map((url) => api('GET', url).then((r) => r.body)),
+      );
       const before = {
-        cluster: (await api('GET', `/compute/clusters/${clusterId}`)).body,
-        file: (await api('GET', `/files/${fileId}`)).body,
-        fineTune: (await api('GET', `/fine-tunes/${ftId}`)).body,
-        deployment: (await api('GET', '/deployments/crash-serving')).body,
-        evaluation: (await api('GET', `/evaluation/${evalId}`)).body,
+        cluster: clusterNow,
+        file: fileNow,
+        fineTune: fineTuneNow,
+        deployment: deploymentNow,
+        evaluation: evaluationNow,
       };
+      assert.equal(before.fineTune.status, 'running');
+      assert.notEqual(before.cluster.status, 'Ready', 'the cluster was still coming up');
+      assert.equal(before.file.processing_status, 'RUNNING', 'the file was validating');
+      assert.equal(before.evaluation.status, 'running', 'the evaluation was judging');
       const inFlight = [
         `fine-tune/${ftId}`,
         `cluster/${clusterId}`,
@@ -407,16 +437,11 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
           `cluster ${before.cluster.status}, file ${before.file.processing_status}, deployment ${before.deployment.status}, ` +
           `${jobs.length - claimed.length} queue jobs pending and ${claimed.length} claimed`,
       );
-      assert.equal(before.fineTune.status, 'running');
-      assert.notEqual(before.cluster.status, 'Ready', 'the cluster was still coming up');
-      assert.equal(before.file.processing_status, 'RUNNING', 'the file was validating');
-      assert.equal(before.evaluation.status, 'running', 'the evaluation was judging');
-      const judgedBeforeKill = judgeCalls.length;
-      assert.ok(judgedBeforeKill < EVAL_ROWS, `the evaluation was mid-way (${judgedBeforeKill} judged)`);
 
-      // ---- ./dev up again, on the same data ----
+      // ---- ./dev up again, on the same data; the judge answers again ----
       const restartAt = Date.now();
       await cp.up();
+      releaseJudge();
       const readyS = (Date.now() - restartAt) / 1000;
       client = await connectTemporal();
       // The queue (first: the claims are held for 60 s, as a live worker's would be): every job still there with its priority and info; the claimed ones finish once.

@@ -29,8 +29,11 @@ function verdictFor(system: string, user: string): string {
   return mark === 'junk' ? 'This answer seems fine to me.' : `\`\`\`json\n{"label": "${mark}"}\n\`\`\``;
 }
 
-/** Starts the judge; each answer comes `delayMs` after its request (a slow judge keeps an evaluation mid-way). */
-export function startRuleJudge(calls: JudgeCall[], delayMs = 0): Promise<Server> {
+/**
+ * Starts the judge. `answerWhen`, when given, is awaited before each answer (with the call's index):
+ * a judge that holds its answers keeps an evaluation mid-way for as long as a test needs.
+ */
+export function startRuleJudge(calls: JudgeCall[], answerWhen?: (callIndex: number) => Promise<void>): Promise<Server> {
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -38,7 +41,7 @@ export function startRuleJudge(calls: JudgeCall[], delayMs = 0): Promise<Server>
       const { messages } = JSON.parse(body) as { messages: { role: string; content: string }[] };
       const system = messages.find((m) => m.role === 'system')?.content ?? '';
       const user = messages.find((m) => m.role === 'user')?.content ?? '';
-      calls.push({ authorization: req.headers.authorization, system, user });
+      const index = calls.push({ authorization: req.headers.authorization, system, user }) - 1;
       const answer = () => {
         res.setHeader('content-type', 'application/json');
         res.end(
@@ -47,7 +50,7 @@ export function startRuleJudge(calls: JudgeCall[], delayMs = 0): Promise<Server>
           }),
         );
       };
-      if (delayMs) setTimeout(answer, delayMs);
+      if (answerWhen) void answerWhen(index).then(answer);
       else answer();
     });
   });
