@@ -38,6 +38,7 @@ import {
 } from '../shared/batches';
 import { linesOf } from './lines-of';
 import { resultFileId, storeWrittenFile } from './written-files';
+import { forgetWorkCallAnswers } from '../db/work-call-answers';
 import { callModel, ModelCallTransient, type ModelCallDeps } from './model-calls';
 
 export interface BatchActivityDeps {
@@ -185,6 +186,7 @@ export function createBatchActivities(deps: BatchActivityDeps) {
               work: { kind: 'batch', id: batch.id },
               path: batch.endpoint as BatchEndpoint,
               body: audio.body,
+              key: `line-${t.line}`,
               signal: ctx.cancellationSignal,
             });
             const record: BatchAnswer = {
@@ -288,6 +290,9 @@ export function createBatchActivities(deps: BatchActivityDeps) {
         errorFileId: errorFileId ?? null,
         ended: true,
       });
+      // The answers are in batch_answers now; the gateway's copies are not needed (a call still in
+      // flight at a cancel keeps one later: removeBatchFiles takes that with the rest).
+      await forgetWorkCallAnswers(db, { kind: 'batch', id: batch.id });
     },
 
     /** Removes the batch's input, output and error files and its recorded answers (after the retention). */
@@ -302,6 +307,7 @@ export function createBatchActivities(deps: BatchActivityDeps) {
         });
       }
       await deleteBatchAnswers(db, batch.id);
+      await forgetWorkCallAnswers(db, { kind: 'batch', id: batch.id });
     },
   };
 }

@@ -44,6 +44,7 @@ import {
 } from '../shared/evaluations';
 import { renderRowTemplate } from '../shared/row-templates';
 import { linesOf } from './lines-of';
+import { forgetWorkCallAnswers } from '../db/work-call-answers';
 import { callModel, ModelCallTransient, type ModelCallDeps } from './model-calls';
 import { resultFileId, storeWrittenFile } from './written-files';
 
@@ -128,6 +129,8 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
     m: { model: string; model_source: string; external_base_url?: string },
     body: { messages: { role: string; content: string }[]; max_tokens: number; temperature: number },
     signal: AbortSignal,
+    /** The call's name within the evaluation: the gateway makes it once (shared/work-calls.ts). */
+    key: string,
   ): Promise<string> {
     let status: number;
     let answer: unknown;
@@ -167,6 +170,7 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
           work: { kind: 'evaluation', id: e.id },
           path: '/v1/chat/completions',
           body: { model: m.model, ...body },
+          key,
           signal,
         },
       );
@@ -194,7 +198,11 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
   }
 
   /** Generates or reads each candidate of a row, then asks the judge: the row's outcome. */
-  async function judgeRow(e: EvaluationRow, row: Record<string, unknown>, signal: AbortSignal): Promise<RowOutcome> {
+  async function judgeRow(
+    e: EvaluationRow,
+    { index, row }: { index: number; row: Record<string, unknown> },
+    signal: AbortSignal,
+  ): Promise<RowOutcome> {
     const type = e.type;
     const p = e.parameters as unknown as EvaluationParameters;
     const outcome: RowOutcome = { row, generations: {}, generation_errors: {}, judgments: [], verdict: null };
@@ -208,7 +216,14 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
         continue;
       }
       try {
-        outcome.generations[role] = await chatWithRetries(e, role, c, generationBody(c, row), signal);
+        outcome.generations[role] = await chatWithRetries(
+          e,
+          role,
+          c,
+          generationBody(c, row),
+          signal,
+          `row-${index}/${role}`,
+        );
       } catch (err) {
         if (!(err instanceof CallRefused)) throw err;
         outcome.generation_errors[role] = err.message;
@@ -221,8 +236,17 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
         ? [judgePrompt(type, outcome, false), judgePrompt(type, outcome, true)]
         : [judgePrompt(type, outcome, false)];
     try {
-      for (const user of passes)
-        outcome.judgments.push(await chatWithRetries(e, 'judge', p.judge, judgeBody(type, p, row, user), signal));
+      for (const [pass, user] of passes.entries())
+        outcome.judgments.push(
+          await chatWithRetries(
+            e,
+            'judge',
+            p.judge,
+            judgeBody(type, p, row, user),
+            signal,
+            `row-${index}/judge/${pass}`,
+          ),
+        );
     } catch (err) {
       if (!(err instanceof CallRefused)) throw err;
       outcome.judge_error = err.message;
@@ -285,8 +309,8 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
       let next = 0;
       const lane = async () => {
         while (next < todo.length && !signal.aborted) {
-          const { index, row } = todo[next++];
-          await recordEvaluationRow(db, e.id, index, await judgeRow(e, row, signal));
+          const r = todo[next++];
+          await recordEvaluationRow(db, e.id, r.index, await judgeRow(e, r, signal));
           heartbeat({ judged: ++judged });
         }
       };
@@ -334,6 +358,7 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
         message: 'Results counted; the result file is written.',
         results: { ...tally.results(), result_file_id: fileId },
       });
+      await forgetWorkCallAnswers(db, { kind: 'evaluation', id: e.id });
     },
 
     async failEvaluation(input: { evaluationId: string; error: string }): Promise<void> {
@@ -342,6 +367,7 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
         message: input.error,
         results: { error: input.error },
       });
+      await forgetWorkCallAnswers(db, { kind: 'evaluation', id: input.evaluationId });
     },
   };
 }

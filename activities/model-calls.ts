@@ -10,6 +10,7 @@
  * What a call answers is one of:
  * - an answer (any 2xx, and any 4xx but those below): final, recorded by the caller, never retried;
  * - ModelCallTransient (a network failure, 408, 425, 429, 5xx): the caller retries later;
+ *   a call with a `key` is retried with the same key, so the gateway answers it once;
  * - ModelCallKeyRevoked (401, 403 `work_credential_scope` aside): the key no longer works, so the
  *   work cannot go on.
  */
@@ -17,6 +18,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Keyring } from '../platform/keyring';
 import { mintWorkCredential } from '../platform/work-credentials';
 import type { WorkTag } from '../shared/work-tag';
+import { isTransientStatus, WORK_CALL_HEADER } from '../shared/work-calls';
 
 /** The paths a batch line or an evaluation may call. */
 export const MODEL_CALL_PATHS = ['/v1/chat/completions', '/v1/audio/transcriptions', '/v1/audio/translations'] as const;
@@ -40,6 +42,11 @@ export interface ModelCall {
   path: ModelCallPath;
   /** The request body, as a user would send it (JSON for chat; the speech fields, `file` a URL or the audio's bytes). */
   body: Record<string, unknown>;
+  /**
+   * The call's name within its work (`line-12`): the gateway makes a named call once and keeps its
+   * answer, so asking again after a lost worker gets that answer (shared/work-calls.ts).
+   */
+  key?: string;
   signal?: AbortSignal;
 }
 
@@ -67,7 +74,6 @@ export const KEY_REVOKED = 'ApiKeyRevoked';
 
 const CREDENTIAL_TTL_SECONDS = 300;
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
-const TRANSIENT = new Set([408, 425, 429]);
 
 /**
  * Makes one model call. Answers its final answer; throws ModelCallTransient to be retried, or a
@@ -90,6 +96,7 @@ export async function callModel(deps: ModelCallDeps, call: ModelCall): Promise<M
       headers: {
         authorization: `Bearer ${credential}`,
         ...(chat ? { 'content-type': 'application/json' } : {}),
+        ...(call.key ? { [WORK_CALL_HEADER]: call.key } : {}),
       },
       body: chat ? JSON.stringify({ ...call.body, stream: false }) : speechForm(call.body),
       signal: AbortSignal.any(signals),
@@ -102,7 +109,7 @@ export async function callModel(deps: ModelCallDeps, call: ModelCall): Promise<M
     throw new ModelCallTransient(`${call.path} answered ${res.status} but its body was cut: ${err.message}`);
   });
   const body = parsed(text);
-  if (res.status >= 500 || TRANSIENT.has(res.status)) {
+  if (isTransientStatus(res.status)) {
     const after = Number(res.headers.get('retry-after'));
     throw new ModelCallTransient(
       `${call.path} answered ${res.status}: ${errorMessage(body) ?? text.slice(0, 200)}`,

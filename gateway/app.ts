@@ -32,6 +32,7 @@ import { RequestCounter } from './request-counter';
 import { RouterStats } from './router-stats';
 import { TokenUsage } from './token-usage';
 import { WorkTraffic } from './work-traffic';
+import { KeptWorkCalls } from './kept-work-calls';
 
 type GatewayDeps = Pick<ApiDeps, 'db' | 'logger' | 'config' | 'principals' | 'metrics'>;
 
@@ -70,6 +71,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     tokens,
     serverlessLimit: serverlessRateLimit(deps.config),
     work: new WorkTraffic({ perProject: deps.config.batchConcurrencyPerProject, yieldMs: WORK_YIELD_MS }),
+    kept: new KeptWorkCalls(deps.db),
   });
   const proxy = deploymentProxy(deps.db, counter);
 

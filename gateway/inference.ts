@@ -37,7 +37,7 @@ import { PLATFORM_PROJECT_ID, serverlessPoolName } from '../shared/serverless';
 import { findServerlessModel, type FineTuneModel } from '../fine-tunes/models';
 import { ApiError, badRequest, notFound, serviceUnavailable } from '../api/errors';
 import type { LimitCheck } from '../api/middleware/rate-limit';
-import { forwardToReplica, type GatewayCall } from './proxy';
+import { askReplica, forwardToReplica, type GatewayCall } from './proxy';
 import type { RequestCounter } from './request-counter';
 import {
   endpointTokenBilling,
@@ -49,6 +49,9 @@ import {
 } from './token-usage';
 import type { RouterStats } from './router-stats';
 import type { WorkTraffic } from './work-traffic';
+import type { KeptWorkCalls } from './kept-work-calls';
+import type { KeptAnswer } from '../db/work-call-answers';
+import { WORK_CALL_HEADER, WORK_CALL_KEY } from '../shared/work-calls';
 import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
@@ -64,6 +67,24 @@ const BODY_LIMIT = '4mb';
 
 /** The OpenAI-compatible paths the gateway routes by endpoint string or serverless model. */
 export type InferencePath = '/chat/completions' | '/completions';
+
+/** What a call came to: its token counts (null when it failed or had none), and its answer when kept. */
+interface Reached {
+  counts: TokenCounts | null;
+  kept?: KeptAnswer;
+}
+
+/**
+ * The key of a batch's or evaluation's named call (shared/work-calls.ts), or undefined for any
+ * other call. Only a work credential's calls are named: the header means nothing from a user.
+ */
+function workCallKey(call: GatewayCall): string | undefined {
+  const value = call.req.headers[WORK_CALL_HEADER];
+  if (!call.principal.work || value === undefined) return undefined;
+  if (typeof value !== 'string' || !WORK_CALL_KEY.test(value))
+    throw badRequest(`${WORK_CALL_HEADER} is not a call key.`, WORK_CALL_HEADER);
+  return value;
+}
 
 /** The body as bytes, to be forwarded as it came (it is parsed only to read `model`). */
 async function readBody(req: GatewayCall['req']): Promise<Buffer> {
@@ -89,6 +110,8 @@ export function inferenceRoutes(
     serverlessLimit: LimitCheck;
     /** Batch and evaluation calls: a concurrency per project, interactive calls first. */
     work: WorkTraffic;
+    /** Batch and evaluation calls: each named call made once, its answer kept. */
+    kept: KeptWorkCalls;
   },
 ): (call: GatewayCall, path: InferencePath) => Promise<void> {
   const turn = new Map<string, number>();
@@ -98,7 +121,8 @@ export function inferenceRoutes(
 
   /**
    * Sends the call to a running replica of container deployment `containerId` (round robin),
-   * waiting for one while it wakes from zero; the answer's token counts (null when it failed or had none).
+   * waiting for one while it wakes from zero. Streamed back as it comes, or, for a kept work call
+   * (`keep`), read whole and returned to be kept.
    */
   async function toReplica(
     call: GatewayCall,
@@ -108,30 +132,26 @@ export function inferenceRoutes(
     path: InferencePath,
     body: Buffer,
     stream: boolean,
-  ): Promise<TokenCounts | null> {
+    keep: boolean,
+  ): Promise<Reached> {
     const { principal } = call;
     const done = principal.work
       ? await opts.work.workCall(principal.projectId, containerId)
       : opts.work.interactiveCall(containerId);
     try {
-      return await relay(call, containerId, what, path, body, stream);
+      return keep
+        ? await relayKept(call, containerId, what, path, body)
+        : { counts: await relay(call, containerId, what, path, body, stream) };
     } finally {
       done();
     }
   }
 
-  async function relay(
-    call: GatewayCall,
-    containerId: string,
-    what: string,
-    path: InferencePath,
-    body: Buffer,
-    stream: boolean,
-  ): Promise<TokenCounts | null> {
-    const { req, res } = call;
+  /** The origins of `containerId`'s running replicas, starting with the one whose turn it is; waits while it wakes. */
+  async function replicasInTurn(call: GatewayCall, containerId: string, what: string): Promise<string[]> {
     let origins = await replicas(containerId, () => runningReplicaOrigins(db, containerId));
     const deadline = Date.now() + opts.wakeTimeoutSeconds * 1000;
-    while (!origins.length && Date.now() < deadline && !req.socket.destroyed) {
+    while (!origins.length && Date.now() < deadline && !call.req.socket.destroyed) {
       await new Promise((r) => setTimeout(r, WAIT_STEP_MS));
       origins = await runningReplicaOrigins(db, containerId);
     }
@@ -143,16 +163,49 @@ export function inferenceRoutes(
     }
     const i = (turn.get(containerId) ?? 0) % origins.length;
     turn.set(containerId, i + 1);
-    // The body is in hand, so a replica that turned out to be gone is replaced by another.
+    return [...origins.slice(i), ...origins.slice(0, i)];
+  }
+
+  /** Another running replica than `gone`, which refused the connection (the body is in hand, so it can go again). */
+  async function replicaInstead(containerId: string, what: string, gone: string): Promise<string> {
+    replicas.invalidate(containerId);
+    const fresh = (await runningReplicaOrigins(db, containerId)).filter((o) => o !== gone);
+    if (!fresh.length) throw serviceUnavailable(`${what} has no ready replica right now; retry shortly.`, 2);
+    return fresh[0];
+  }
+
+  async function relay(
+    call: GatewayCall,
+    containerId: string,
+    what: string,
+    path: InferencePath,
+    body: Buffer,
+    stream: boolean,
+  ): Promise<TokenCounts | null> {
+    const [origin] = await replicasInTurn(call, containerId, what);
     const tap = new UsageTap(stream);
     const write = (chunk: Buffer) => tap.write(chunk);
-    if ((await forwardToReplica(call, origins[i], `/v1${path}`, { body, retryable: true, tap: write })) === 'refused') {
-      replicas.invalidate(containerId);
-      const fresh = (await runningReplicaOrigins(db, containerId)).filter((o) => o !== origins[i]);
-      if (!fresh.length) throw serviceUnavailable(`${what} has no ready replica right now; retry shortly.`, 2);
-      await forwardToReplica(call, fresh[0], `/v1${path}`, { body, tap: write });
-    }
-    return res.statusCode < 400 ? tap.usage() : null;
+    if ((await forwardToReplica(call, origin, `/v1${path}`, { body, retryable: true, tap: write })) === 'refused')
+      await forwardToReplica(call, await replicaInstead(containerId, what, origin), `/v1${path}`, { body, tap: write });
+    return call.res.statusCode < 400 ? tap.usage() : null;
+  }
+
+  async function relayKept(
+    call: GatewayCall,
+    containerId: string,
+    what: string,
+    path: InferencePath,
+    body: Buffer,
+  ): Promise<Reached> {
+    const [origin] = await replicasInTurn(call, containerId, what);
+    let kept = await askReplica(call, origin, `/v1${path}`, body);
+    if (kept === 'refused')
+      kept = await askReplica(call, await replicaInstead(containerId, what, origin), `/v1${path}`, body);
+    if (kept === 'refused') throw serviceUnavailable(`${what} has no ready replica right now; retry shortly.`, 2);
+    if (kept.status >= 400) return { counts: null, kept };
+    const tap = new UsageTap(false);
+    tap.write(kept.body);
+    return { counts: tap.usage(), kept };
   }
 
   /** A serverless call: the platform's pool of the catalog model, within the project's limit, billed per token. */
@@ -162,7 +215,8 @@ export function inferenceRoutes(
     model: FineTuneModel,
     body: Buffer,
     stream: boolean,
-  ) {
+    keep: boolean,
+  ): Promise<Reached> {
     const pool = await pools(model.name, () =>
       findDeploymentByName(db, PLATFORM_PROJECT_ID, serverlessPoolName(model.name)),
     );
@@ -174,18 +228,20 @@ export function inferenceRoutes(
     await opts.serverlessLimit({ principal: call.principal, serverlessModel: model.name }, call.res);
     opts.counter.count(pool.id); // the pool's autoscaler signal, and what wakes it at zero
     delete call.req.headers['x-gantry-adapter']; // a pool serves its base model only
-    const counts = await toReplica(call, pool.id, `Model '${model.name}'`, path, body, stream);
-    if (counts)
+    const reached = await toReplica(call, pool.id, `Model '${model.name}'`, path, body, stream, keep);
+    if (reached.counts)
       opts.tokens.record(
         workTokenBilling(
           serverlessTokenBilling(call.principal.projectId, model.name, model.serverlessPricePerMillionTokens!),
           call.principal.work,
         ),
-        counts,
+        reached.counts,
       );
+    return reached;
   }
 
-  return async (call, path) => {
+  /** Routes a call to its endpoint's deployment or serverless pool, and bills its tokens. */
+  async function route(call: GatewayCall, path: InferencePath, keep: boolean): Promise<Reached> {
     const { req, res, principal } = call;
     const bytes = await readBody(req);
     let parsed: Record<string, unknown>;
@@ -224,7 +280,7 @@ export function inferenceRoutes(
     if (catalog) {
       // Only the caller's own endpoint of the same string comes first (no other project's is reachable).
       const own = model.slice(0, slash) === principal.projectSlug ? await lookup() : null;
-      if (own?.endpoint.project_id !== principal.projectId) return serverless(call, path, catalog, bytes, stream);
+      if (own?.endpoint.project_id !== principal.projectId) return serverless(call, path, catalog, bytes, stream, keep);
     }
     const route = await lookup();
     // Another project's endpoint is not found, exactly like a missing one.
@@ -270,14 +326,24 @@ export function inferenceRoutes(
     if (adapterId) req.headers['x-gantry-adapter'] = adapterId;
     else delete req.headers['x-gantry-adapter'];
     const body = adapterId ? Buffer.from(JSON.stringify({ ...parsed, model: adapterId })) : bytes;
-    const counts = await toReplica(call, containerId, `Endpoint '${model}'`, path, body, stream);
-    if (counts)
+    const reached = await toReplica(call, containerId, `Endpoint '${model}'`, path, body, stream, keep);
+    if (reached.counts)
       opts.tokens.record(
         workTokenBilling(
           endpointTokenBilling({ id: endpoint.id, projectId: endpoint.project_id, name: endpoint.name }),
           principal.work,
         ),
-        counts,
+        reached.counts,
       );
+    return reached;
+  }
+
+  return async (call, path) => {
+    const key = workCallKey(call);
+    if (key === undefined) return void (await route(call, path, false));
+    // The call runs to its end whether or not this caller stays; its answer is kept for the next.
+    const kept = await opts.kept.once(call.principal.work!, key, async () => (await route(call, path, true)).kept!);
+    if (kept.contentType) call.res.setHeader('content-type', kept.contentType);
+    call.res.writeHead(kept.status).end(kept.body);
   };
 }

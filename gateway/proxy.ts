@@ -15,6 +15,8 @@ import { ApiError, notFound, serviceUnavailable } from '../api/errors';
 import type { RequestCounter } from './request-counter';
 import { ttlCache } from './ttl-cache';
 import { ForwardFailed, forwardedHeaders, forwardRequest, hasBody } from '../platform/http-forward';
+import type { KeptAnswer } from '../db/work-call-answers';
+import { WORK_CALL_HEADER } from '../shared/work-calls';
 
 /** One request to the gateway, authenticated. */
 export interface GatewayCall {
@@ -102,5 +104,43 @@ export async function forwardToReplica(
   } catch (err) {
     if (!(err instanceof ForwardFailed)) throw err;
     throw new ApiError(502, `The replica did not answer: ${err.message}`, 'api_error', null, 'bad_gateway');
+  }
+}
+
+/**
+ * Sends the request to a replica and reads its whole answer, with no tie to the caller's
+ * connection: the call goes on to its end when the caller goes away (kept work calls,
+ * gateway/kept-work-calls.ts). Answers 'refused' when the replica refused the connection (the
+ * caller tries another); throws a 502 when it cannot be reached otherwise.
+ */
+export async function askReplica(
+  call: GatewayCall,
+  origin: string,
+  path: string,
+  body: Buffer,
+): Promise<KeptAnswer | 'refused'> {
+  try {
+    const answer = await replicaAgent.request({
+      origin,
+      path,
+      method: 'POST',
+      headers: {
+        ...forwardedHeaders(call.req, {
+          forwardedFor: call.clientAddress,
+          drop: ['authorization', 'content-length', WORK_CALL_HEADER],
+        }),
+        'content-length': String(body.length),
+      },
+      body,
+    });
+    const contentType = answer.headers['content-type'];
+    return {
+      status: answer.statusCode,
+      contentType: typeof contentType === 'string' ? contentType : null,
+      body: Buffer.from(await answer.body.arrayBuffer()),
+    };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ECONNREFUSED') return 'refused';
+    throw new ApiError(502, `The replica did not answer: ${(err as Error).message}`, 'api_error', null, 'bad_gateway');
   }
 }

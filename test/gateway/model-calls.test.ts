@@ -11,7 +11,7 @@ import { setBillingUsageEnabled } from '../../db/usage-report';
 import { freePort } from '../../platform/ports';
 import { mintWorkCredential } from '../../platform/work-credentials';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
-import { readyReferenceEndpoint } from '../helpers/reference-endpoint';
+import { modelServerRequests, readyReferenceEndpoint } from '../helpers/reference-endpoint';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 describe('model calls of batches and evaluations', () => {
@@ -55,6 +55,47 @@ describe('model calls of batches and evaluations', () => {
     const quantity = (product: string) => Number(billed.find((i: any) => i.product_name === product)?.quantity);
     assert.equal(quantity('Batch Inference - Input Tokens'), usage.prompt_tokens);
     assert.equal(quantity('Batch Inference - Output Tokens'), usage.completion_tokens);
+  });
+
+  test('a named call runs once: asked again, or twice at once, it gets the kept answer', async () => {
+    const named = { kind: 'batch' as const, id: 'batch-named-calls-test' };
+    const body = { model, messages: [{ role: 'user', content: 'once' }], max_tokens: 8 };
+    const ask = (key: string) =>
+      callModel(deps, { apiKeyId: tenant.keyId, work: named, path: '/v1/chat/completions', body, key });
+    const before = await modelServerRequests(p, model);
+    const [first, together] = await Promise.all([ask('line-0'), ask('line-0')]);
+    const again = await ask('line-0');
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.deepEqual(together, first);
+    assert.deepEqual(again, first);
+    assert.equal((await modelServerRequests(p, model)) - before, 1, 'the model ran the named call once');
+    const other = await ask('line-1');
+    assert.equal(other.status, 200);
+    assert.equal((await modelServerRequests(p, model)) - before, 2, 'another name is another call');
+
+    // A key the worker would never write is refused, naming the header.
+    const credential = mintWorkCredential(p.config.keyring!, tenant.keyId, named, 60);
+    const res = await fetch(`${p.gatewayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${credential}`,
+        'content-type': 'application/json',
+        'x-gantry-work-call': 'a b',
+      },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 400);
+    assert.equal(((await res.json()) as { error: { param: string } }).error.param, 'x-gantry-work-call');
+    // A user's own call with the header is an ordinary call: made each time.
+    for (let i = 0; i < 2; i++) {
+      const r = await call(p.gatewayUrl, 'POST', '/v1/chat/completions', {
+        key: tenant.key,
+        json: body,
+        headers: { 'x-gantry-work-call': 'line-0' },
+      });
+      assert.equal(r.status, 200);
+    }
+    assert.equal((await modelServerRequests(p, model)) - before, 4);
   });
 
   test('the credential makes model calls only', async () => {
