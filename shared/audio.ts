@@ -4,6 +4,7 @@
  * recognizer's per-chunk results and the diarizer's speaker turns. Shared by
  * the API, the audio workflow (so it must stay free of I/O) and the activities.
  */
+import type { WorkTag } from './work-tag';
 
 export const audioWorkflowId = (requestId: string) => `audio/${requestId}`;
 
@@ -147,6 +148,8 @@ export interface AudioRequestInput {
   heartbeatSeconds?: number;
   /** How long its work waits for a speech host that serves the model (2 minutes when absent). */
   hostWaitSeconds?: number;
+  /** The batch the request is a line of, when a batch made it: its minutes are billed as that batch's. */
+  work?: WorkTag;
 }
 
 export interface RecognizedWord {

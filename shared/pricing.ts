@@ -75,6 +75,9 @@ export const PRODUCTS = {
   // Batches and evaluations: the tokens of their calls, at the prices of the calls they make.
   batchInputTokens: 'Batch Inference - Input Tokens',
   batchOutputTokens: 'Batch Inference - Output Tokens',
+  // A batch's audio lines: their minutes, at the audio prices.
+  batchTranscription: 'Batch Inference - Transcription Minutes',
+  batchTranslation: 'Batch Inference - Translation Minutes',
   evaluationInputTokens: 'Evaluations - Input Tokens',
   evaluationOutputTokens: 'Evaluations - Output Tokens',
 } as const;

@@ -103,6 +103,7 @@ export async function audioRequest(input: AudioRequestInput): Promise<AudioResul
         model: input.model,
         task: input.task,
         durationSeconds: prepared.duration,
+        work: input.work,
       });
     }
     const result = assembleResult(chunks, { duration: prepared.duration, task: input.task, turns });

@@ -25,6 +25,7 @@ import {
   type AudioTask,
 } from '../../shared/audio';
 import { newId } from '../../platform/ids';
+import type { WorkTag } from '../../shared/work-tag';
 import { audioRequest } from '../../workflows/audio';
 import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
 import type { ApiDeps } from '../deps';
@@ -74,6 +75,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
     res: Response,
     projectId: string,
     apiKeyId: string,
+    work: WorkTag | undefined,
   ) {
     const stored = req.file as unknown as StoredUpload | undefined;
     const modelId = body.model ?? (await speechModels.defaultModel());
@@ -125,6 +127,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       chunkSeconds: config.audioChunkSeconds,
       heartbeatSeconds: config.audioHeartbeatTimeoutSeconds,
       hostWaitSeconds: config.audioHostWaitSeconds,
+      ...(work ? { work } : {}),
     };
     res.setHeader('X-Gantry-Audio-Request', requestId);
     res.setHeader('X-Gantry-Speech-Model', model.id);
@@ -177,7 +180,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
       errors: [404, 413, 503],
       response: { status: 200, description: 'The transcript', schema: TranscriptSchema },
       handler: async ({ body, req, res: response, principal }) =>
-        run(task, body as TranscriptionBody, req, response, principal.projectId, principal.apiKeyId),
+        run(task, body as TranscriptionBody, req, response, principal.projectId, principal.apiKeyId, principal.work),
     });
   }
 }

@@ -23,6 +23,7 @@ describe('audio batches', () => {
   let server: Server;
   let audioUrl: string;
   let audioFileId: string;
+  let audioBytes: Buffer;
 
   before(async () => {
     p = await startTestPlatform({ speech: true, env: { GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true' } });
@@ -31,6 +32,7 @@ describe('audio batches', () => {
     const wav = path.join(dir, 'fox.wav');
     await speak(wav, [{ text: TEXT, voice: 'en-us' }], path.join(dir, 'fox.json'));
     const bytes = readFileSync(wav);
+    audioBytes = bytes;
     server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'audio/wav' }).end(bytes));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     audioUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/fox.wav`;
@@ -82,5 +84,21 @@ describe('audio batches', () => {
       errors.map((e) => [e.custom_id, e.response.status_code]),
       [['missing', 404]],
     );
+    // Billed as the batch's usage: each transcribed line's minutes of audio (the WAV's data over
+    // its byte rate), none as plain transcriptions.
+    const minutes = (audioBytes.length - 44) / audioBytes.readUInt32LE(28) / 60;
+    const billed = await p.db.query<{ product: string; resource_id: string; quantity: string }>(
+      'SELECT product, resource_id, quantity FROM usage_records WHERE project_id = $1 ORDER BY id',
+      [t.projectId],
+    );
+    assert.deepEqual(
+      billed.rows.map((r) => [r.product, r.resource_id]),
+      [
+        ['Batch Inference - Transcription Minutes', created.body.job.id],
+        ['Batch Inference - Transcription Minutes', created.body.job.id],
+      ],
+    );
+    for (const r of billed.rows)
+      assert.ok(Math.abs(Number(r.quantity) - minutes) < 0.001, `${r.quantity} of ${minutes} minutes`);
   });
 });
