@@ -15,6 +15,7 @@ import { parseOrThrow } from './validation';
 import { sendJson } from './json-response';
 import { SegmentRouter, type Method } from './segment-router';
 import { ErrorResponseSchema } from './schemas/common';
+import { STRICT_EXTENSION } from './openapi/document';
 
 export type BodyType = 'json' | 'form' | 'multipart';
 
@@ -278,6 +279,8 @@ export class ApiRouter {
       summary: spec.summary,
       tags: spec.tags,
       security: keyed ? [{ bearerAuth: [] }] : [],
+      // Read by generateDocument (api/openapi/document.ts): a strict route refuses unknown body fields.
+      ...(spec.strict ? { [STRICT_EXTENSION]: true } : {}),
       request: {
         params: spec.params,
         query: spec.query,

@@ -6,9 +6,11 @@ import { cursorPageOf, IsoDateTime, listOf } from './common';
 export const FileName = z
   .string()
   .min(1, 'must not be empty')
-  .refine((s) => !s.includes('\u0000'), 'must not contain NUL characters')
+  // 128 bytes are at least 128 characters: a bound the document can state (the byte rule below is exact).
+  .max(128, 'must be at most 128 bytes of UTF-8')
+  .regex(/^[^\u0000]*$/, 'must not contain NUL characters')
   // Form fields arrive decoded; bytes that were not UTF-8 become U+FFFD.
-  .refine((s) => !s.includes('\uFFFD'), 'must be valid UTF-8')
+  .regex(/^[^\uFFFD]*$/, 'must be valid UTF-8')
   .refine((s) => Buffer.byteLength(s, 'utf8') <= 128, 'must be at most 128 bytes of UTF-8');
 
 /** A file's SHA-256, as the official SDKs send it before an upload: a project holding those bytes gets 409. */

@@ -33,6 +33,7 @@ const SELF_ENDING = [
 
 let p: TestPlatform;
 let admin: Tenant;
+let expectedOperations = 0;
 const dir = mkdtempSync(path.join(tmpdir(), 'gantry-fuzz-'));
 
 before(async () => {
@@ -40,11 +41,32 @@ before(async () => {
   admin = await createTenant(p.db, { platformAdmin: true, projectRole: 'Admin', organizationRole: 'Admin' });
   const document = await call(p.baseUrl, 'GET', '/v1/openapi.json', { key: admin.key });
   writeFileSync(path.join(dir, 'openapi.json'), JSON.stringify(document.body));
+  expectedOperations = selectedOperations(document.body as Parameters<typeof selectedOperations>[0]);
 });
 after(async () => {
   await p.stop();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** The operations the run should reach: every one in the document but those left out above. */
+function selectedOperations(document: { paths: Record<string, Record<string, { operationId?: string }>> }): number {
+  const methods = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace']);
+  let count = 0;
+  for (const [route, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (!methods.has(method)) continue;
+      if (/\/logs$/.test(route) || SELF_ENDING.includes(operation.operationId ?? '')) continue;
+      count += 1;
+    }
+  }
+  return count;
+}
+
+/** The operations listed under schemathesis' "Schema validation mismatch" warning. */
+function mismatchedOperations(output: string): string[] {
+  const section = /Schema validation mismatch:[^\n]*\n\n((?:  - [^\n]+\n)+)/.exec(output);
+  return section ? [...section[1].matchAll(/  - ([^\n]+)/g)].map((m) => m[1].trim()) : [];
+}
 
 /** Runs schemathesis with `seed`; resolves with its exit code and the end of what it printed. */
 function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
@@ -79,8 +101,10 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
     '/logs$',
     ...SELF_ENDING.flatMap((id) => ['--exclude-operation-id', id]),
     '--no-color',
+    // Shown so that the test can read them: an operation that refuses most of the data its
+    // document calls valid means the document is looser than the validation.
     '--warnings',
-    'off',
+    'validation_mismatch',
   ];
   return new Promise((resolve, reject) => {
     // Run in the scratch directory: schemathesis keeps state (.schemathesis/) in its working directory.
@@ -104,9 +128,20 @@ for (const [label, seed] of [
   test(
     `no 5xx, only documented statuses, responses matching their schemas: ${label} (${seed})`,
     { timeout: (BUDGET_SECONDS + 120) * 1000 },
-    async () => {
+    async (t) => {
       const { code, output } = await fuzz(seed);
       assert.equal(code, 0, `schemathesis --seed ${seed} found failures:\n${output.slice(-6000)}`);
+      // Every operation the document lists (less those left out) was selected and reached: a
+      // document or filter that silently drops operations would otherwise pass with nothing tested.
+      const selected = /Selected: (\d+)\/\d+/.exec(output);
+      const tested = /Tested: (\d+)/.exec(output);
+      assert.ok(selected && tested, `no operation summary in schemathesis' output:\n${output.slice(-3000)}`);
+      assert.equal(Number(selected[1]), expectedOperations, 'operations selected');
+      assert.equal(Number(tested[1]), expectedOperations, 'operations tested');
+      // Operations refusing most of the data their document calls valid: constraints the validation
+      // enforces that the document does not state yet (issue 45). Shown, not yet failed on: the set
+      // still varies with the seed (see the openapi branch's report); once empty it becomes an assertion.
+      for (const op of mismatchedOperations(output)) t.diagnostic(`document looser than validation: ${op}`);
     },
   );
 }
