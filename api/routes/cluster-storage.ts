@@ -3,13 +3,8 @@
  * the SDK's beta.clusters.storage): create (provisioned by the workflow
  * volume/<id>), list, get, resize (PUT, grow only), delete (not while bound).
  */
-import { volumeWorkflowId } from '../../shared/clusters';
-import { findRegion } from '../../shared/cluster-catalog';
-import { newId } from '../../platform/ids';
-import { deleteVolumeRow, getVolume, insertVolume, listVolumes, resizeVolume, type VolumeRow } from '../../db/clusters';
-import { storageVolume } from '../../workflows/storage-volumes';
+import { listVolumes, type VolumeRow } from '../../db/clusters';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   CreateVolumeBody,
@@ -20,7 +15,7 @@ import {
   VolumeListSchema,
   VolumeSchema,
 } from '../schemas/clusters';
-import { startResourceWorkflowOrUndo } from '../workflows';
+import { createVolume, deleteVolume, growVolume, requireVolume } from '../use-cases/cluster-storage';
 
 const toVolume = (v: VolumeRow) => ({
   volume_id: v.id,
@@ -33,14 +28,8 @@ const toVolume = (v: VolumeRow) => ({
 });
 
 export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
   const BASE = '/compute/clusters/storage/volumes';
-
-  async function requireVolume(projectId: string, id: string) {
-    const v = await getVolume(db, projectId, id);
-    if (!v) throw notFound(`Volume '${id}' not found.`);
-    return v;
-  }
 
   router.add({
     method: 'post',
@@ -51,39 +40,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     body: CreateVolumeBody,
     errors: [503],
     response: { status: 200, description: 'The volume, provisioning', schema: VolumeSchema },
-    handler: async ({ body, principal }) => {
-      if (body.project_id !== undefined && body.project_id !== principal.projectId) {
-        throw badRequest('project_id must be the project of the API key (or be left out).', 'project_id');
-      }
-      const region = findRegion(body.region);
-      if (!region || !region.usable) throw badRequest(`Region '${body.region}' is not a usable region.`, 'region');
-      const id = newId('vol');
-      await insertVolume(db, {
-        id,
-        projectId: principal.projectId,
-        name: body.volume_name,
-        region: body.region,
-        sizeTib: body.size_tib,
-        lifecycleIndependent: body.is_lifecycle_independent ?? false,
-      });
-      await startResourceWorkflowOrUndo(
-        temporal,
-        {
-          workflow: storageVolume,
-          workflowId: volumeWorkflowId(id),
-          args: [{ volumeId: id }],
-          projectId: principal.projectId,
-          resourceType: 'volume',
-          resourceId: id,
-          status: 'provisioning',
-          names: { projectSlug: principal.projectSlug, resource: body.volume_name },
-          summary: `Volume ${body.volume_name} (${id}): ${body.size_tib} TiB in ${body.region}`,
-          details: `Created by API key \`${principal.apiKeyId}\`.`,
-        },
-        () => deleteVolumeRow(db, id),
-      );
-      return toVolume((await getVolume(db, principal.projectId, id))!);
-    },
+    handler: async ({ body, principal }) => toVolume(await createVolume(deps, principal, body)),
   });
 
   router.add({
@@ -109,7 +66,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     params: VolumeIdParams,
     errors: [404],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
-    handler: async ({ params, principal }) => toVolume(await requireVolume(principal.projectId, params.volume_id)),
+    handler: async ({ params, principal }) => toVolume(await requireVolume(db, principal.projectId, params.volume_id)),
   });
 
   router.add({
@@ -121,19 +78,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     body: UpdateVolumeBody,
     errors: [404],
     response: { status: 200, description: 'The volume', schema: VolumeSchema },
-    handler: async ({ body, principal }) => {
-      const v = await requireVolume(principal.projectId, body.volume_id);
-      if (body.size_tib !== undefined) {
-        if (body.size_tib < v.size_tib) {
-          throw badRequest(
-            `size_tib can only grow (the volume has ${v.size_tib} TiB); data is never truncated.`,
-            'size_tib',
-          );
-        }
-        await resizeVolume(db, v.id, body.size_tib);
-      }
-      return toVolume((await getVolume(db, principal.projectId, v.id))!);
-    },
+    handler: async ({ body, principal }) => toVolume(await growVolume(db, principal, body)),
   });
 
   router.add({
@@ -146,14 +91,7 @@ export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'Deleted', schema: VolumeDeleteSchema },
     handler: async ({ params, principal }) => {
-      const v = await requireVolume(principal.projectId, params.volume_id);
-      if (v.status === 'bound' || v.cluster_id) {
-        throw conflict(
-          `Volume '${v.id}' is bound to cluster '${v.cluster_id}'; delete the cluster first.`,
-          'volume_bound',
-        );
-      }
-      await deleteVolumeRow(db, v.id);
+      await deleteVolume(db, principal, params.volume_id);
       return { success: true };
     },
   });
