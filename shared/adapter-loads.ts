@@ -3,3 +3,7 @@ export const ADAPTER_LOAD_MESSAGES = {
   setRevision: 'setRevision',
   detach: 'detach',
 } as const;
+
+/** The workflow that loads adapter `adapterModelId` onto deployment `deploymentId`'s replicas. */
+export const adapterLoadWorkflowId = (deploymentId: string, adapterModelId: string) =>
+  `adapter-load/${deploymentId}/${adapterModelId}`;
