@@ -51,7 +51,7 @@ import type { RouterStats } from './router-stats';
 import type { WorkTraffic } from './work-traffic';
 import type { KeptWorkCalls } from './kept-work-calls';
 import type { KeptAnswer } from '../db/work-call-answers';
-import { WORK_CALL_HEADER, WORK_CALL_KEY } from '../shared/work-calls';
+import { workCallKey } from '../api/work-call-key';
 import { ttlCache } from './ttl-cache';
 
 const WAIT_STEP_MS = 250;
@@ -72,18 +72,6 @@ export type InferencePath = '/chat/completions' | '/completions';
 interface Reached {
   counts: TokenCounts | null;
   kept?: KeptAnswer;
-}
-
-/**
- * The key of a batch's or evaluation's named call (shared/work-calls.ts), or undefined for any
- * other call. Only a work credential's calls are named: the header means nothing from a user.
- */
-function workCallKey(call: GatewayCall): string | undefined {
-  const value = call.req.headers[WORK_CALL_HEADER];
-  if (!call.principal.work || value === undefined) return undefined;
-  if (typeof value !== 'string' || !WORK_CALL_KEY.test(value))
-    throw badRequest(`${WORK_CALL_HEADER} is not a call key.`, WORK_CALL_HEADER);
-  return value;
 }
 
 /** The body as bytes, to be forwarded as it came (it is parsed only to read `model`). */
@@ -339,7 +327,7 @@ export function inferenceRoutes(
   }
 
   return async (call, path) => {
-    const key = workCallKey(call);
+    const key = workCallKey(call.req.headers, call.principal);
     if (key === undefined) return void (await route(call, path, false));
     // The call runs to its end whether or not this caller stays; its answer is kept for the next.
     const kept = await opts.kept.once(call.principal.work!, key, async () => (await route(call, path, true)).kept!);

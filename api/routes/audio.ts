@@ -13,14 +13,14 @@ import type { NextFunction, Request, Response } from 'express';
 import multer from 'multer';
 import { type z } from 'zod';
 import { AUDIO_LIMITS } from '../../shared/audio';
-import { newId } from '../../platform/ids';
 import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../errors';
 import type { ApiRouter } from '../route';
 import type { ServedSpeechModels } from '../speech-models';
 import { TranscriptSchema, TranscriptionFields, TranscriptionBody } from '../schemas/audio';
-import { requestAudio } from '../use-cases/audio';
+import { audioRequestId, requestAudio } from '../use-cases/audio';
+import { workCallKey } from '../work-call-key';
 
 const tooLarge = () =>
   new ApiError(
@@ -39,7 +39,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
   const { blobs } = deps;
   const upload = multer({
     storage: new BlobStorageEngine(blobs, AUDIO_LIMITS.uploadBytes, (req) => {
-      const id = newId('audio');
+      const id = audioRequestId(req.principal!.work, workCallKey(req.headers, req.principal!));
       (req as Request & { audioRequestId?: string }).audioRequestId = id;
       return { id, key: `audio/${req.principal!.projectId}/${id}/upload` };
     }),
@@ -86,6 +86,7 @@ export function addAudioRoutes(router: ApiRouter, deps: ApiDeps, speechModels: S
             stored: req.file as unknown as StoredUpload | undefined,
             requestId: (req as Request & { audioRequestId?: string }).audioRequestId,
           },
+          workCallKey(req.headers, req.principal!),
           (requestId, modelId) => {
             res.setHeader('X-Gantry-Audio-Request', requestId);
             res.setHeader('X-Gantry-Speech-Model', modelId);

@@ -4,7 +4,13 @@
  * and its result awaited within the request, shaped as the caller asked; the workflow's failures as
  * the spec's errors.
  */
-import { WorkflowFailedError } from '@temporalio/client';
+import { createHash } from 'node:crypto';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import type { z } from 'zod';
 import type { Principal } from '../../db/accounts';
@@ -24,9 +30,31 @@ import { ApiError, badRequest, notFound, serviceUnavailable } from '../errors';
 import type { TranscriptionBody as TranscriptionBodySchema } from '../schemas/audio';
 import type { ServedSpeechModels } from '../speech-models';
 import type { StoredUpload } from '../uploads/blob-storage-engine';
+import type { WorkTag } from '../../shared/work-tag';
 import { startResourceWorkflowOrUndo } from '../workflows';
 
 type TranscriptionBody = z.infer<typeof TranscriptionBodySchema>;
+
+/**
+ * The id of a speech request: new for a user's, and for a batch line's derived from its batch and
+ * call key, so the line asked again finds the request it made before (requestAudio).
+ */
+export function audioRequestId(work: WorkTag | undefined, workCallKey: string | undefined): string {
+  if (!work || workCallKey === undefined) return newId('audio');
+  const digest = createHash('sha256').update(`${work.kind}/${work.id}/${workCallKey}`).digest('hex');
+  return `audio-${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
+}
+
+/** Whether a run of this workflow id exists, running or ended. */
+async function runExists(handle: WorkflowHandle): Promise<boolean> {
+  try {
+    await handle.describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
 
 /** Runs one speech request to its answer, shaped as `body.response_format` asks. */
 export async function requestAudio(
@@ -36,6 +64,8 @@ export async function requestAudio(
   task: AudioTask,
   body: TranscriptionBody,
   upload: { stored?: StoredUpload; requestId?: string },
+  /** A batch line's call key (`x-gantry-work-call`): the request is made once for it (audioRequestId). */
+  workCallKey: string | undefined,
   /** Told the request's id and model once they are known, before its workflow starts (the route's headers). */
   announce: (requestId: string, modelId: string) => void,
 ) {
@@ -73,7 +103,8 @@ export async function requestAudio(
   if (body.min_speakers !== undefined && body.max_speakers !== undefined && body.min_speakers > body.max_speakers)
     throw badRequest('min_speakers must not exceed max_speakers.', 'min_speakers');
 
-  const requestId = upload.requestId ?? newId('audio');
+  const requestId = upload.requestId ?? audioRequestId(work, workCallKey);
+  const handle = temporal.workflow.getHandle(audioWorkflowId(requestId));
   const input: AudioRequestInput = {
     requestId,
     projectId,
@@ -94,28 +125,40 @@ export async function requestAudio(
     ...(work ? { work } : {}),
   };
   announce(requestId, model.id);
-  await startResourceWorkflowOrUndo(
-    temporal,
-    {
-      workflow: audioRequest,
-      workflowId: audioWorkflowId(requestId),
-      args: [input],
-      projectId,
-      resourceType: 'audio',
-      resourceId: requestId,
-      status: 'RUNNING',
-      summary: `${task === 'translate' ? 'Translation' : 'Transcription'} with ${model.id}${body.diarize ? ', diarized' : ''}`,
-      details: `Requested by API key \`${apiKeyId}\`; audio ${'url' in source ? `from ${new URL(source.url).host}` : 'uploaded'}.`,
-    },
-    async () => {
-      if (stored) await blobs.delete(stored.blobKey);
-    },
-  );
+  // A batch line asked again (its worker was lost mid-call) joins the request it made before, running
+  // or ended, instead of transcribing the audio twice; this asking's own upload is not needed then.
+  const joined = workCallKey !== undefined && (await runExists(handle));
+  let joinedRunning = false;
+  if (!joined)
+    await startResourceWorkflowOrUndo(
+      temporal,
+      {
+        workflow: audioRequest,
+        workflowId: audioWorkflowId(requestId),
+        args: [input],
+        projectId,
+        resourceType: 'audio',
+        resourceId: requestId,
+        status: 'RUNNING',
+        summary: `${task === 'translate' ? 'Translation' : 'Transcription'} with ${model.id}${body.diarize ? ', diarized' : ''}`,
+        details: `Requested by API key \`${apiKeyId}\`; audio ${'url' in source ? `from ${new URL(source.url).host}` : 'uploaded'}.`,
+      },
+      async () => {
+        if (stored) await blobs.delete(stored.blobKey);
+      },
+    ).catch((err: unknown) => {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError && workCallKey !== undefined)) throw err;
+      joinedRunning = true; // the same line asked twice at once: the first one's run answers both
+    });
   let result: AudioResult;
   try {
-    result = await temporal.workflow.getHandle(audioWorkflowId(requestId)).result();
+    result = await handle.result();
   } catch (err) {
     throw audioFailure(err, input);
+  } finally {
+    // The run that answered keeps (and discards) its own upload; a joining asking's copy, written to
+    // the same key after it, goes once that run has ended.
+    if ((joined || joinedRunning) && stored) await blobs.delete(stored.blobKey);
   }
   // A translation's `language` is its target (the SDKs' "target language of the translation"), not the one spoken.
   return shape(task === 'translate' ? { ...result, language: input.targetLanguage ?? 'en' } : result, body);

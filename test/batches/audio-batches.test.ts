@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { mintWorkCredential } from '../../platform/work-credentials';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { uploadBatchInput } from '../helpers/reference-endpoint';
 import { speak, wordErrorRate } from '../helpers/speech';
@@ -100,5 +101,38 @@ describe('audio batches', () => {
     );
     for (const r of billed.rows)
       assert.ok(Math.abs(Number(r.quantity) - minutes) < 0.001, `${r.quantity} of ${minutes} minutes`);
+  });
+
+  test('a line asked again (its worker lost mid-call) joins the request it made: transcribed and billed once', async () => {
+    const work = { kind: 'batch' as const, id: 'batch-audio-asked-again' };
+    const ask = async () => {
+      const form = new FormData();
+      form.append('file', audioUrl);
+      form.append('model', 'openai/whisper-tiny.en');
+      const res = await fetch(`${p.baseUrl}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${mintWorkCredential(p.config.keyring!, t.keyId, work, 60)}`,
+          'x-gantry-work-call': 'line-7',
+        },
+        body: form,
+      });
+      return {
+        status: res.status,
+        request: res.headers.get('x-gantry-audio-request'),
+        body: (await res.json()) as { text: string },
+      };
+    };
+    const [first, together] = await Promise.all([ask(), ask()]);
+    const again = await ask();
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.ok(wordErrorRate(TEXT, first.body.text) < 0.25, first.body.text);
+    for (const other of [together, again]) {
+      assert.equal(other.status, 200, JSON.stringify(other.body));
+      assert.equal(other.request, first.request, 'the same request answered');
+      assert.deepEqual(other.body, first.body);
+    }
+    const billed = await p.db.query('SELECT quantity FROM usage_records WHERE resource_id = $1', [work.id]);
+    assert.equal(billed.rowCount, 1, 'its minutes billed once');
   });
 });
