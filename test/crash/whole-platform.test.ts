@@ -709,6 +709,14 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         JSON.stringify(rolledOut.body.replica_events),
       );
       assert.equal(rolledOut.body.ready_replicas, 1);
+      // The replica that was launching at the kill, and the old one, say they ended.
+      assert.deepEqual(
+        Object.values(rolledOut.body.replica_events as Record<string, { replica_status: string }>)
+          .map((e) => e.replica_status)
+          .filter((s) => !['Running', 'Exited', 'Failed', 'Terminated', 'Lost'].includes(s)),
+        [],
+        JSON.stringify(rolledOut.body.replica_events),
+      );
       const rollContainersAfter = containersOf(rollId, false);
       assert.equal(rollContainersAfter.length, 1, 'one container runs');
       assert.ok(!rollContainersAfter.includes(rollContainerBefore[0]), 'the old replica was stopped');
