@@ -1,7 +1,11 @@
 /**
  * The control plane loses power (issue 44). The platform runs as `./dev up` runs it (its own
  * Temporal on a SQLite file, its own PostgreSQL, API, gateway and workers, podman replicas), with
- * long-running work of each kind in flight at once; then
+ * long-running work of each kind in flight at once (a fine-tune past a checkpoint, a cluster coming
+ * up, a file validating, queue jobs pending and claimed, a deployment serving, a deployment rolling
+ * to a new image mid-pull, a model upload mid-download, an evaluation mid-judging; the last three
+ * mid-way by construction: a server of the test's holds the rest of their answers until the
+ * platform is up again); then
  *
  *  1. every process of it is SIGKILLed at once and `./dev up` is run again on the same data: each
  *     piece of work finishes as it would have, nothing lost or counted twice, nothing left behind,
