@@ -28,6 +28,7 @@ import {
   sealedSecrets,
   type SealedSecret,
   updateReplicaStatus,
+  recordUnfinishedLaunches,
   runningReplicaOrigins,
   upsertReplica,
   type ReplicaRecord,
@@ -230,6 +231,8 @@ export function createReplicaActivities(deps: {
     async launchReplica(l: ReplicaLaunch): Promise<LaunchedReplica> {
       const base = { deploymentId: l.deploymentId, replicaId: l.replicaId, revision: l.revision, image: l.spec.image };
       await recordReplicaStatus(db, { ...base, status: 'Starting', host: deps.hostQueue });
+      // An earlier launch that its host took down with it no longer says it is starting.
+      await recordUnfinishedLaunches(db, l.deploymentId, l.replicaId);
       await pruneEndedReplicas(db, l.deploymentId);
       const env: Record<string, string> = {
         GANTRY_DEPLOYMENT: l.spec.name,

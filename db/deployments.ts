@@ -232,6 +232,23 @@ export async function recordReplicaCrash(
   });
 }
 
+/**
+ * The replicas of a deployment still `Starting` other than `replicaId`, recorded `Lost`: a
+ * deployment launches one replica at a time, so another still starting is one whose launch ended
+ * with its host (killed mid-pull or mid-start; the launch's heartbeat timed out and its run went
+ * on). A container that launch had started is a survivor of its host, stopped and recorded by the
+ * host that finds it (activities/deployments.ts).
+ */
+export async function recordUnfinishedLaunches(db: Queryable, deploymentId: string, replicaId: string): Promise<void> {
+  await db.query(
+    `UPDATE deployment_replicas
+        SET status = 'Lost', reason = 'HostLost', ready_since = NULL, updated_at = now(),
+            message = 'its launch did not finish: its host (' || coalesce(host, 'unknown') || ') went away'
+      WHERE deployment_id = $1 AND replica_id <> $2 AND status = 'Starting'`,
+    [deploymentId, replicaId],
+  );
+}
+
 /** Changes the status of a replica the row of which exists (a deleted deployment's replicas have none). */
 export async function updateReplicaStatus(
   db: Queryable,

@@ -1,7 +1,11 @@
 /**
  * The control plane loses power (issue 44). The platform runs as `./dev up` runs it (its own
  * Temporal on a SQLite file, its own PostgreSQL, API, gateway and workers, podman replicas), with
- * long-running work of each kind in flight at once; then
+ * long-running work of each kind in flight at once (a fine-tune past a checkpoint, a cluster coming
+ * up, a file validating, queue jobs pending and claimed, a deployment serving, a deployment rolling
+ * to a new image mid-pull, a model upload mid-download, an evaluation mid-judging; the last three
+ * mid-way by construction: a server of the test's holds the rest of their answers until the
+ * platform is up again); then
  *
  *  1. every process of it is SIGKILLed at once and `./dev up` is run again on the same data: each
  *     piece of work finishes as it would have, nothing lost or counted twice, nothing left behind,
@@ -32,6 +36,13 @@ import { JUDGE_TOKEN, startRuleJudge, type JudgeCall } from '../helpers/rule-jud
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import tar from 'tar-stream';
+import { safetensorsFile } from '../helpers/archives';
+import { REVISION_ENV, replicaOrigin } from '../../shared/deployments';
+import { startHeldAnswers, type HeldAnswers } from './held-answers';
 
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
@@ -56,6 +67,17 @@ const judgeCalls: JudgeCall[] = [];
 let releaseJudge: () => void;
 const judgeReleased = new Promise<void>((resolve) => (releaseJudge = resolve));
 const judgeAnswersWhen = (index: number) => (index < JUDGED_BEFORE_HOLD ? Promise.resolve() : judgeReleased);
+/** The model archive a model upload downloads: the test's server holds its second half until the platform is up again. */
+const WEIGHTS = safetensorsFile({ shape: [64, 64], fill: 'random' });
+const CONFIG = Buffer.from(JSON.stringify({ architectures: ['TinyForCausalLM'] }));
+let archive: HeldAnswers;
+/**
+ * The registry, seen through a server that holds the new image's manifest half-sent until the
+ * platform is up again: the deployment rolling to it is mid-step (pulling) at the kill by construction.
+ */
+let heldRegistry: HeldAnswers;
+let newImage: string;
+const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-crash-'));
 
 const api = (method: string, url: string, json?: unknown) => call(cp.apiUrl, method, `/v1${url}`, { key, json });
@@ -197,12 +219,29 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
   before(async () => {
     registry = await startLocalRegistry(dataDir);
     image = await registry.publish('http-replica');
+    // The image a deployment rolls to (a repository of its own), pulled through the holding server.
+    heldRegistry = await startHeldAnswers({
+      upstream: `http://${registry.address}`,
+      holds: (req) => req.method === 'GET' && /\/manifests\//.test(req.url ?? ''),
+    });
+    newImage = (await registry.publish('http-replica', 'gantry-examples/http-replica-next')).replace(
+      registry.address,
+      heldRegistry.address,
+    );
+    const pack = tar.pack();
+    pack.entry({ name: 'model.safetensors' }, WEIGHTS);
+    pack.entry({ name: 'config.json' }, CONFIG);
+    pack.finalize();
+    archive = await startHeldAnswers({
+      bodies: { '/model.tar': await buffer(Readable.from(pack)) },
+      holds: () => true,
+    });
     cp = await crashPlatform(dataDir, {
       ...FAST_CLUSTERS,
       // Bring-up takes some seconds (it is mid-way when the power goes), health rounds are quick.
       GANTRY_FLEET_STEP_MS: '600',
       GANTRY_CONTAINER_RUNTIME: 'podman',
-      GANTRY_INSECURE_REGISTRIES: registry.address,
+      GANTRY_INSECURE_REGISTRIES: `${registry.address},${heldRegistry.address}`,
       // Endpoints are not part of this test: no model server image is built.
       GANTRY_MODEL_SERVER_IMAGE: 'localhost/unused-model-server:none',
       GANTRY_TORCH_MODEL_SERVER_IMAGE: 'localhost/unused-model-server:none',
@@ -212,7 +251,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       GANTRY_WORKER_SHUTDOWN_GRACE_SECONDS: '1',
       GANTRY_REPLICA_ADOPTION_SECONDS: '20',
       GANTRY_USAGE_METER_SECONDS: '10',
-      // The evaluation's judge listens on loopback.
+      // The evaluation's judge and the model upload's source listen on loopback.
       GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true',
     });
     judge = await startRuleJudge(judgeCalls, judgeAnswersWhen);
@@ -227,6 +266,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
   after(async () => {
     releaseJudge();
     judge?.close();
+    await archive?.close();
+    await heldRegistry?.close();
     await temporal?.connection.close().catch(() => undefined);
     await db?.end().catch(() => undefined);
     await cp?.stop();
@@ -259,6 +300,20 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(dep.status, 200, JSON.stringify(dep.body));
       const depId: string = dep.body.id;
       ours.deployments.push(depId);
+      // A second one, rolled to a new image just before the kill.
+      const roll = await api('POST', '/deployments', {
+        name: 'crash-rolling',
+        image,
+        gpu_type: 'h100-80gb',
+        port: 8080,
+        health_check_path: '/health',
+        min_replicas: 1,
+        max_replicas: 1,
+        termination_grace_period_seconds: 1,
+      });
+      assert.equal(roll.status, 200, JSON.stringify(roll.body));
+      const rollId: string = roll.body.id;
+      ours.deployments.push(rollId);
 
       // The fine-tune's training file validates meanwhile.
       // Long enough that training is still going when the rest is in flight, on a loaded machine too
@@ -274,11 +329,14 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(train.status, 200, JSON.stringify(train.body));
 
       // Queue jobs: three pending at different priorities, two claimed (once the deployment serves).
-      await eventually(
-        () => api('GET', `/deployments/crash-serving`),
-        (r) => r.body.status === 'Ready',
-        180_000,
-      );
+      for (const name of ['crash-serving', 'crash-rolling'])
+        await eventually(
+          () => api('GET', `/deployments/${name}`),
+          (r) => r.body.status === 'Ready',
+          180_000,
+        );
+      const rollContainerBefore = containersOf(rollId, false);
+      assert.equal(rollContainerBefore.length, 1);
       const jobs: Array<{ id: string; priority: number; info: Record<string, unknown> }> = [];
       for (const [i, priority] of [5, 1, 9, 3, 7].entries()) {
         const info = { n: i, note: `job ${i}` };
@@ -332,6 +390,22 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         const events = (await api('GET', `/fine-tunes/${ftId}/events`)).body.data ?? [];
         throw new Error(`${err.message}; events: ${events.map((e: { type: string }) => e.type).join(', ')}`);
       });
+      // The deployment rolls to a new image: its new replica's pull is held half-way (the old
+      // replica serves on meanwhile).
+      const rolled = await api('PATCH', '/deployments/crash-rolling', { image: newImage });
+      assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
+      await eventually(
+        () => api('GET', '/deployments/crash-rolling'),
+        (r) =>
+          r.body.status === 'Updating' &&
+          Object.values(r.body.replica_events as Record<string, { revision_id: string }>).some(
+            (e) => e.revision_id === '2',
+          ) &&
+          heldRegistry.firstPartsSent() > 0,
+        60_000,
+        50,
+      );
+
       // An evaluation mid-judging: 40 rows, two at a time; the judge answers ten and holds the rest.
       const rows = Array.from({ length: EVAL_ROWS }, (_, i) => ({
         q: `q${i}`,
@@ -377,14 +451,38 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         50,
       );
 
-      // A file of 200,000 lines validating, then a cluster coming up: the kill comes while both are
-      // (the cluster last, as its bring-up is the shortest).
+      // The file that validates at the kill, made before the upload starts.
       const big = Array.from({ length: FILE_LINES }, (_, i) => jsonl(chat(`q${i}`, `a${i}`))).join('');
       const bigForm = new FormData();
       bigForm.append('purpose', 'fine-tune');
       bigForm.append('file_name', 'big.jsonl');
       bigForm.append('file', new Blob([big]), 'big.jsonl');
-      const bigFile = await call(cp.apiUrl, 'POST', '/v1/files/upload', { key, body: bigForm });
+
+      // A model upload mid-download: the source sends the archive's first half and holds the rest.
+      // (Late: the held download heartbeats no more, and its heartbeat timeout is a minute.)
+      const whoami = await api('GET', '/whoami');
+      const v2 = (method: string, url: string, json?: unknown) =>
+        call(cp.apiUrl, method, `/v2/projects/${whoami.body.project_id}${url}`, { key, json });
+      const model = await v2('POST', '/models', { baseModelId: MODEL, name: 'crash-imported', type: 'model' });
+      assert.equal(model.status, 200, JSON.stringify(model.body));
+      const modelId: string = model.body.id;
+      const up = await v2('POST', '/models/uploads', { modelId, remoteUrl: `http://${archive.address}/model.tar` });
+      assert.equal(up.status, 200, JSON.stringify(up.body));
+      const uploadId: string = up.body.id;
+      await eventually(
+        () => v2('GET', `/models/uploads/${uploadId}`),
+        (r) => r.body.status === 'REMOTE_UPLOAD_STATUS_RUNNING' && archive.firstPartsSent() === 1,
+        60_000,
+        50,
+      );
+
+      // A file of 200,000 lines validating, then a cluster coming up: the kill comes while both are
+      // (the cluster last, as its bring-up is the shortest).
+      const bigFile = await call(cp.apiUrl, 'POST', '/v1/files/upload', { key, body: bigForm }).catch((err) => {
+        throw new Error(
+          `the upload of big.jsonl: ${err.cause ?? err}; the platform said:\n${cp.output().slice(-3000)}`,
+        );
+      });
       assert.equal(bigFile.status, 200, JSON.stringify(bigFile.body));
       const fileId: string = bigFile.body.id;
       await eventually(
@@ -400,13 +498,14 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // ---- what was in flight when the power went (positive evidence for each) ----
       // Checked before the kill: should one have ended early, the test fails with the platform up,
       // and the tests after this one still have a platform to run on.
-      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow] = await Promise.all(
+      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow, rollingNow] = await Promise.all(
         [
           `/compute/clusters/${clusterId}`,
           `/files/${fileId}`,
           `/fine-tunes/${ftId}`,
           '/deployments/crash-serving',
           `/evaluation/${evalId}`,
+          '/deployments/crash-rolling',
         ].map((url) => api('GET', url).then((r) => r.body)),
       );
       const before = {
@@ -415,17 +514,26 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         fineTune: fineTuneNow,
         deployment: deploymentNow,
         evaluation: evaluationNow,
+        rolling: rollingNow,
+        upload: (await v2('GET', `/models/uploads/${uploadId}`)).body,
       };
       assert.equal(before.fineTune.status, 'running');
       assert.notEqual(before.cluster.status, 'Ready', 'the cluster was still coming up');
       assert.equal(before.file.processing_status, 'RUNNING', 'the file was validating');
       assert.equal(before.evaluation.status, 'running', 'the evaluation was judging');
+      assert.equal(before.rolling.status, 'Updating', 'the deployment was rolling');
+      assert.equal(heldRegistry.droppedWhileHeld(), 0, "the new image's pull was under way");
+      assert.deepEqual(containersOf(rollId, false), rollContainerBefore, 'the old replica serves on');
+      assert.equal(before.upload.status, 'REMOTE_UPLOAD_STATUS_RUNNING', 'the model was downloading');
+      assert.deepEqual(archive.requests(), ['GET /model.tar'], 'half of it sent');
       const inFlight = [
         `fine-tune/${ftId}`,
         `cluster/${clusterId}`,
         `deployment/${depId}`,
         `file-validation/${fileId}`,
         `evaluation/${evalId}`,
+        `deployment/${rollId}`,
+        `model-upload/${uploadId}`,
       ];
       const containersBefore = containersOf(depId, false);
       assert.equal(containersBefore.length, 1, 'one container serves before the crash');
@@ -435,13 +543,19 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       console.log(
         `[crash] killed every process; in flight: fine-tune at step ${savedStep}+ (${before.fineTune.status}), ` +
           `cluster ${before.cluster.status}, file ${before.file.processing_status}, deployment ${before.deployment.status}, ` +
-          `${jobs.length - claimed.length} queue jobs pending and ${claimed.length} claimed`,
+          `${jobs.length - claimed.length} queue jobs pending and ${claimed.length} claimed, ` +
+          `deployment rolling ${before.rolling.status}, model upload ${before.upload.status}`,
       );
 
       // ---- ./dev up again, on the same data; the judge answers again ----
       const restartAt = Date.now();
       await cp.up();
       releaseJudge();
+      archive.release();
+      heldRegistry.release();
+      // The kill dropped the held downloads (nobody is left to read them).
+      assert.equal(archive.droppedWhileHeld(), 1, 'the held download was dropped');
+      assert.ok(heldRegistry.droppedWhileHeld() > 0, 'the held pull was dropped');
       const readyS = (Date.now() - restartAt) / 1000;
       client = await connectTemporal();
       // The queue (first: the claims are held for 60 s, as a live worker's would be): every job still there with its priority and info; the claimed ones finish once.
@@ -530,6 +644,95 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         `the judge was asked ${judgeCalls.length} times for ${EVAL_ROWS} rows`,
       );
 
+      // The model upload downloaded again and succeeded: one revision, its files whole, its events
+      // in the order they happened, the restart among them.
+      const imported = await eventually(
+        () => v2('GET', `/models/uploads/${uploadId}`).then((r) => r.body),
+        (u) => u.status === 'REMOTE_UPLOAD_STATUS_SUCCEEDED' || u.status === 'REMOTE_UPLOAD_STATUS_FAILED',
+        180_000,
+        500,
+      );
+      assert.equal(imported.status, 'REMOTE_UPLOAD_STATUS_SUCCEEDED', imported.statusMessage);
+      assert.equal(imported.restartCount, 1);
+      assert.deepEqual(archive.requests(), ['GET /model.tar', 'GET /model.tar'], 'downloaded again once');
+      const revisions = (await v2('GET', `/models/${modelId}/revisions`)).body.data;
+      assert.deepEqual(
+        revisions.map((r: { revisionId: string; validationStatus: string }) => [r.revisionId, r.validationStatus]),
+        [[imported.revisionId, 'REVISION_VALIDATION_STATUS_SUCCESS']],
+        'one revision',
+      );
+      const files = (await v2('GET', `/models/${modelId}/files`)).body;
+      assert.equal(files.revisionId, imported.revisionId);
+      assert.deepEqual(
+        files.data.map((f: { path: string; hash: string; sizeBytes: string }) => [f.path, f.hash, f.sizeBytes]),
+        [
+          ['config.json', sha(CONFIG), String(CONFIG.length)],
+          ['model.safetensors', sha(WEIGHTS), String(WEIGHTS.length)],
+        ],
+      );
+      const uploadEvents = (await v2('GET', `/models/uploads/${uploadId}/events`)).body.data;
+      const eventIds = uploadEvents.map((e: { id: string }) => Number(e.id));
+      assert.deepEqual(
+        eventIds,
+        [...eventIds].sort((a, b) => a - b),
+        'events in the order they happened',
+      );
+      assert.deepEqual(
+        uploadEvents.map((e: { type: string }) => e.type),
+        [
+          'download.started',
+          'download.restarted',
+          'file.stored',
+          'file.stored',
+          'download.finished',
+          'revision.created',
+          'upload.succeeded',
+        ],
+      );
+
+      // The rollout finished: one replica, of the new revision and image, serving; the old one stopped.
+      const rolledOut = await eventually(
+        () => api('GET', '/deployments/crash-rolling'),
+        (r) =>
+          r.body.status === 'Ready' &&
+          Object.values(r.body.replica_events as Record<string, { replica_status: string }>).filter(
+            (e) => e.replica_status === 'Running',
+          ).length === 1,
+        180_000,
+        500,
+      ).catch(async (err) => {
+        const r = await api('GET', '/deployments/crash-rolling');
+        throw new Error(`${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}`);
+      });
+      const running = Object.entries(
+        rolledOut.body.replica_events as Record<string, { replica_status: string; revision_id: string; image: string }>,
+      ).filter(([, e]) => e.replica_status === 'Running');
+      assert.deepEqual(
+        running.map(([, e]) => [e.revision_id, e.image]),
+        [['2', newImage]],
+        JSON.stringify(rolledOut.body.replica_events),
+      );
+      assert.equal(rolledOut.body.ready_replicas, 1);
+      // The replica that was launching at the kill, and the old one, say they ended.
+      assert.deepEqual(
+        Object.values(rolledOut.body.replica_events as Record<string, { replica_status: string }>)
+          .map((e) => e.replica_status)
+          .filter((s) => !['Running', 'Exited', 'Failed', 'Terminated', 'Lost'].includes(s)),
+        [],
+        JSON.stringify(rolledOut.body.replica_events),
+      );
+      const rollContainersAfter = containersOf(rollId, false);
+      assert.equal(rollContainersAfter.length, 1, 'one container runs');
+      assert.ok(!rollContainersAfter.includes(rollContainerBefore[0]), 'the old replica was stopped');
+      const at = await db.query<{ address: string | null; port: number }>(
+        'SELECT address, port FROM deployment_replicas WHERE replica_id = $1',
+        [running[0][0]],
+      );
+      const served = await fetch(`${replicaOrigin(at.rows[0].address, at.rows[0].port)}/env?name=${REVISION_ENV}`).then(
+        (r) => r.text(),
+      );
+      assert.equal(served, '2', 'the replica serving is of the new revision');
+
       // The cluster came up, with its nodes.
       const ready = await eventually(
         () => api('GET', `/compute/clusters/${clusterId}`),
@@ -540,7 +743,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(ready.body.num_gpus, 16);
 
       // The deployment: one replica Running, one container, the one from before (adopted).
-      const served = await eventually(
+      const serving = await eventually(
         () => api('GET', '/deployments/crash-serving'),
         (r) =>
           r.body.status === 'Ready' &&
@@ -550,7 +753,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         120_000,
         500,
       );
-      assert.ok(served);
+      assert.ok(serving);
       assert.deepEqual(
         containersOf(depId, false),
         containersBefore,
@@ -560,7 +763,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // ---- ends: delete what lives on; nothing is left running, leased, forwarded or metered ----
       assert.equal((await api('DELETE', `/compute/clusters/${clusterId}`)).status, 200);
       assert.equal((await api('DELETE', '/deployments/crash-serving')).status, 200);
-      for (const id of [`cluster/${clusterId}`, `deployment/${depId}`]) {
+      assert.equal((await api('DELETE', '/deployments/crash-rolling')).status, 200);
+      for (const id of [`cluster/${clusterId}`, `deployment/${depId}`, `deployment/${rollId}`]) {
         const h = client.workflow.getHandle(id);
         await eventually(
           () => h.describe(),
@@ -570,10 +774,16 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         ).catch(async (err) => assert.fail(`${err.message}; ${await describeRun(h)}`));
       }
       assert.deepEqual(containersOf(depId), [], 'no container of the deleted deployment');
-      assert.deepEqual(await leftFor(containersBefore), [], 'no port forward or address lease');
+      assert.deepEqual(containersOf(rollId), [], 'no container of the deleted deployment');
+      assert.deepEqual(
+        await leftFor([...containersBefore, ...rollContainerBefore, ...rollContainersAfter]),
+        [],
+        'no port forward or address lease',
+      );
       assert.deepEqual(await meteringFaults(depId), []);
+      assert.deepEqual(await meteringFaults(rollId), []);
       assert.deepEqual(await meteringFaults(clusterId), []);
-      for (const r of [depId, clusterId]) {
+      for (const r of [depId, rollId, clusterId]) {
         const { billed, metered, records } = await billedAndMetered(r);
         assert.ok(metered > 0, `${r} was metered`);
         // Each record is rounded to the micro-hour (times its units): nothing lost, nothing twice.
@@ -589,8 +799,15 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(ftRun.typedSearchAttributes.get(SA_STATUS), 'completed');
       const fileRun = await client.workflow.getHandle(`file-validation/${fileId}`).describe();
       assert.equal(fileRun.status.name, 'COMPLETED');
+      const uploadRun = await client.workflow.getHandle(`model-upload/${uploadId}`).describe();
+      assert.equal(uploadRun.status.name, 'COMPLETED');
+      assert.equal(uploadRun.typedSearchAttributes.get(SA_STATUS), 'REMOTE_UPLOAD_STATUS_SUCCEEDED');
       // The deleted ones' runs have ended: their read models say deleted (or are gone).
-      for (const url of [`/compute/clusters/${clusterId}`, '/deployments/crash-serving']) {
+      for (const url of [
+        `/compute/clusters/${clusterId}`,
+        '/deployments/crash-serving',
+        '/deployments/crash-rolling',
+      ]) {
         const r = await api('GET', url);
         assert.ok(r.status === 404 || /^delet/i.test(r.body.status), `${url}: ${r.status} ${r.body.status}`);
       }
