@@ -104,20 +104,23 @@ export const CreateProjectBody = z.object({
   visibility: VisibilitySchema.default('private'),
 });
 export const UpdateProjectBody = z.object({ name: GivenName.optional(), visibility: VisibilitySchema.optional() });
+/** An email address; the document states zod's own pattern (its `format: email` alone admits more). */
+const Email = z.email().meta({ pattern: z.regexes.email.source });
 export const AddProjectMemberBody = z
-  .object({ user_id: z.string().min(1).optional(), email: z.email().optional(), role: ProjectRoleSchema })
+  .object({ user_id: z.string().min(1).optional(), email: Email.optional(), role: ProjectRoleSchema })
   .refine((b) => (b.user_id === undefined) !== (b.email === undefined), {
     message: 'Give exactly one of user_id and email.',
     path: ['user_id'],
-  });
+  })
+  .meta({ oneOf: [{ required: ['user_id'] }, { required: ['email'] }] });
 
 /** A member's new role, the member named by email (people join by invitation: InviteBody). */
 export const OrganizationMemberRoleBody = z.object({
-  email: z.email(),
+  email: Email,
   role: OrganizationRoleSchema,
 });
 
-export const InviteBody = z.object({ email: z.email(), role: OrganizationRoleSchema });
+export const InviteBody = z.object({ email: Email, role: OrganizationRoleSchema });
 export const InvitationParams = z.object({ invitationId: ResourceId });
 
 /** The same for every address: nothing in it says whether the address belongs to a user. */

@@ -6,7 +6,16 @@
  */
 import { z } from 'zod';
 import { PageQuery } from '../cursor-pages';
-import { cursorPageOf, DnsLabelName, EventId, IsoDateTime, ProjectParams, QueryFlag, ResourceId } from './common';
+import {
+  cursorPageOf,
+  DnsLabelName,
+  EventId,
+  IsoDateTime,
+  ProjectParams,
+  QueryFlag,
+  ResourceId,
+  TIMESTAMP_FORM,
+} from './common';
 
 // ---- requests ----
 
@@ -73,7 +82,10 @@ export const UpdateEndpointDeploymentBody = z.object({
 });
 
 export const EVENT_LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
-const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
+const Timestamp = z
+  .string()
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp')
+  .meta({ pattern: TIMESTAMP_FORM });
 /** The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays. */
 const StringList = z.union([z.string(), z.array(z.string())]);
 export const ListEndpointEventsQuery = z.object({
