@@ -42,13 +42,14 @@ function closeStrictBodies(document: Document): Document {
 }
 
 /**
- * Text PostgreSQL can store, as a JSON Schema pattern: no NUL, no half of a UTF-16 surrogate pair.
- * The rule parseOrThrow applies to every string of every request (findUnstorableText in
+ * Text PostgreSQL can store, as a JSON Schema pattern: no NUL. parseOrThrow refuses NUL and half
+ * of a UTF-16 surrogate pair in every string of every request (findUnstorableText in
  * api/validation.ts), values and object keys alike, before any schema; stated here once for every
- * string the document describes in a request. Read per code point (Python) or per UTF-16 unit
- * (JavaScript without the u flag, where a whole pair matches the second branch) alike.
+ * string the document describes in a request. Only NUL is spelled out: an unpaired surrogate is not
+ * Unicode text at all (JSON text must be, RFC 8259), and a pattern naming one is not a regular
+ * expression that every reader accepts (Rust's regex, in schemathesis' validator, refuses it).
  */
-export const STORABLE_TEXT = '^(?:[^\\u0000\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$';
+export const STORABLE_TEXT = '^[^\\u0000]*$';
 const STORABLE_NAMES = { pattern: STORABLE_TEXT };
 
 /**
@@ -122,6 +123,35 @@ function requireStorableText(schema: Schema, components: Record<string, Schema>,
   }
 }
 
+type Parameter = { in?: string; required?: boolean; schema?: Schema };
+
+/** A type without `null` (a text field or parameter has no JSON null: `null` there is a word). */
+function dropNull(schema: Schema): void {
+  if (Array.isArray(schema.type) && schema.type.includes('null')) {
+    const types = schema.type.filter((t) => t !== 'null');
+    schema.type = types.length === 1 ? types[0] : types;
+  }
+}
+
+/** The fields of a form (multipart or URL-encoded) are text: none of them is null. */
+function formFieldsWithoutNull(schema: Schema, components: Record<string, Schema>): void {
+  const resolved = schema.$ref ? components[schema.$ref.replace('#/components/schemas/', '')] : schema;
+  for (const field of Object.values((resolved?.properties as Record<string, Schema> | undefined) ?? {}))
+    dropNull(field);
+}
+
+/**
+ * A path or query parameter is text: it has no JSON null, and the word `null` is no number
+ * (z.coerce.number() documents itself as nullable, yet refuses it as NaN). A path parameter is
+ * always given.
+ */
+function withoutNull(parameter: Parameter): Schema {
+  const schema = parameter.schema!;
+  dropNull(schema);
+  if (parameter.in === 'path') parameter.required = true;
+  return schema;
+}
+
 /** Applies requireStorableText to every parameter and request body of the document. */
 function statStorableText(document: Document): Document {
   document.components ??= {};
@@ -132,12 +162,14 @@ function statStorableText(document: Document): Document {
   for (const item of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(item as Record<string, Record<string, unknown>>)) {
       if (typeof operation !== 'object' || operation === null) continue;
-      for (const parameter of (operation.parameters as Array<{ schema?: Schema }> | undefined) ?? []) {
-        if (parameter.schema) requireStorableText(parameter.schema, components, seen);
+      for (const parameter of (operation.parameters as Parameter[] | undefined) ?? []) {
+        if (parameter.schema) requireStorableText(withoutNull(parameter), components, seen);
       }
       const body = operation.requestBody as { content?: Record<string, { schema?: Schema }> } | undefined;
-      for (const media of Object.values(body?.content ?? {})) {
-        if (media.schema) requireStorableText(media.schema, components, seen);
+      for (const [mediaType, media] of Object.entries(body?.content ?? {})) {
+        if (!media.schema) continue;
+        if (!mediaType.includes('json')) formFieldsWithoutNull(media.schema, components);
+        requireStorableText(media.schema, components, seen);
       }
     }
   }

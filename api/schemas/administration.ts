@@ -95,7 +95,8 @@ const GivenName = z.string().trim().min(1).max(128);
 /** GET /projects: pages as the Python CLI asks for them (`limit`, and `after` the last id of the page before). */
 export const ListProjectsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).optional(),
-  after: z.string().max(128).optional(),
+  // An id of the list (route: `after: no project '' in this list` for any other, the empty one too).
+  after: z.string().min(1).max(128).optional(),
 });
 export const ProjectListSchema = cursorPageOf(ProjectSchema);
 export const CreateProjectBody = z.object({
