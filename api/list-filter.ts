@@ -12,6 +12,7 @@
  * optionally `asc` or `desc`.
  */
 import { badRequest } from './errors';
+import { TIMESTAMP_FORM } from './schemas/common';
 
 export interface Listed {
   name: string;
@@ -27,6 +28,17 @@ interface Term {
 }
 
 const TERM = /^\s*(name|created_at|updated_at)\s*(!=|>=|<=|=|:|>|<)\s*(?:"([^"]*)"|'([^']*)'|([^\s"']+))\s*$/i;
+
+/**
+ * The filters the document states, each one parseFilter reads: terms joined by ` AND `, a name
+ * term's value one word starting with a digit or `_` (so that no AND, OR or NOT can be read in it),
+ * a time term's value a quoted timestamp in TIMESTAMP_FORM. The API reads more (wildcards, other
+ * spacing); these are the ones it promises.
+ */
+const FILTER_TERM_FORM = `(name ?(=|!=|:) ?"[0-9_][A-Za-z0-9_]{0,40}"|(created_at|updated_at) ?(=|!=|>|>=|<|<=) ?"${TIMESTAMP_FORM.slice(1, -1)}")`;
+export const FILTER_FORM = `^${FILTER_TERM_FORM}( AND ${FILTER_TERM_FORM}){0,2}$`;
+/** The orderings the document states (ordered reads any case and spacing too). */
+export const ORDER_BY_FORM = '^(created_at|updated_at)( (asc|desc))?$';
 
 export function parseFilter(filter: string | undefined): Term[] {
   if (filter === undefined || !filter.trim()) return [];

@@ -34,6 +34,7 @@ import { EmptyResponse, OrganizationParams, ProjectParams } from '../schemas/com
 import {
   BareName,
   CreateModelBody,
+  type CreateModelInput,
   ListModelFilesQuery,
   ListModelsQuery,
   ModelFilePageSchema,
@@ -78,7 +79,7 @@ function bareName(principal: Principal, name: string, param: string): string {
   return bare;
 }
 
-const WEIGHT_TYPES: Record<string, 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER'> = {
+const WEIGHT_TYPES: Record<CreateModelInput['type'], 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER'> = {
   model: 'WEIGHTS_TYPE_DEFAULT',
   models: 'WEIGHTS_TYPE_DEFAULT',
   adapter: 'WEIGHTS_TYPE_ADAPTER',
@@ -121,7 +122,6 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, body, principal }) => {
       const weightsType = WEIGHT_TYPES[body.type];
-      if (!weightsType) throw badRequest("type must be 'model' or 'adapter' (or 'models', 'adapters').", 'type');
       const name = bareName(principal, body.name, 'name');
       const base = findCatalogModel(body.baseModelId);
       if (!base) {

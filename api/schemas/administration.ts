@@ -95,7 +95,8 @@ const GivenName = z.string().trim().min(1).max(128);
 /** GET /projects: pages as the Python CLI asks for them (`limit`, and `after` the last id of the page before). */
 export const ListProjectsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).optional(),
-  after: z.string().max(128).optional(),
+  // An id of the list (route: `after: no project '' in this list` for any other, the empty one too).
+  after: z.string().min(1).max(128).optional(),
 });
 export const ProjectListSchema = cursorPageOf(ProjectSchema);
 export const CreateProjectBody = z.object({
@@ -104,20 +105,23 @@ export const CreateProjectBody = z.object({
   visibility: VisibilitySchema.default('private'),
 });
 export const UpdateProjectBody = z.object({ name: GivenName.optional(), visibility: VisibilitySchema.optional() });
+/** An email address; the document states zod's own pattern (its `format: email` alone admits more). */
+const Email = z.email().meta({ pattern: z.regexes.email.source });
 export const AddProjectMemberBody = z
-  .object({ user_id: z.string().min(1).optional(), email: z.email().optional(), role: ProjectRoleSchema })
+  .object({ user_id: z.string().min(1).optional(), email: Email.optional(), role: ProjectRoleSchema })
   .refine((b) => (b.user_id === undefined) !== (b.email === undefined), {
     message: 'Give exactly one of user_id and email.',
     path: ['user_id'],
-  });
+  })
+  .meta({ oneOf: [{ required: ['user_id'] }, { required: ['email'] }] });
 
 /** A member's new role, the member named by email (people join by invitation: InviteBody). */
 export const OrganizationMemberRoleBody = z.object({
-  email: z.email(),
+  email: Email,
   role: OrganizationRoleSchema,
 });
 
-export const InviteBody = z.object({ email: z.email(), role: OrganizationRoleSchema });
+export const InviteBody = z.object({ email: Email, role: OrganizationRoleSchema });
 export const InvitationParams = z.object({ invitationId: ResourceId });
 
 /** The same for every address: nothing in it says whether the address belongs to a user. */

@@ -9,6 +9,8 @@ export const CreateBatchBody = z.object({
     .string()
     .max(16)
     .refine((w) => completionWindowSeconds(w) !== null, 'a duration such as 24h, 90m or 2d (at most 30d)')
+    // Durations of 1 s to 30 d in their plain spelling, each one completionWindowSeconds takes.
+    .meta({ pattern: '^([1-9]\\d{0,5}s|[1-9]\\d{0,3}m|([1-9]\\d?|[1-6]\\d\\d|7[01]\\d|720)h|([1-9]|[12]\\d|30)d)$' })
     .optional()
     .describe('How long the batch may run (default 24h); lines not answered by then are not run (EXPIRED)'),
   model_id: z.string().min(1).max(256).optional().describe('The model of lines whose body names none'),

@@ -57,3 +57,13 @@ export const EmptyResponse = z.object({});
 
 /** A response body of raw bytes (a file's content, an archive), documented as binary. */
 export const BinaryResponse = z.string().meta({ format: 'binary' });
+
+/**
+ * The form a query timestamp read by Date.parse is documented in: an ISO 8601 date, optionally a
+ * time (`T` or a space), optionally an offset; naive datetimes included (the Python CLI may send
+ * them). Every string of this form is one Date.parse reads; the validation itself stays as
+ * lenient as Date.parse, so the document promises no more than the API takes.
+ */
+export const TIMESTAMP_FORM =
+  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])' +
+  '([T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d{1,9})?)?(Z|[+-]([01]\\d|2[0-3]):?[0-5]\\d)?)?$';

@@ -6,7 +6,17 @@
  */
 import { z } from 'zod';
 import { PageQuery } from '../cursor-pages';
-import { cursorPageOf, DnsLabelName, EventId, IsoDateTime, ProjectParams, QueryFlag, ResourceId } from './common';
+import { FILTER_FORM, ORDER_BY_FORM } from '../list-filter';
+import {
+  cursorPageOf,
+  DnsLabelName,
+  EventId,
+  IsoDateTime,
+  ProjectParams,
+  QueryFlag,
+  ResourceId,
+  TIMESTAMP_FORM,
+} from './common';
 
 // ---- requests ----
 
@@ -38,8 +48,8 @@ export const EndpointOnlyParams = ProjectParams.extend({ endpointId: ResourceId 
 export const DeploymentParams = ProjectParams.extend({ endpointId: ResourceId, id: ResourceId });
 
 export const FilteredPageQuery = PageQuery.extend({
-  filter: z.string().max(200).optional(),
-  orderBy: z.string().max(100).optional(),
+  filter: z.string().max(200).meta({ pattern: FILTER_FORM }).optional(),
+  orderBy: z.string().max(100).meta({ pattern: ORDER_BY_FORM }).optional(),
 });
 export const UpdateMaskQuery = z.object({ updateMask: z.string().optional() });
 export const EtagQuery = z.object({ etag: z.string().optional() });
@@ -54,18 +64,26 @@ export const UpdateEndpointBody = z.object({
   trafficSplit: z.array(z.strictObject({ deploymentId: z.string(), weight: z.number().min(0).max(100) })).optional(),
 });
 
-export const CreateEndpointDeploymentBody = z.object({
-  name: Name,
-  autoscaling: Autoscaling,
-  model: z.string().optional(),
-  modelId: z.string().optional(),
-  modelRevisionId: z.string().optional(),
-  enableLora: z.boolean().optional(),
-  validateOnly: z.boolean().optional(),
-  config: z.string().optional(),
-  configId: z.string().optional(),
-  placement: z.unknown().optional(),
-});
+export const CreateEndpointDeploymentBody = z
+  .object({
+    name: Name,
+    autoscaling: Autoscaling,
+    model: z.string().optional(),
+    modelId: z.string().optional(),
+    modelRevisionId: z.string().optional(),
+    enableLora: z.boolean().optional(),
+    validateOnly: z.boolean().optional(),
+    config: z.string().optional(),
+    configId: z.string().optional(),
+    placement: z.unknown().optional(),
+  })
+  .meta({
+    // planEndpointDeployment (api/use-cases/endpoints.ts) deploys modelId, or the model its resource name names.
+    anyOf: [
+      { required: ['modelId'], properties: { modelId: { minLength: 1 } } },
+      { required: ['model'], properties: { model: { pattern: '^projects/[^/]+/models/[^/]+(/revisions/[^/]+)?$' } } },
+    ],
+  });
 export const UpdateEndpointDeploymentBody = z.object({
   etag: z.string().optional(),
   name: Name.optional(),
@@ -73,7 +91,10 @@ export const UpdateEndpointDeploymentBody = z.object({
 });
 
 export const EVENT_LEVELS = ['LEVEL_DEBUG', 'LEVEL_INFO', 'LEVEL_WARN', 'LEVEL_ERROR'] as const;
-const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp');
+const Timestamp = z
+  .string()
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'an RFC 3339 timestamp')
+  .meta({ pattern: TIMESTAMP_FORM });
 /** The SDK sends arrays comma-separated (`types=a,b`); repeated keys arrive as arrays. */
 const StringList = z.union([z.string(), z.array(z.string())]);
 export const ListEndpointEventsQuery = z.object({
@@ -109,7 +130,8 @@ export const DetachEndpointAdapterQuery = z.object({ etag: z.string().min(1) });
 export const ListShadowExperimentsQuery = PageQuery.extend({ includeTargets: QueryFlag.optional() });
 
 export const ListModelConfigsQuery = PageQuery.extend({
-  referenceModel: z.string().max(300).optional(),
+  // The form the route reads the model id from (api/routes/model-configs.ts).
+  referenceModel: z.string().max(300).meta({ pattern: '^projects/[^/]+/models/.+$' }).optional(),
   referenceModelId: z.string().max(200).optional(),
 });
 export const ModelConfigParams = ProjectParams.extend({ id: ResourceId });

@@ -13,6 +13,17 @@ export const FileName = z
   .regex(/^[^\uFFFD]*$/, 'must be valid UTF-8')
   .refine((s) => Buffer.byteLength(s, 'utf8') <= 128, 'must be at most 128 bytes of UTF-8');
 
+/**
+ * inferFileType (api/use-cases/files.ts) needs file_type, or a file_name whose extension (after a
+ * character other than a dot, as path.extname reads it) is jsonl, csv or parquet in any case.
+ */
+const FILE_TYPE_KNOWN = [
+  { required: ['file_type'] },
+  {
+    properties: { file_name: { pattern: '[^/.]\\.([jJ][sS][oO][nN][lL]|[cC][sS][vV]|[pP][aA][rR][qQ][uU][eE][tT])$' } },
+  },
+];
+
 /** A file's SHA-256, as the official SDKs send it before an upload: a project holding those bytes gets 409. */
 const Checksum = z
   .string()
@@ -27,7 +38,8 @@ export const UploadFileFields = z
     file_type: z.enum(FILE_TYPES).optional(),
     file: z.any().optional().meta({ type: 'string', format: 'binary', description: 'The file content' }),
   })
-  .meta({ id: 'UploadFileRequest' });
+  // The file part is read by multer, not this schema: the route refuses a form without it.
+  .meta({ id: 'UploadFileRequest', required: ['purpose', 'file_name', 'file'], anyOf: FILE_TYPE_KNOWN });
 
 export const CreateFileUploadBody = z
   .object({
@@ -37,7 +49,7 @@ export const CreateFileUploadBody = z
     bytes: z.coerce.number().int().nonnegative().optional().describe('Size of the upload, to bind the URL to it'),
     checksum: Checksum,
   })
-  .meta({ id: 'CreateFileUploadRequest' });
+  .meta({ id: 'CreateFileUploadRequest', anyOf: FILE_TYPE_KNOWN });
 
 export const ValidationReportSchema = z.object({
   valid: z.boolean(),
@@ -88,7 +100,7 @@ export const InitiateMultipartBody = z
     /** Sent by the Python SDK; the part count follows from file_size and the part size Gantry answers with. */
     num_parts: z.number().int().positive().optional(),
   })
-  .meta({ id: 'InitiateMultipartUploadRequest' });
+  .meta({ id: 'InitiateMultipartUploadRequest', anyOf: FILE_TYPE_KNOWN });
 
 export const MultipartUploadSchema = z
   .object({

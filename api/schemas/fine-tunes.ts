@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FINE_TUNE_STATUSES } from '../../shared/fine-tunes';
-import { IsoDateTime, listOf, QueryFlag } from './common';
+import { IsoDateTime, listOf, QueryFlag, TIMESTAMP_FORM } from './common';
 
 const LrScheduler = z.object({
   lr_scheduler_type: z.enum(['linear', 'cosine']).default('cosine'),
@@ -86,7 +86,14 @@ export const CreateFineTuneBody = z
     gradient_accumulation_steps: z.number().int().min(0).optional(),
     train_vision: z.boolean().optional(),
   })
-  .meta({ id: 'CreateFineTuneRequest' });
+  .meta({
+    id: 'CreateFineTuneRequest',
+    // resolveModel (api/use-cases/fine-tunes-plan.ts) refuses a job with neither or both; a blank one is unset.
+    oneOf: (['model', 'from_checkpoint'] as const).map((field) => ({
+      required: [field],
+      properties: { [field]: { type: 'string', minLength: 1 } },
+    })),
+  });
 
 export type CreateFineTuneInput = z.output<typeof CreateFineTuneBody>;
 
@@ -281,7 +288,10 @@ export const EstimateResponse = z
   ])
   .meta({ id: 'FineTuneEstimatePrice' });
 
-const Timestamp = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'an ISO-8601 timestamp');
+const Timestamp = z
+  .string()
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'an ISO-8601 timestamp')
+  .meta({ pattern: TIMESTAMP_FORM });
 /** The SDK's listMetrics filters: a step range, a time range, and how many rows to sample. */
 export const FineTuneMetricsQuery = z.object({
   global_step_from: z.coerce.number().int().min(0).optional(),

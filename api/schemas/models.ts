@@ -73,9 +73,12 @@ export const ModelSchema = z
 export const CreateModelBody = z.object({
   baseModelId: z.string().min(1),
   name: z.string().min(1).max(300),
-  type: z.string(),
+  /** What the weights are: `model` or `adapter` (the plurals are taken too). */
+  type: z.enum(['model', 'models', 'adapter', 'adapters']),
   description: z.string().max(2000).optional(),
 });
+
+export type CreateModelInput = z.output<typeof CreateModelBody>;
 
 export const ListModelsQuery = PageQuery.extend({
   organizationId: z.string().optional(),
