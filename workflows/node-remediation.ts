@@ -14,6 +14,7 @@ import {
   isCancellation,
   patched,
   proxyActivities,
+  upsertSearchAttributes,
 } from '@temporalio/workflow';
 import { PATCHES } from './patches';
 import type { ClusterNodeTestActivities } from '../activities/clusters';
@@ -30,6 +31,7 @@ import type {
 import { CLUSTER_MESSAGES } from '../shared/clusters';
 import type { GpuType } from '../shared/gpu-types';
 import { gpuTaskQueue } from '../shared/task-queues';
+import { statusSearchAttributes } from '../shared/search-attributes';
 
 export interface RemediationInput {
   clusterId: string;
@@ -54,6 +56,14 @@ export interface RemediationOutcome {
 const control = clusterControl;
 const waits = clusterWaits;
 
+/**
+ * GantryStatus/GantryPhase follow the remediation's state, so an ended one says it ended. (Before
+ * this patch they kept the state it was started in: PENDING_APPROVAL's `waiting` after it succeeded.)
+ */
+const showState = (state: RemediationState) => {
+  if (patched(PATCHES.remediationStatus.id)) upsertSearchAttributes(statusSearchAttributes(state));
+};
+
 export async function nodeRemediation(input: RemediationInput): Promise<RemediationOutcome> {
   const r: Remediation = { ...input.remediation };
   const node = input.node;
@@ -68,6 +78,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
     const now = new Date().toISOString();
     Object.assign(r, { state, update_time: now, ...extra });
     await control.recordRemediation({ ...r });
+    showState(state);
     await parent.signal(CLUSTER_MESSAGES.remediationProgress, {
       remediation: { ...r },
       nodeId: node.node_id,
@@ -157,6 +168,7 @@ export async function nodeRemediation(input: RemediationInput): Promise<Remediat
           error_message: 'cancelled: the cluster is being deleted',
         });
         await control.recordRemediation({ ...r });
+        showState('CANCELLED');
       });
       throw err;
     }

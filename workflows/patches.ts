@@ -27,6 +27,8 @@ export const PATCHES = {
   compensateOnFailure: { id: 'compensate-on-failure', workflow: 'cluster' },
   /** A cancelled remediation releases the replacement node it provisioned and ends as CANCELLED. */
   remediationReleasesOnCancel: { id: 'remediation-releases-on-cancel', workflow: 'nodeRemediation' },
+  /** A remediation's GantryStatus/GantryPhase follow its state, to its end (done, failed). */
+  remediationStatus: { id: 'remediation-status', workflow: 'nodeRemediation' },
   /** An autoscaling metric that cannot be read skips the observation instead of failing the deployment. */
   skipFailedObservation: { id: 'skip-failed-observation', workflow: 'deployment' },
   /** An unexpected failure of a deployment run stops its replicas and projects Failed before the run fails. */

@@ -394,6 +394,14 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
           'nodeRemediation',
           'replacement-cancelled-by-cluster-delete',
         );
+        // Its search attributes say how it ended (the remediation-status patch).
+        assert.equal(child.typedSearchAttributes.get(SA_PHASE), 'done');
+        assert.equal(child.typedSearchAttributes.get(SA_STATUS), 'CANCELLED');
+        await recordHistoryIfAsked(
+          t.env.client.workflow.getHandle(remediationWorkflowId('ts-delete-replacing', 'rem-replace')),
+          'nodeRemediation',
+          'replacement-cancelled-says-it-ended',
+        );
       });
     },
   );
