@@ -30,7 +30,7 @@ import { chat, jsonl } from '../helpers/datasets';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually } from '../helpers/platform';
 import { podmanOf } from '../helpers/podman-platform';
-import { FAST_CLUSTERS, clusterBody } from '../helpers/clusters';
+import { FAST_CLUSTERS, clusterBody, eventsOf } from '../helpers/clusters';
 import { crashPlatform, type CrashPlatform } from './crash-platform';
 import { JUDGE_TOKEN, startRuleJudge, type JudgeCall } from '../helpers/rule-judge';
 import type { Server } from 'node:http';
@@ -314,6 +314,14 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(roll.status, 200, JSON.stringify(roll.body));
       const rollId: string = roll.body.id;
       ours.deployments.push(rollId);
+      // A cluster that comes up now, and whose node is to be repaired at the kill.
+      const healing = await api(
+        'POST',
+        '/compute/clusters',
+        clusterBody({ cluster_name: 'crash-remediating', num_gpus: 8 }),
+      );
+      assert.equal(healing.status, 200, JSON.stringify(healing.body));
+      const healingId: string = healing.body.cluster_id ?? healing.body.id;
 
       // The fine-tune's training file validates meanwhile.
       // Long enough that training is still going when the rest is in flight, on a loaded machine too
@@ -337,6 +345,23 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         );
       const rollContainerBefore = containersOf(rollId, false);
       assert.equal(rollContainerBefore.length, 1);
+
+      // The cluster's node fails its health checks (the simulator's fault): the remediation the
+      // cluster proposes waits for a person's approval, which comes only after the restart.
+      const healthy = await eventually(
+        () => api('GET', `/compute/clusters/${healingId}`),
+        (r) => r.body.status === 'Ready',
+        180_000,
+        250,
+      );
+      const sickNode = healthy.body.gpu_worker_nodes[0];
+      const fault = await api('POST', '/compute/fleet/faults', {
+        cluster_id: healingId,
+        kind: 'health_check_failure',
+        node_id: sickNode.node_id,
+        count: 100,
+      });
+      assert.equal(fault.status, 200, JSON.stringify(fault.body));
       const jobs: Array<{ id: string; priority: number; info: Record<string, unknown> }> = [];
       for (const [i, priority] of [5, 1, 9, 3, 7].entries()) {
         const info = { n: i, note: `job ${i}` };
@@ -498,16 +523,18 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // ---- what was in flight when the power went (positive evidence for each) ----
       // Checked before the kill: should one have ended early, the test fails with the platform up,
       // and the tests after this one still have a platform to run on.
-      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow, rollingNow] = await Promise.all(
-        [
-          `/compute/clusters/${clusterId}`,
-          `/files/${fileId}`,
-          `/fine-tunes/${ftId}`,
-          '/deployments/crash-serving',
-          `/evaluation/${evalId}`,
-          '/deployments/crash-rolling',
-        ].map((url) => api('GET', url).then((r) => r.body)),
-      );
+      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow, rollingNow, healingNow] =
+        await Promise.all(
+          [
+            `/compute/clusters/${clusterId}`,
+            `/files/${fileId}`,
+            `/fine-tunes/${ftId}`,
+            '/deployments/crash-serving',
+            `/evaluation/${evalId}`,
+            '/deployments/crash-rolling',
+            `/compute/clusters/${healingId}`,
+          ].map((url) => api('GET', url).then((r) => r.body)),
+        );
       const before = {
         cluster: clusterNow,
         file: fileNow,
@@ -515,6 +542,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         deployment: deploymentNow,
         evaluation: evaluationNow,
         rolling: rollingNow,
+        healing: healingNow,
         upload: (await v2('GET', `/models/uploads/${uploadId}`)).body,
       };
       assert.equal(before.fineTune.status, 'running');
@@ -525,6 +553,11 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.equal(heldRegistry.droppedWhileHeld(), 0, "the new image's pull was under way");
       assert.deepEqual(containersOf(rollId, false), rollContainerBefore, 'the old replica serves on');
       assert.equal(before.upload.status, 'REMOTE_UPLOAD_STATUS_RUNNING', 'the model was downloading');
+      assert.equal(before.healing.status, 'Degraded', JSON.stringify(before.healing.gpu_worker_nodes));
+      const proposed = before.healing.gpu_worker_nodes.find(
+        (n: { node_id: string }) => n.node_id === sickNode.node_id,
+      )?.latest_remediation;
+      assert.equal(proposed?.state, 'PENDING_APPROVAL', 'a remediation waited for approval');
       assert.deepEqual(archive.requests(), ['GET /model.tar'], 'half of it sent');
       const inFlight = [
         `fine-tune/${ftId}`,
@@ -534,6 +567,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         `evaluation/${evalId}`,
         `deployment/${rollId}`,
         `model-upload/${uploadId}`,
+        `cluster/${healingId}`,
       ];
       const containersBefore = containersOf(depId, false);
       assert.equal(containersBefore.length, 1, 'one container serves before the crash');
@@ -544,7 +578,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         `[crash] killed every process; in flight: fine-tune at step ${savedStep}+ (${before.fineTune.status}), ` +
           `cluster ${before.cluster.status}, file ${before.file.processing_status}, deployment ${before.deployment.status}, ` +
           `${jobs.length - claimed.length} queue jobs pending and ${claimed.length} claimed, ` +
-          `deployment rolling ${before.rolling.status}, model upload ${before.upload.status}`,
+          `deployment rolling ${before.rolling.status}, model upload ${before.upload.status}, ` +
+          `cluster ${before.healing.status} with a remediation ${proposed.state}`,
       );
 
       // ---- ./dev up again, on the same data; the judge answers again ----
@@ -733,6 +768,28 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       );
       assert.equal(served, '2', 'the replica serving is of the new revision');
 
+      // The remediation, approved now, reboots the node; the cluster is Ready again.
+      const remediation = `/compute/clusters/${healingId}/instances/${sickNode.instance_id}/remediations/${proposed.id}`;
+      const approved = await api('POST', `${remediation}/approve`, { comment: 'after the outage' });
+      assert.equal(approved.status, 200, JSON.stringify(approved.body));
+      const healed = await eventually(
+        () => api('GET', `/compute/clusters/${healingId}`),
+        (r) =>
+          r.body.status === 'Ready' &&
+          r.body.gpu_worker_nodes.find((n: { node_id: string }) => n.node_id === sickNode.node_id)?.latest_remediation
+            ?.state === 'SUCCEEDED',
+        180_000,
+        500,
+      );
+      assert.equal(healed.body.num_gpus, 8);
+      assert.deepEqual(
+        eventsOf(healed.body)
+          .filter((e: { node_id: string }) => e.node_id === sickNode.node_id)
+          .map((e: { reason: string }) => e.reason),
+        ['HealthCheckFailed', 'RemediationStarted', 'NodeCordoned', 'RemediationRunning', 'RemediationSucceeded'],
+        'each step of the remediation once',
+      );
+
       // The cluster came up, with its nodes.
       const ready = await eventually(
         () => api('GET', `/compute/clusters/${clusterId}`),
@@ -762,9 +819,15 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
 
       // ---- ends: delete what lives on; nothing is left running, leased, forwarded or metered ----
       assert.equal((await api('DELETE', `/compute/clusters/${clusterId}`)).status, 200);
+      assert.equal((await api('DELETE', `/compute/clusters/${healingId}`)).status, 200);
       assert.equal((await api('DELETE', '/deployments/crash-serving')).status, 200);
       assert.equal((await api('DELETE', '/deployments/crash-rolling')).status, 200);
-      for (const id of [`cluster/${clusterId}`, `deployment/${depId}`, `deployment/${rollId}`]) {
+      for (const id of [
+        `cluster/${clusterId}`,
+        `cluster/${healingId}`,
+        `deployment/${depId}`,
+        `deployment/${rollId}`,
+      ]) {
         const h = client.workflow.getHandle(id);
         await eventually(
           () => h.describe(),
@@ -783,7 +846,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.deepEqual(await meteringFaults(depId), []);
       assert.deepEqual(await meteringFaults(rollId), []);
       assert.deepEqual(await meteringFaults(clusterId), []);
-      for (const r of [depId, rollId, clusterId]) {
+      assert.deepEqual(await meteringFaults(healingId), []);
+      for (const r of [depId, rollId, clusterId, healingId]) {
         const { billed, metered, records } = await billedAndMetered(r);
         assert.ok(metered > 0, `${r} was metered`);
         // Each record is rounded to the micro-hour (times its units): nothing lost, nothing twice.
@@ -805,6 +869,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // The deleted ones' runs have ended: their read models say deleted (or are gone).
       for (const url of [
         `/compute/clusters/${clusterId}`,
+        `/compute/clusters/${healingId}`,
         '/deployments/crash-serving',
         '/deployments/crash-rolling',
       ]) {
