@@ -22,7 +22,13 @@ import { call, startTestPlatform, type TestPlatform } from '../helpers/platform'
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 const SCHEMATHESIS = process.env.GANTRY_SCHEMATHESIS ?? path.resolve(__dirname, '../../.venv-fuzz/bin/schemathesis');
-const BUDGET_SECONDS = 30;
+/**
+ * Each run's time budget. The fixed seed's is long enough to reach every operation even on a
+ * loaded machine (its inputs include queue claims that long-poll 20 s); a fresh seed's is short
+ * (new inputs, within what CI can spend), so it may stop before the last operations.
+ */
+const FIXED_SEED_BUDGET_SECONDS = 120;
+const FRESH_SEED_BUDGET_SECONDS = 30;
 const SELF_ENDING = [
   'revokeApiKey',
   'regenerateLegacyApiKey',
@@ -121,7 +127,7 @@ function mismatchedOperations(output: string): string[] {
 }
 
 /** Runs schemathesis with `seed`; resolves with its exit code and the end of what it printed. */
-function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
+function fuzz(seed: number, budgetSeconds: number): Promise<{ code: number | null; output: string }> {
   const args = [
     '--config-file',
     path.join(dir, 'schemathesis.toml'),
@@ -138,7 +144,7 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
     '--max-examples',
     '5',
     '--max-time',
-    String(BUDGET_SECONDS),
+    String(budgetSeconds),
     // Longer than the longest answer the API may take on purpose: a queue claim long-polls up to
     // 20 s (wait_seconds), past schemathesis' default of 10 s.
     '--request-timeout',
@@ -175,15 +181,15 @@ function fuzz(seed: number): Promise<{ code: number | null; output: string }> {
   });
 }
 
-for (const [label, seed] of [
-  ['a fixed seed', 1],
-  ['a fresh seed', Number(process.env.GANTRY_FUZZ_SEED) || randomInt(2, 2 ** 31)],
+for (const [label, seed, budget] of [
+  ['a fixed seed', 1, FIXED_SEED_BUDGET_SECONDS],
+  ['a fresh seed', Number(process.env.GANTRY_FUZZ_SEED) || randomInt(2, 2 ** 31), FRESH_SEED_BUDGET_SECONDS],
 ] as const) {
   test(
     `no 5xx, only documented statuses, responses matching their schemas: ${label} (${seed})`,
-    { timeout: (BUDGET_SECONDS + 120) * 1000 },
+    { timeout: (budget + 120) * 1000 },
     async (t) => {
-      const { code, output } = await fuzz(seed);
+      const { code, output } = await fuzz(seed, budget);
       assert.equal(code, 0, `schemathesis --seed ${seed} found failures:\n${output.slice(-6000)}`);
       // Every operation the document lists (less those left out) was selected and reached: a
       // document or filter that silently drops operations would otherwise pass with nothing tested.
@@ -191,7 +197,10 @@ for (const [label, seed] of [
       const tested = /Tested: (\d+)/.exec(output);
       assert.ok(selected && tested, `no operation summary in schemathesis' output:\n${output.slice(-3000)}`);
       assert.equal(Number(selected[1]), expectedOperations, 'operations selected');
-      assert.equal(Number(tested[1]), expectedOperations, 'operations tested');
+      // Reached: every one within the fixed seed's budget; a fresh seed's short budget may stop first.
+      if (budget === FIXED_SEED_BUDGET_SECONDS)
+        assert.equal(Number(tested[1]), expectedOperations, 'operations tested');
+      else t.diagnostic(`${tested[1]} of ${expectedOperations} operations reached within ${budget} s`);
       // Operations refusing most of the data their document calls valid: a constraint the validation
       // enforces that the document does not state (issue 45), unless it is one no schema can state.
       const mismatched = mismatchedOperations(output);
