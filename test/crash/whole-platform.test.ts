@@ -287,33 +287,25 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
 
       // ---- work of each kind, in flight at once ----
       // A deployment serving (podman), whose queue also holds the queue jobs.
-      const dep = await api('POST', '/deployments', {
-        name: 'crash-serving',
-        image,
-        gpu_type: 'h100-80gb',
-        port: 8080,
-        health_check_path: '/health',
-        min_replicas: 1,
-        max_replicas: 1,
-        termination_grace_period_seconds: 1,
-      });
-      assert.equal(dep.status, 200, JSON.stringify(dep.body));
-      const depId: string = dep.body.id;
-      ours.deployments.push(depId);
+      /** A deployment of one replica of the test's image; its id (its containers are removed after). */
+      const oneReplica = async (name: string): Promise<string> => {
+        const created = await api('POST', '/deployments', {
+          name,
+          image,
+          gpu_type: 'h100-80gb',
+          port: 8080,
+          health_check_path: '/health',
+          min_replicas: 1,
+          max_replicas: 1,
+          termination_grace_period_seconds: 1,
+        });
+        assert.equal(created.status, 200, JSON.stringify(created.body));
+        ours.deployments.push(created.body.id);
+        return created.body.id;
+      };
+      const depId = await oneReplica('crash-serving');
       // A second one, rolled to a new image just before the kill.
-      const roll = await api('POST', '/deployments', {
-        name: 'crash-rolling',
-        image,
-        gpu_type: 'h100-80gb',
-        port: 8080,
-        health_check_path: '/health',
-        min_replicas: 1,
-        max_replicas: 1,
-        termination_grace_period_seconds: 1,
-      });
-      assert.equal(roll.status, 200, JSON.stringify(roll.body));
-      const rollId: string = roll.body.id;
-      ours.deployments.push(rollId);
+      const rollId = await oneReplica('crash-rolling');
       // A cluster that comes up now, and whose node is to be repaired at the kill.
       const healing = await api(
         'POST',
