@@ -49,7 +49,13 @@ describe('searching runs in the Temporal UI', () => {
       10_000,
     );
     assert.deepEqual(children, [`cluster/${c.cluster_id}/remediation/search-1`]);
-    assert.deepEqual(await search(`GantryResourceId = "search-1" AND GantryPhase = "waiting"`), children);
+    // The remediation's search attributes follow its state to its end: a reboot that succeeded is done.
+    await eventually(
+      () => search(`GantryResourceId = "search-1" AND GantryPhase = "done" AND GantryStatus = "SUCCEEDED"`),
+      (ids) => ids.length === 1,
+      30_000,
+    ).then((ids) => assert.deepEqual(ids, children));
+    assert.deepEqual(await search(`GantryResourceId = "search-1" AND GantryPhase = "waiting"`), []);
 
     await call(p.baseUrl, 'DELETE', `/v1/compute/clusters/${c.cluster_id}`, { key: t.key });
     await eventually(
