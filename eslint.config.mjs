@@ -8,6 +8,8 @@
  * - activities do not reach into the API or the gateway;
  * - a route file imports no other route file (what routes share lives in api/use-cases/), and
  *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source);
+ * - a presenter (api/presenters/<area>.ts, how an area's objects are shown) only shapes what it is
+ *   given: it calls no use case, workflow, route or database client;
  * - production code reads no environment variable outside platform/config.ts (its settings, and
  *   inheritedEnvironment() for what child processes get), and imports nothing from scripts/
  *   (scripts may import production code, not the reverse). test/, bench/ and scripts/ are tooling
@@ -143,6 +145,16 @@ export default tseslint.config(
       {
         group: ['zod'],
         message: 'Routes declare no schemas: name them in api/schemas/<area>.ts, built from api/schemas/common.ts.',
+        allowTypeImports: true,
+      },
+    ]),
+  },
+  {
+    files: ['api/presenters/**/*.ts'],
+    rules: restrict([
+      {
+        group: ['../routes/*', '../use-cases/*', '../workflows', '@temporalio/*', 'pg'],
+        message: 'Presenters only shape what they are given: the route reads it and passes it in.',
         allowTypeImports: true,
       },
     ]),

@@ -22,7 +22,7 @@ import { createHttpMetrics, UNMATCHED_ROUTE } from '../api/metrics';
 import { bindPrincipalToLog, principalLookup, principalOf } from '../api/middleware/auth';
 import { sendError } from '../api/middleware/errors';
 import { sendJson } from '../api/json-response';
-import { serverlessModelObjects } from '../api/routes/model-catalog';
+import { serverlessModelObjects } from '../api/presenters/model-catalog';
 import { pooledServerlessModels } from '../api/serverless-pools';
 import { compileTrustProxy, rateLimitChecks, serverlessRateLimit } from '../api/middleware/rate-limit';
 import { requestLogging } from '../api/middleware/request-context';

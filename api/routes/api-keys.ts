@@ -22,7 +22,8 @@ import type { ApiDeps } from '../deps';
 import { forbidden, notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { ApiKeyParams, ApiKeySchema, CreateApiKeyBody, listOf, NewApiKeySchema } from '../schemas/administration';
-import { keyView, requireUser, visibleProject } from '../use-cases/administration-access';
+import { requireUser, visibleProject } from '../use-cases/administration-access';
+import { toApiKey } from '../presenters/administration';
 
 export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) {
   const isAdminOf = (role: string | null, orgRole: string | null) => role === 'Admin' || orgRole === 'Admin';
@@ -39,10 +40,10 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
       const everyone = isAdminOf(p.projectRole, p.organizationRole);
       if (!everyone && !p.userId) {
         const own = await findApiKey(db, p.apiKeyId);
-        return { object: 'list' as const, data: own ? [keyView(own)] : [] };
+        return { object: 'list' as const, data: own ? [toApiKey(own)] : [] };
       }
       const rows = await listApiKeys(db, p.projectId, everyone ? null : p.userId);
-      return { object: 'list' as const, data: rows.map(keyView) };
+      return { object: 'list' as const, data: rows.map(toApiKey) };
     },
   });
 
@@ -64,7 +65,7 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
         throw forbidden('Only members of a project can make keys for it.', 'project_member_required');
       }
       const { id, secret } = await createApiKey(db, { projectId: project.id, userId, name: body.name });
-      return { ...keyView((await findApiKey(db, id))!), key: secret };
+      return { ...toApiKey((await findApiKey(db, id))!), key: secret };
     },
   });
 
@@ -90,7 +91,7 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
       await revokeApiKey(db, key.id);
       principals?.drop();
       req.log?.info({ revokedKeyId: key.id }, 'API key revoked');
-      return keyView((await findApiKey(db, key.id))!);
+      return toApiKey((await findApiKey(db, key.id))!);
     },
   });
 
@@ -121,7 +122,7 @@ export function addApiKeyRoutes(router: ApiRouter, { db, principals }: ApiDeps) 
       const { id, secret, revoked } = await regenerateLegacyKey(db, defaultProject);
       principals?.drop();
       req.log?.info({ newKeyId: id, revokedKeyIds: revoked, regeneratedBy: userId }, 'legacy API key regenerated');
-      return { ...keyView((await findApiKey(db, id))!), key: secret };
+      return { ...toApiKey((await findApiKey(db, id))!), key: secret };
     },
   });
 }

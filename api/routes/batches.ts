@@ -4,7 +4,7 @@
  * routes answer is its row. Output and error files are the project's files (`GET
  * /v1/files/{id}/content`), removed with the input after GANTRY_BATCH_RETENTION_DAYS.
  */
-import { getBatch, listBatches, type BatchRow } from '../../db/batches';
+import { getBatch, listBatches } from '../../db/batches';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -16,28 +16,10 @@ import {
   CreateBatchResponseSchema,
 } from '../schemas/batches';
 import { cancelBatch, createBatch } from '../use-cases/batches';
+import { toBatchJob } from '../presenters/batches';
 
 /** The most batches a list answers (the SDKs type the list as a plain array, without pages). */
 const LIST_LIMIT = 1000;
-
-const toBatchJob = (b: BatchRow) => ({
-  id: b.id,
-  ...(b.user_id ? { user_id: b.user_id } : {}),
-  input_file_id: b.input_file_id,
-  ...(b.file_size_bytes !== null ? { file_size_bytes: Number(b.file_size_bytes) } : {}),
-  status: b.status,
-  job_deadline: b.job_deadline.toISOString(),
-  created_at: b.created_at.toISOString(),
-  endpoint: b.endpoint,
-  progress: b.total_lines ? Math.round((b.done_lines / b.total_lines) * 10_000) / 100 : 0,
-  ...(b.model_id ? { model_id: b.model_id } : {}),
-  ...(b.output_file_id ? { output_file_id: b.output_file_id } : {}),
-  ...(b.error_file_id ? { error_file_id: b.error_file_id } : {}),
-  ...(b.error ? { error: b.error } : {}),
-  ...(b.completed_at ? { completed_at: b.completed_at.toISOString() } : {}),
-  completion_window: b.completion_window,
-  ...(b.priority !== null ? { priority: b.priority } : {}),
-});
 
 export function addBatchRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

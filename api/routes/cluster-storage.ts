@@ -3,7 +3,8 @@
  * the SDK's beta.clusters.storage): create (provisioned by the workflow
  * volume/<id>), list, get, resize (PUT, grow only), delete (not while bound).
  */
-import { listVolumes, type VolumeRow } from '../../db/clusters';
+import { listVolumes } from '../../db/clusters';
+import { toVolume } from '../presenters/clusters';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import {
@@ -16,16 +17,6 @@ import {
   VolumeSchema,
 } from '../schemas/clusters';
 import { createVolume, deleteVolume, growVolume, requireVolume } from '../use-cases/cluster-storage';
-
-const toVolume = (v: VolumeRow) => ({
-  volume_id: v.id,
-  volume_name: v.name,
-  size_tib: v.size_tib,
-  status: v.status,
-  region: v.region,
-  is_lifecycle_independent: v.is_lifecycle_independent,
-  ...(v.cluster_id ? { cluster_id: v.cluster_id } : {}),
-});
 
 export function addClusterStorageRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

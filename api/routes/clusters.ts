@@ -13,7 +13,7 @@ import {
   type ClusterRow,
 } from '../../db/clusters';
 import type { Db } from '../../db/pool';
-import { toCluster } from '../cluster-view';
+import { toCluster } from '../presenters/clusters';
 import type { ApiDeps } from '../deps';
 import { conflict } from '../errors';
 import type { ApiRouter } from '../route';

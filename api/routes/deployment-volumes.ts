@@ -37,6 +37,7 @@ import {
   UpdateDeploymentVolumeBody,
   DeploymentVolumeSchema,
 } from '../schemas/deployments';
+import { toDeploymentVolume } from '../presenters/deployment-volumes';
 
 /**
  * The project's uploaded files under the prefix, each a safe path inside the volume. In the
@@ -54,37 +55,13 @@ async function resolveContent(tx: Queryable, projectId: string, prefix: string):
   return files;
 }
 
-async function toVolume(db: Db, v: VolumeRow, version?: number) {
+/** The volume as shown: the version asked for (or the current one) with its files, and every version's mounts. */
+async function present(db: Db, v: VolumeRow, version?: number) {
   const [versions, mounts] = await Promise.all([listVolumeVersions(db, v.id), volumeMounts(db, v.project_id, v.name)]);
   const shown = versions.find((x) => x.version === (version ?? v.current_version))!;
   // A version made before its files arrived shows what it would take now (it is filled when first mounted).
   if (!shown.files.length) shown.files = await filesWithPrefix(db, v.project_id, shown.source_prefix);
-  const mountedBy = (n: number) => mounts.filter((m) => m.version === n).map((m) => m.deployment_id);
-  return {
-    id: v.id,
-    object: 'volume' as const,
-    name: v.name,
-    type: v.type,
-    content: {
-      type: 'files' as const,
-      source_prefix: shown.source_prefix,
-      files: shown.files.map((f) => ({ name: f.name, size: Number(f.size), last_modified: f.last_modified })),
-    },
-    current_version: v.current_version,
-    mounted_by: mountedBy(shown.version),
-    version_history: Object.fromEntries(
-      versions.map((x) => [
-        String(x.version),
-        {
-          version: x.version,
-          content: { type: 'files' as const, source_prefix: x.source_prefix },
-          mounted_by: mountedBy(x.version),
-        },
-      ]),
-    ),
-    created_at: new Date(v.created_at).toISOString(),
-    updated_at: new Date(v.updated_at).toISOString(),
-  };
+  return toDeploymentVolume(v, shown, versions, mounts);
 }
 
 export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
@@ -127,7 +104,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
           files,
         });
       });
-      return toVolume(db, (await getVolume(db, principal.projectId, id))!);
+      return present(db, (await getVolume(db, principal.projectId, id))!);
     },
   });
   router.add({
@@ -144,7 +121,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     },
     handler: async ({ principal, query }) => {
       const rows = await listVolumes(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
-      return cursorPage(rows, query.limit, encodeCursor, (v) => toVolume(db, v));
+      return cursorPage(rows, query.limit, encodeCursor, (v) => present(db, v));
     },
   });
   router.add({
@@ -161,7 +138,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
       const v = await requireVolume(principal.projectId, params.id);
       if (query.version && !(await getVolumeVersion(db, v.id, query.version)))
         throw notFound(`Volume '${v.name}' has no version ${query.version}.`);
-      return toVolume(db, v, query.version);
+      return present(db, v, query.version);
     },
   });
   router.add({
@@ -189,7 +166,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
           addVolumeVersion(tx, v.id, prefix, await resolveContent(tx, principal.projectId, prefix)),
         );
       }
-      return toVolume(db, (await getVolume(db, principal.projectId, v.id))!);
+      return present(db, (await getVolume(db, principal.projectId, v.id))!);
     },
   });
   router.add({

@@ -6,8 +6,7 @@
  * PostgreSQL (the workflow's projection and the replicas' own records).
  */
 import { endpointDeploymentOfContainer } from '../../db/endpoints';
-import { REVISION_ENV, type DeploymentSpec } from '../../shared/deployments';
-import { getRevision, listRevisions, type RevisionRow } from '../../db/deployment-revisions';
+import { getRevision, listRevisions } from '../../db/deployment-revisions';
 import { newId } from '../../platform/ids';
 import { projectImagePath } from '../../shared/image-references';
 import {
@@ -20,9 +19,7 @@ import {
   listSecrets,
   updateSecret,
   type DeploymentRow,
-  type SecretRow,
 } from '../../db/deployments';
-import type { Db } from '../../db/pool';
 import { SEALED_COLUMNS, sealForRow } from '../../db/sealed-values';
 import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
@@ -56,74 +53,12 @@ import {
   RollbackDeploymentBody,
 } from '../schemas/deployments';
 import { DeletedResponse, IdParams } from '../schemas/common';
-
-const iso = (d: Date) => new Date(d).toISOString();
-const toSecret = (s: SecretRow) => ({
-  id: s.id,
-  object: 'secret' as const,
-  name: s.name,
-  ...(s.description ? { description: s.description } : {}),
-  created_by: s.created_by,
-  last_updated_by: s.last_updated_by,
-  created_at: iso(s.created_at),
-  updated_at: iso(s.updated_at),
-});
-
-const toRevisionEvent = (r: RevisionRow) => ({
-  object: 'revision_event' as const,
-  // Each activation is a revision of its own here (a rollback is counted as the next one).
-  event_number: r.revision,
-  action: r.action,
-  revision_id: String(r.revision),
-  revision_number: r.revision,
-  image: r.spec.image,
-  activated_at: iso(r.created_at),
-  ...(r.rolled_back_to ? { rolled_back_to: String(r.rolled_back_to) } : {}),
-});
-
-const toRevision = (revision: number, spec: DeploymentSpec, createdAt: Date) => ({
-  ...spec,
-  object: 'revision' as const,
-  revision_id: String(revision),
-  created_at: iso(createdAt),
-});
-
-async function toDeployment(db: Db, row: DeploymentRow) {
-  const replicas = await listReplicas(db, row.id);
-  const events = Object.fromEntries(
-    replicas.map((r) => [
-      r.replica_id,
-      {
-        image: r.image,
-        revision_id: String(r.revision),
-        replica_status: r.status,
-        ...(r.reason ? { replica_status_reason: r.reason } : {}),
-        ...(r.message ? { replica_status_message: r.message } : {}),
-        ...(r.ready_since ? { replica_ready_since: iso(r.ready_since) } : {}),
-      },
-    ]),
-  );
-  const spec = row.state.spec;
-  return {
-    ...spec,
-    // What every replica is given besides the spec's own: the revision it runs (the Python CLI's
-    // deploy waits for a replica of this revision).
-    environment_variables: [...spec.environment_variables, { name: REVISION_ENV, value: String(row.state.revision) }],
-    id: row.id,
-    object: 'deployment' as const,
-    name: row.name,
-    status: row.status,
-    desired_replicas: row.state.desired_replicas ?? spec.min_replicas,
-    ready_replicas: replicas.filter((r) => r.status === 'Running').length,
-    replica_events: events,
-    created_at: iso(row.created_at),
-    updated_at: iso(row.updated_at),
-  };
-}
+import { toDeployment, toRevision, toRevisionEvent, toSecret } from '../presenters/deployments';
 
 export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, config } = deps;
   const who = (apiKeyId: string) => `api-key:${apiKeyId}`;
+  const present = async (row: DeploymentRow) => toDeployment(row, await listReplicas(db, row.id));
 
   router.add({
     method: 'get',
@@ -281,7 +216,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
     handler: async ({ body, principal }) => {
       const id = await deployContainer(deps, principal, body);
-      return toDeployment(db, (await getDeployment(db, principal.projectId, id))!);
+      return present((await getDeployment(db, principal.projectId, id))!);
     },
   });
   router.add({
@@ -298,7 +233,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     },
     handler: async ({ principal, query }) => {
       const rows = await listDeployments(db, principal.projectId, decodeCursor(query.after), query.limit + 1);
-      return cursorPage(rows, query.limit, encodeCursor, (r) => toDeployment(db, r));
+      return cursorPage(rows, query.limit, encodeCursor, (r) => present(r));
     },
   });
   router.add({
@@ -310,7 +245,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
     params: IdParams,
     errors: [404],
     response: { status: 200, description: 'The deployment', schema: DeploymentSchema },
-    handler: async ({ params, principal }) => toDeployment(db, await requireDeployment(principal.projectId, params.id)),
+    handler: async ({ params, principal }) => present(await requireDeployment(principal.projectId, params.id)),
   });
   router.add({
     method: 'patch',
@@ -327,7 +262,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
       await changeContainerDeployment(deps, principal, row, body, idempotencyKey);
-      return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
+      return present((await getDeployment(db, principal.projectId, row.id))!);
     },
   });
   router.add({
@@ -379,7 +314,7 @@ export function addDeploymentRoutes(router: ApiRouter, deps: ApiDeps) {
       const row = await requireDeployment(principal.projectId, params.id);
       await requireUnmanaged(row);
       await rollbackContainerDeployment(deps, principal, row, Number(body.revision_identifier), idempotencyKey);
-      return toDeployment(db, (await getDeployment(db, principal.projectId, row.id))!);
+      return present((await getDeployment(db, principal.projectId, row.id))!);
     },
   });
   router.add({

@@ -7,7 +7,7 @@
  * detach (etag too). An adapter whose base model is not the deployment's is
  * attached but invalid, with the reason, and is never loaded.
  */
-import { listAdapters, type AdapterRow } from '../../db/endpoint-adapters';
+import { listAdapters } from '../../db/endpoint-adapters';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import { cursorPage } from '../cursor-pages';
@@ -29,44 +29,7 @@ import {
   requireAdapter,
   requireAdapterDeployment,
 } from '../use-cases/endpoint-adapters';
-
-function toAdapter(a: AdapterRow, projectId: string) {
-  const adapterModel = `projects/${projectId}/models/${a.adapter_model_id}`;
-  return {
-    id: a.adapter_model_id,
-    adapterModelId: a.adapter_model_id,
-    adapterModel,
-    desiredRevisionId: a.desired_revision_id,
-    desiredRevision: `${adapterModel}/revisions/${a.desired_revision_id}`,
-    etag: a.etag,
-    adapterValid: a.adapter_valid,
-    ...(a.adapter_valid_reason ? { adapterValidReason: a.adapter_valid_reason } : {}),
-    perCluster: [
-      {
-        clusterId: a.cluster_id,
-        adapterModelId: a.adapter_model_id,
-        adapterModel,
-        state: a.state,
-        readyPodCount: a.ready_pods,
-        failedPodCount: a.failed_pods,
-        totalPodCount: a.total_pods,
-        adapterValid: a.adapter_valid,
-        ...(a.adapter_valid_reason ? { adapterValidReason: a.adapter_valid_reason } : {}),
-        ...(a.realized_revision_id
-          ? {
-              realizedRevisionId: a.realized_revision_id,
-              realizedRevision: `${adapterModel}/revisions/${a.realized_revision_id}`,
-            }
-          : {}),
-        ...(a.realized_etag ? { realizedEtag: a.realized_etag } : {}),
-        ...(a.reason ? { reason: a.reason } : {}),
-        ...(a.message ? { message: a.message } : {}),
-        ...(a.loaded_at ? { loadedAt: new Date(a.loaded_at).toISOString() } : {}),
-        updatedAt: new Date(a.updated_at).toISOString(),
-      },
-    ],
-  };
-}
+import { toAdapter } from '../presenters/endpoint-adapters';
 
 export function addEndpointAdapterRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

@@ -4,7 +4,7 @@
  * what these routes answer is its row. The result file is the project's file (`GET
  * /v1/files/{id}/content`).
  */
-import { getEvaluation, listEvaluations, type EvaluationRow } from '../../db/evaluations';
+import { getEvaluation, listEvaluations } from '../../db/evaluations';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -18,21 +18,10 @@ import {
   ListEvaluationsQuery,
 } from '../schemas/evaluations';
 import { createEvaluation } from '../use-cases/evaluations';
+import { toEvaluationJob } from '../presenters/evaluations';
 
 /** The most evaluations a list answers when it names no limit (the SDKs type the list as a plain array). */
 const LIST_LIMIT = 100;
-
-const toEvaluationJob = (e: EvaluationRow) => ({
-  workflow_id: e.id,
-  type: e.type,
-  status: e.status,
-  ...(e.user_id ? { owner_id: e.user_id } : {}),
-  parameters: e.parameters,
-  results: e.results,
-  status_updates: e.status_updates,
-  created_at: e.created_at.toISOString(),
-  updated_at: e.updated_at.toISOString(),
-});
 
 export function addEvaluationRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

@@ -50,8 +50,9 @@ import { fileBlobKey } from '../uploads/blob-storage-engine';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from '../use-cases/files';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor } from '../use-cases/files';
 import { signalWorkflow } from '../workflows';
+import { toFileObject } from '../presenters/files';
 
 const MAX_PARTS = 10_000;
 

@@ -37,7 +37,7 @@ import { requireStorageRoom } from '../uploads/storage-quota';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor, toFileObject } from '../use-cases/files';
+import { inferFileType, refuseHeldBytes, startFileWorkflowFor } from '../use-cases/files';
 import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,
@@ -49,6 +49,7 @@ import {
 } from '../schemas/files';
 import { BinaryResponse, IdParams } from '../schemas/common';
 import { signalWorkflow } from '../workflows';
+import { toFileObject } from '../presenters/files';
 
 export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal, config, blobs } = deps;

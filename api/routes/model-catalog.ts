@@ -10,77 +10,26 @@
  * (`/v2/supported-models`, `/v2/projects/{p}/models`), not here. `dedicated=true` keeps only the
  * endpoints. `GET /v1/models/{id}` reads one; an unknown id is a 404.
  */
-import type { z } from 'zod';
-import type { SpeechModel } from '../../shared/audio';
-import { AUDIO_MINUTE_PRICES, DEDICATED_TOKEN_PRICE, replicaHourPrice } from '../../shared/pricing';
 import { listEndpointDeployments, listEndpoints } from '../../db/endpoints';
 import { getRegistryModel } from '../../db/models';
-import { findCatalogModel, type FineTuneModel } from '../../fine-tunes/models';
+import { findCatalogModel } from '../../fine-tunes/models';
 import type { ApiDeps } from '../deps';
-import { MODEL_SERVER_GPUS } from '../endpoint-serving';
 import { pooledServerlessModels } from '../serverless-pools';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import type { ServedSpeechModels } from '../speech-models';
-import { ListModelObjectsQuery, ModelObject, ModelObjectListSchema, ModelObjectParams } from '../schemas/models';
-
-/** When the built-in catalog last changed (its models' `created`). */
-const CATALOG_CREATED = Math.floor(Date.parse('2026-11-22T00:00:00Z') / 1000);
-
-type ModelObject = z.infer<typeof ModelObject>;
-
-const organizationOf = (id: string) => (id.includes('/') ? id.slice(0, id.indexOf('/')) : 'gantry');
-
-/**
- * The speech models the speech hosts serve now: called through /v1/audio/transcriptions and
- * /translations, priced per minute of audio.
- */
-function speechModelObjects(models: SpeechModel[]): ModelObject[] {
-  return models.map((m): ModelObject => ({
-    id: m.id,
-    object: 'model',
-    created: CATALOG_CREATED,
-    type: 'transcribe',
-    display_name: m.displayName,
-    organization: organizationOf(m.id),
-    license: 'MIT',
-    link: 'https://github.com/openai/whisper',
-    context_length: m.contextLength,
-    pricing: { base: Number(AUDIO_MINUTE_PRICES[m.id]), finetune: 0, hourly: 0, input: 0, output: 0 },
-  }));
-}
-
-/** What is known of a catalog model's origin: the real families name their publisher's repository. */
-const CATALOG_SOURCES: Record<string, { license: string; link: string }> = {
-  'HuggingFaceTB/SmolLM2-135M-Instruct': {
-    license: 'Apache-2.0',
-    link: 'https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct',
-  },
-};
-
-/** Catalog models served serverless: called by name, priced per million tokens. */
-export function serverlessModelObjects(models: FineTuneModel[]): ModelObject[] {
-  return models.map((m): ModelObject => {
-    const price = m.serverlessPricePerMillionTokens!;
-    return {
-      id: m.name,
-      object: 'model',
-      created: CATALOG_CREATED,
-      type: 'chat',
-      display_name: m.name.slice(m.name.indexOf('/') + 1),
-      organization: organizationOf(m.name),
-      ...CATALOG_SOURCES[m.name],
-      context_length: m.limits.max_seq_length_sft,
-      pricing: {
-        base: 0,
-        finetune: Number(m.pricePerMillionTokens.lora),
-        hourly: 0,
-        input: Number(price.input),
-        output: Number(price.output),
-      },
-    };
-  });
-}
+import {
+  ListModelObjectsQuery,
+  ModelObject as ModelObjectSchema,
+  ModelObjectListSchema,
+  ModelObjectParams,
+} from '../schemas/models';
+import {
+  endpointModelObject,
+  serverlessModelObjects,
+  speechModelObjects,
+  type ModelObject,
+} from '../presenters/model-catalog';
 
 export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speechModels: ServedSpeechModels) {
   /** The longest context the model behind a deployment takes (a catalog base, or a registered model). */
@@ -100,22 +49,7 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speech
       endpoints.map(async (e) => {
         const serving = (await listEndpointDeployments(db, e.id)).find((d) => !d.failure && !d.deleting);
         const context = serving && (await contextLength(projectId, serving.model_id));
-        return {
-          id: `${projectSlug}/${e.name}`,
-          object: 'model' as const,
-          created: Math.floor(new Date(e.created_at).getTime() / 1000),
-          type: 'chat' as const,
-          display_name: e.name,
-          organization: projectSlug,
-          ...(context ? { context_length: context } : {}),
-          pricing: {
-            base: 0,
-            finetune: 0,
-            hourly: Number(replicaHourPrice(MODEL_SERVER_GPUS)),
-            input: Number(DEDICATED_TOKEN_PRICE),
-            output: Number(DEDICATED_TOKEN_PRICE),
-          },
-        };
+        return endpointModelObject(e, projectSlug, context);
       }),
     );
   }
@@ -151,7 +85,7 @@ export function addModelCatalogRoutes(router: ApiRouter, { db }: ApiDeps, speech
       tags: ['models'],
       params: ModelObjectParams,
       errors: [404],
-      response: { status: 200, description: 'The model', schema: ModelObject },
+      response: { status: 200, description: 'The model', schema: ModelObjectSchema },
       handler: async ({ params, principal }) => {
         const id = params.org ? `${params.org}/${params.name}` : params.name;
         const found = (await everything(principal)).find((m) => m.id === id);

@@ -8,8 +8,7 @@
  * than one must name the one it wants.
  */
 import { newId } from '../../platform/ids';
-import { catalogModelId } from '../../fine-tunes/models';
-import { getModelConfig, insertModelConfig, listModelConfigs, type ModelConfigRow } from '../../db/model-configs';
+import { getModelConfig, insertModelConfig, listModelConfigs } from '../../db/model-configs';
 import type { ApiDeps } from '../deps';
 import { DESCRIPTIVE_SELECTORS, PROFILE_SELECTORS, planServing } from '../endpoint-serving';
 import { badRequest, notFound } from '../errors';
@@ -23,19 +22,7 @@ import {
 } from '../schemas/endpoints';
 import { cursorPage, decodeCursor, encodeCursor } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
-
-/** A deployment profile as the SDK reads it; the installation's own (public) profiles name project `public`. */
-export function toConfig(c: ModelConfigRow) {
-  return {
-    id: c.id,
-    projectId: c.project_id ?? PUBLIC_PROJECT,
-    referenceModel: `projects/${PUBLIC_PROJECT}/models/${catalogModelId(c.family)}`,
-    referenceModelId: catalogModelId(c.family),
-    selectors: c.selectors,
-    // No certification runs on this installation: none is claimed.
-    certifications: [],
-  };
-}
+import { toConfig } from '../presenters/model-configs';
 
 export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDeps) {
   v2.add({

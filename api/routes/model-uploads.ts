@@ -7,7 +7,7 @@
  * private ones) and again by the worker on every redirect. A `token` is sealed
  * at rest, used only by the worker, and never returned.
  */
-import { getUpload, listUploadEvents, listUploads, type UploadRow } from '../../db/model-uploads';
+import { getUpload, listUploadEvents, listUploads } from '../../db/model-uploads';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
@@ -22,20 +22,7 @@ import {
   UploadSchema,
 } from '../schemas/models';
 import { createModelUpload } from '../use-cases/model-uploads';
-
-const toUpload = (u: UploadRow) => ({
-  id: u.id,
-  createdAt: new Date(u.created_at).toISOString(),
-  modelId: u.model_id,
-  projectId: u.project_id,
-  remoteUrl: u.remote_url,
-  status: u.status,
-  maxRestarts: u.max_restarts,
-  restartCount: u.restart_count,
-  ...(u.status_message ? { statusMessage: u.status_message } : {}),
-  ...(u.revision_id ? { revisionId: u.revision_id } : {}),
-  updatedAt: new Date(u.updated_at).toISOString(),
-});
+import { toUpload } from '../presenters/model-uploads';
 
 export function addModelUploadRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

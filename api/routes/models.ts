@@ -19,9 +19,7 @@ import {
   listRegistryModels,
   listRevisionFiles,
   listRevisions,
-  qualifiedModelName,
   updateRegistryModel,
-  type RegistryModelRow,
 } from '../../db/models';
 import { findCatalogModel } from '../../fine-tunes/models';
 import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
@@ -45,26 +43,7 @@ import {
   UpdateModelBody,
   UpdateModelQuery,
 } from '../schemas/models';
-
-export function toModel(m: RegistryModelRow) {
-  return {
-    id: m.id,
-    name: qualifiedModelName(m),
-    organizationId: m.organization_id,
-    projectId: m.project_id,
-    visibility: m.visibility,
-    weights: {
-      type: m.weights_type,
-      ...(m.architecture ? { architecture: m.architecture } : {}),
-      ...(m.context_length ? { contextLength: String(m.context_length) } : {}),
-      ...(m.parameters_total ? { parameters: { total: String(m.parameters_total), byDtype: [] } } : {}),
-    },
-    ...(m.base_model ? { baseModelId: m.base_model } : {}),
-    ...(m.description ? { description: m.description } : {}),
-    createdAt: new Date(m.created_at).toISOString(),
-    updatedAt: new Date(m.updated_at).toISOString(),
-  };
-}
+import { toModel } from '../presenters/models';
 
 /** `name` bare, or qualified with the key's project slug. */
 function bareName(principal: Principal, name: string, param: string): string {

@@ -24,7 +24,6 @@ import {
   listInvitationsOfUser,
   listOrganizationInvitations,
   withdrawInvitation,
-  type InvitationRow,
 } from '../../db/organization-invitations';
 import type { ApiDeps } from '../deps';
 import { conflict, notFound } from '../errors';
@@ -39,17 +38,8 @@ import {
   OrganizationMemberRoleBody,
   UserParams,
 } from '../schemas/administration';
-import { keyView, memberView, requireOrganizationAdmin, requireUser } from '../use-cases/administration-access';
-
-const invitationView = (i: InvitationRow) => ({
-  id: i.id,
-  object: 'organization.invitation' as const,
-  organization_id: i.organization_id,
-  organization_name: i.organization_name,
-  email: i.email,
-  role: i.role,
-  created_at: i.created_at.toISOString(),
-});
+import { requireOrganizationAdmin, requireUser } from '../use-cases/administration-access';
+import { toInvitation, toApiKey, toMember } from '../presenters/administration';
 
 function notFoundInvitation(invitationId: string): never {
   throw notFound(`No invitation '${invitationId}'.`, 'invitation_not_found');
@@ -69,7 +59,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
       requireUser(principal);
       return {
         object: 'list' as const,
-        data: (await listOrganizationMembers(db, principal.organizationId)).map(memberView),
+        data: (await listOrganizationMembers(db, principal.organizationId)).map(toMember),
       };
     },
   });
@@ -97,7 +87,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
       if (member.role === 'Admin' && body.role !== 'Admin') await assertAnotherAdmin(principal.organizationId);
       await addOrganizationMember(db, principal.organizationId, member.user_id, body.role);
       principals?.drop();
-      return memberView((await findOrganizationMember(db, principal.organizationId, { userId: member.user_id }))!);
+      return toMember((await findOrganizationMember(db, principal.organizationId, { userId: member.user_id }))!);
     },
   });
 
@@ -121,7 +111,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
       if (await findOrganizationMember(db, principal.organizationId, { email: body.email })) {
         throw conflict(`'${body.email}' is a member already; change their role instead.`, 'already_a_member');
       }
-      return invitationView(
+      return toInvitation(
         await inviteToOrganization(db, {
           organizationId: principal.organizationId,
           email: body.email,
@@ -144,7 +134,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
     handler: async ({ principal }) => {
       requireOrganizationAdmin(principal);
       const rows = await listOrganizationInvitations(db, principal.organizationId);
-      return { object: 'list' as const, data: rows.map(invitationView) };
+      return { object: 'list' as const, data: rows.map(toInvitation) };
     },
   });
 
@@ -162,7 +152,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
       requireOrganizationAdmin(principal);
       const withdrawn = await withdrawInvitation(db, principal.organizationId, params.invitationId);
       if (!withdrawn) notFoundInvitation(params.invitationId);
-      return invitationView(withdrawn);
+      return toInvitation(withdrawn);
     },
   });
 
@@ -177,7 +167,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
     response: { status: 200, description: 'The invitations', schema: listOf(InvitationSchema) },
     handler: async ({ principal }) => {
       const rows = await listInvitationsOfUser(db, requireUser(principal));
-      return { object: 'list' as const, data: rows.map(invitationView) };
+      return { object: 'list' as const, data: rows.map(toInvitation) };
     },
   });
 
@@ -208,7 +198,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
         organization_id: invitation.organization_id,
         organization_name: invitation.organization_name,
         role: invitation.role,
-        api_key: key && keyRow ? { ...keyView(keyRow), key: key.secret } : null,
+        api_key: key && keyRow ? { ...toApiKey(keyRow), key: key.secret } : null,
       };
     },
   });
@@ -226,7 +216,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
     handler: async ({ principal, params }) => {
       const declined = await declineInvitation(db, requireUser(principal), params.invitationId);
       if (!declined) notFoundInvitation(params.invitationId);
-      return invitationView(declined);
+      return toInvitation(declined);
     },
   });
 
@@ -248,7 +238,7 @@ export function addOrganizationMemberRoutes(router: ApiRouter, { db, principals 
         throw err instanceof MembershipRuleError ? conflict(err.message, err.code) : err;
       });
       principals?.drop();
-      return memberView(member);
+      return toMember(member);
     },
   });
 

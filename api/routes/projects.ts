@@ -31,15 +31,10 @@ import {
   ProjectSchema,
   UpdateProjectBody,
 } from '../schemas/administration';
-import {
-  memberView,
-  projectView,
-  requireProjectAdmin,
-  requireUser,
-  visibleProject,
-} from '../use-cases/administration-access';
+import { requireProjectAdmin, requireUser, visibleProject } from '../use-cases/administration-access';
 import { ProjectParams } from '../schemas/common';
 import { MemberParams, ProjectOk } from '../schemas/administration';
+import { toMember, toProject } from '../presenters/administration';
 
 const asRuleConflict = (err: unknown) => {
   if (err instanceof MembershipRuleError) return conflict(err.message, err.code);
@@ -70,7 +65,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
       const more = from + page.length < rows.length;
       return {
         object: 'list' as const,
-        data: page.map(projectView),
+        data: page.map(toProject),
         next_cursor: more ? page[page.length - 1]!.id : null,
       };
     },
@@ -106,7 +101,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
         ...body,
       });
       principalsChanged();
-      return projectView((await findProjectForUser(db, principal.organizationId, id, userId))!);
+      return toProject((await findProjectForUser(db, principal.organizationId, id, userId))!);
     },
   });
 
@@ -121,7 +116,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
     params: ProjectParams,
     errors: [403, 404],
     response: { status: 200, description: 'The project', schema: ProjectSchema },
-    handler: async ({ principal, params }) => projectView(await visibleProject(db, principal, params.projectId)),
+    handler: async ({ principal, params }) => toProject(await visibleProject(db, principal, params.projectId)),
   });
 
   router.add({
@@ -147,7 +142,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
       }
       await updateProject(db, project.id, body);
       principalsChanged();
-      return projectView(await visibleProject(db, principal, project.id));
+      return toProject(await visibleProject(db, principal, project.id));
     },
   });
 
@@ -164,7 +159,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
     response: { status: 200, description: 'The members', schema: listOf(MemberSchema) },
     handler: async ({ principal, params }) => {
       const project = await visibleProject(db, principal, params.projectId);
-      return { object: 'list' as const, data: (await listProjectMembers(db, project.id)).map(memberView) };
+      return { object: 'list' as const, data: (await listProjectMembers(db, project.id)).map(toMember) };
     },
   });
 
@@ -198,7 +193,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
       });
       principalsChanged();
       const added = (await listProjectMembers(db, project.id)).find((m) => m.user_id === member.user_id)!;
-      return memberView(added);
+      return toMember(added);
     },
   });
 
@@ -244,7 +239,7 @@ export function addProjectRoutes(router: ApiRouter, { db, principals, config }: 
       }
       await addProjectMember(db, project.id, userId, 'Editor');
       principalsChanged();
-      return memberView((await listProjectMembers(db, project.id)).find((m) => m.user_id === userId)!);
+      return toMember((await listProjectMembers(db, project.id)).find((m) => m.user_id === userId)!);
     },
   });
 

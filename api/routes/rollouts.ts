@@ -41,8 +41,8 @@ import {
   requireEndpoint,
   requireRollout,
   startRollout,
-  toRollout,
 } from '../use-cases/rollouts';
+import { toRollout } from '../presenters/rollouts';
 
 export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db, temporal } = deps;

@@ -2,25 +2,14 @@
  * Installation health for operators: GET /system/status, and the self-check
  * workflow that proves work reaches the control and GPU queues.
  */
-import { getSelfCheck, listSelfChecks, type SelfCheckRow } from '../../db/system';
+import { getSelfCheck, listSelfChecks } from '../../db/system';
 import type { ApiDeps } from '../deps';
 import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { listOf, IdParams } from '../schemas/common';
 import { CreateSelfCheckBody, ListSelfChecksQuery, SelfCheckSchema, SystemStatusSchema } from '../schemas/system';
 import { startSelfCheck, systemStatus } from '../use-cases/system';
-
-function toSelfCheck(row: SelfCheckRow) {
-  return {
-    id: row.id,
-    object: 'system.self_check' as const,
-    status: row.status,
-    workflow_id: row.workflow_id,
-    created_at: new Date(row.created_at).toISOString(),
-    completed_at: row.completed_at ? new Date(row.completed_at).toISOString() : null,
-    probes: row.probes.map((p) => ({ ...p, updated_at: new Date(p.updated_at).toISOString() })),
-  };
-}
+import { toSelfCheck } from '../presenters/system';
 
 export function addSystemRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;

@@ -1,13 +1,12 @@
 /**
- * Who may administer what, and the wire views shared by the project, member
- * and API-key routes.
+ * Who may administer what (the wire views are in api/presenters/administration.ts).
  *
  * Administration acts for a person: the user behind the calling key. Their
  * roles are read from the database at the time of the call (not from the
  * cached principal, which describes the key's own project only).
  */
 import type { Principal } from '../../db/accounts';
-import { findProjectForUser, type ApiKeyRow, type MemberRow, type ProjectRow } from '../../db/administration';
+import { findProjectForUser, type ProjectRow } from '../../db/administration';
 import type { Queryable } from '../../db/pool';
 import { forbidden, notFound } from '../errors';
 
@@ -47,39 +46,3 @@ export function requireProjectAdmin(p: Principal, project: ProjectRow): void {
     throw forbidden('Only an admin of this project or of the organization can do this.', 'project_admin_required');
   }
 }
-
-export const projectView = (r: ProjectRow) => ({
-  id: r.id,
-  object: 'project' as const,
-  organization_id: r.organization_id,
-  organization_name: r.organization_name,
-  name: r.name,
-  slug: r.slug,
-  visibility: r.visibility,
-  is_default: r.is_default,
-  created_at: r.created_at.toISOString(),
-  role: r.role,
-});
-
-export const memberView = (r: MemberRow) => ({
-  object: 'member' as const,
-  user_id: r.user_id,
-  email: r.email,
-  name: r.name,
-  role: r.role,
-  created_at: r.created_at.toISOString(),
-});
-
-/** An API key as every route shows it (never its secret). */
-export const keyView = (k: ApiKeyRow) => ({
-  id: k.id,
-  object: 'api_key' as const,
-  project_id: k.project_id,
-  user_id: k.user_id,
-  name: k.name,
-  key_hint: k.key_hint,
-  legacy: k.legacy,
-  created_at: k.created_at.toISOString(),
-  last_used_at: k.last_used_at?.toISOString() ?? null,
-  revoked_at: k.revoked_at?.toISOString() ?? null,
-});

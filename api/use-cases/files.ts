@@ -8,22 +8,6 @@ import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, type ErrorBody } from '../errors';
 import { startResourceWorkflowOrUndo } from '../workflows';
 
-export function toFileObject(row: FileRow) {
-  return {
-    id: row.id,
-    object: 'file' as const,
-    created_at: Math.floor(new Date(row.created_at).getTime() / 1000),
-    filename: row.filename,
-    bytes: row.bytes === null ? 0 : Number(row.bytes),
-    purpose: row.purpose,
-    Processed: row.uploaded_at !== null,
-    FileType: row.file_type,
-    processing_status: row.processing_status,
-    ...(row.validation_report ? { validation_report: row.validation_report } : {}),
-    ...(row.processing_note ? { processing_note: row.processing_note } : {}),
-  };
-}
-
 /** 409 with the existing file's id at the top level, where the official SDKs read it (`file_id`). */
 export class FileExistsError extends ApiError {
   constructor(readonly fileId: string) {

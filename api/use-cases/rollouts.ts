@@ -50,32 +50,6 @@ const replicasOf = (d: EndpointDeploymentRow) => ({
   replicas: d.desired_replicas ?? Number(d.autoscaling.minReplicas ?? 1),
 });
 
-/** A rollout as the API answers it. */
-export function toRollout(r: RolloutRow) {
-  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
-  return {
-    id: r.id,
-    createdAt: iso(r.created_at)!,
-    endpointId: r.endpoint_id,
-    sourceDeploymentId: r.source_deployment_id,
-    targetDeploymentId: r.target_deployment_id,
-    strategy: r.strategy,
-    state: r.state,
-    status: {
-      steps: r.status.steps,
-      totalSteps: r.spec.steps.length,
-      ...(r.status.condition ? { condition: r.status.condition } : {}),
-      ...(r.status.updatedAt ? { updatedAt: r.status.updatedAt } : {}),
-    },
-    ...(r.current_step !== null ? { currentStep: r.current_step } : {}),
-    ...(r.current_traffic_percent !== null ? { currentTrafficPercent: r.current_traffic_percent } : {}),
-    ...(r.pause_info ? { pauseInfo: r.pause_info } : {}),
-    ...(r.started_at ? { startedAt: iso(r.started_at) } : {}),
-    ...(r.completed_at ? { completedAt: iso(r.completed_at) } : {}),
-    etag: r.etag,
-  };
-}
-
 /** The key's project's endpoint (route.ts has checked the path's project is the key's). */
 export async function requireEndpoint(
   deps: Pick<ApiDeps, 'db'>,

@@ -1,6 +1,9 @@
-/** The GPU cluster object of the spec, built from a cluster's row, its volumes and its remediations. */
-import { STATUS_OF_PHASE, type ClusterNode, type Remediation } from '../shared/clusters';
-import type { ClusterRow, VolumeRow } from '../db/clusters';
+/**
+ * How the clusters area is shown: the GPU cluster object of the spec, built from a cluster's row,
+ * its volumes and its remediations, and a shared storage volume.
+ */
+import { STATUS_OF_PHASE, type ClusterNode, type Remediation } from '../../shared/clusters';
+import type { ClusterRow, VolumeRow } from '../../db/clusters';
 
 function workerNode(n: ClusterNode, latest: Map<string, Remediation>) {
   const { role: _role, capacity: _capacity, ...rest } = n;
@@ -67,3 +70,14 @@ export function toCluster(row: ClusterRow, volumes: VolumeRow[], latest: Map<str
     ...(s.deleted_at ? { deleted_at: s.deleted_at } : {}),
   };
 }
+
+/** A shared storage volume (`/compute/clusters/storage/volumes`). */
+export const toVolume = (v: VolumeRow) => ({
+  volume_id: v.id,
+  volume_name: v.name,
+  size_tib: v.size_tib,
+  status: v.status,
+  region: v.region,
+  is_lifecycle_independent: v.is_lifecycle_independent,
+  ...(v.cluster_id ? { cluster_id: v.cluster_id } : {}),
+});
