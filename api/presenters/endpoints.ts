@@ -4,7 +4,7 @@
  * would create it.
  */
 import type { Principal } from '../../db/accounts';
-import type { EndpointDeploymentRow, EndpointRow } from '../../db/endpoints';
+import type { EndpointDeploymentRow, EndpointRow, listEndpointEvents } from '../../db/endpoints';
 import { deploymentState, trafficShares } from '../../shared/endpoint-state';
 import type { PlannedDeployment } from '../use-cases/endpoints';
 
@@ -108,3 +108,22 @@ export function toEndpoint(e: EndpointRow, deployments: EndpointDeploymentRow[])
     updatedAt: new Date(e.updated_at).toISOString(),
   };
 }
+
+type EndpointEventRow = Awaited<ReturnType<typeof listEndpointEvents>>[number];
+
+/** An endpoint's or one of its deployments' event, as the SDK lists them. */
+export const toEndpointEvent = (r: EndpointEventRow) => ({
+  id: r.id,
+  createdAt: new Date(r.created_at).toISOString(),
+  endpointId: r.endpoint_id,
+  level: r.level,
+  source: r.deployment_id ?? r.endpoint_id,
+  sourceKind: r.source_kind,
+  type: r.type,
+  message: r.message,
+  ...(r.deployment_id ? { deploymentId: r.deployment_id } : {}),
+  ...(r.old_replicas !== null ? { oldReplicas: r.old_replicas } : {}),
+  ...(r.new_replicas !== null ? { newReplicas: r.new_replicas } : {}),
+  ...(r.status ? { status: r.status } : {}),
+  ...(r.subject_id ? { subjectId: r.subject_id } : {}),
+});

@@ -52,7 +52,7 @@ import {
   planEndpointDeployment,
 } from '../use-cases/endpoints';
 import { EmptyResponse, ProjectParams } from '../schemas/common';
-import { toDeployment, toEndpoint, validatedDeployment } from '../presenters/endpoints';
+import { toDeployment, toEndpoint, toEndpointEvent, validatedDeployment } from '../presenters/endpoints';
 
 /** Most endpoints a project's list reads (filtered, ordered and paged in memory). */
 const MAX_LISTED = 10_000;
@@ -359,21 +359,7 @@ export function addEndpointRoutes(router: ApiRouter, deps: ApiDeps) {
       const page = rows.slice(0, query.limit);
       return {
         object: 'list' as const,
-        data: page.map((r) => ({
-          id: r.id,
-          createdAt: new Date(r.created_at).toISOString(),
-          endpointId: r.endpoint_id,
-          level: r.level,
-          source: r.deployment_id ?? r.endpoint_id,
-          sourceKind: r.source_kind,
-          type: r.type,
-          message: r.message,
-          ...(r.deployment_id ? { deploymentId: r.deployment_id } : {}),
-          ...(r.old_replicas !== null ? { oldReplicas: r.old_replicas } : {}),
-          ...(r.new_replicas !== null ? { newReplicas: r.new_replicas } : {}),
-          ...(r.status ? { status: r.status } : {}),
-          ...(r.subject_id ? { subjectId: r.subject_id } : {}),
-        })),
+        data: page.map(toEndpointEvent),
         next_cursor: rows.length > query.limit ? page[page.length - 1].id : null,
       };
     },

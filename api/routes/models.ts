@@ -43,7 +43,7 @@ import {
   UpdateModelBody,
   UpdateModelQuery,
 } from '../schemas/models';
-import { toModel } from '../presenters/models';
+import { toModel, toModelFiles, toModelRevision } from '../presenters/models';
 
 /** `name` bare, or qualified with the key's project slug. */
 function bareName(principal: Principal, name: string, param: string): string {
@@ -263,11 +263,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       const model = await ownModel(principal, params.id);
       return {
         object: 'list' as const,
-        data: (await listRevisions(db, model.id)).map((r) => ({
-          revisionId: r.id,
-          createdAt: new Date(r.created_at).toISOString(),
-          validationStatus: r.validation_status,
-        })),
+        data: (await listRevisions(db, model.id)).map(toModelRevision),
         next_cursor: null,
       };
     },
@@ -295,15 +291,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
       const revision = query.revisionId ? revisions.find((r) => r.id === query.revisionId) : revisions[0];
       if (query.revisionId && !revision) throw notFound(`Model '${model.id}' has no revision '${query.revisionId}'.`);
       const files = revision ? await listRevisionFiles(db, revision.id) : [];
-      return {
-        object: 'list' as const,
-        data: files.map((f) => ({ path: f.path, sizeBytes: String(f.size_bytes), hash: `sha256:${f.sha256}` })),
-        ...(revision
-          ? { revisionId: revision.id, revisionCreatedAt: new Date(revision.created_at).toISOString() }
-          : {}),
-        totalSizeBytes: String(files.reduce((n, f) => n + Number(f.size_bytes), 0)),
-        next_cursor: null,
-      };
+      return toModelFiles(revision, files);
     },
   });
 }
