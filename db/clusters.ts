@@ -77,6 +77,12 @@ export async function setKubeconfig(db: Queryable, clusterId: string, kubeconfig
   await db.query('UPDATE clusters SET kube_config = $2 WHERE id = $1 AND kube_config IS NULL', [clusterId, kubeconfig]);
 }
 
+/** A cluster of any project, deleted or not: for the fleet simulator's operator controls. */
+export async function findClusterOfAnyProject(db: Queryable, id: string): Promise<ClusterRow | null> {
+  const { rows } = await db.query<ClusterRow>('SELECT id, state, deleted_at FROM clusters WHERE id = $1', [id]);
+  return rows[0] ?? null;
+}
+
 export async function getCluster(db: Queryable, projectId: string, id: string): Promise<ClusterRow | null> {
   const { rows } = await db.query<ClusterRow>(
     `SELECT ${CLUSTER_COLUMNS} FROM clusters WHERE id = $1 AND project_id = $2`,

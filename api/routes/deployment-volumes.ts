@@ -6,29 +6,18 @@
  * version they mount (the current one when they were deployed or updated).
  */
 import { DeletedResponse, IdParams } from '../schemas/common';
-import { newId } from '../../platform/ids';
 import {
-  addVolumeVersion,
-  contentOfNewVersion,
-  deleteVolume,
   filesWithPrefix,
-  getVolume,
   getVolumeVersion,
-  insertVolume,
   listVolumeVersions,
   listVolumes,
-  renameVolume,
   volumeMounts,
-  type VolumeFile,
   type VolumeRow,
 } from '../../db/deployment-volumes';
-import { withTransaction, type Db, type Queryable } from '../../db/pool';
-import { dropUnheldStorageObjects } from '../../db/storage-objects';
-import { isSafeVolumePath } from '../../providers/containers/volume-store';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import type { Db } from '../../db/pool';
 import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
+import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import {
   CreateDeploymentVolumeBody,
@@ -38,22 +27,12 @@ import {
   DeploymentVolumeSchema,
 } from '../schemas/deployments';
 import { toDeploymentVolume } from '../presenters/deployment-volumes';
-
-/**
- * The project's uploaded files under the prefix, each a safe path inside the volume. In the
- * transaction that makes the version: its storage objects cannot be dropped until it commits.
- */
-async function resolveContent(tx: Queryable, projectId: string, prefix: string): Promise<VolumeFile[]> {
-  const files = await contentOfNewVersion(tx, projectId, prefix);
-  const unsafe = files.find((f) => !isSafeVolumePath(f.name));
-  if (unsafe) {
-    throw badRequest(
-      `File '${unsafe.file_id}' is named ${JSON.stringify(unsafe.name)}, which cannot be a path inside a volume (plain segments separated by '/', none starting with '.' or climbing with '..'). Narrow source_prefix or rename the upload.`,
-      'content.source_prefix',
-    );
-  }
-  return files;
-}
+import {
+  changeDeploymentVolume,
+  createDeploymentVolume,
+  deleteDeploymentVolume,
+  requireDeploymentVolume,
+} from '../use-cases/deployment-volumes';
 
 /** The volume as shown: the version asked for (or the current one) with its files, and every version's mounts. */
 async function present(db: Db, v: VolumeRow, version?: number) {
@@ -66,20 +45,7 @@ async function present(db: Db, v: VolumeRow, version?: number) {
 
 export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
   const { db } = deps;
-  async function requireVolume(projectId: string, id: string) {
-    const v = await getVolume(db, projectId, id);
-    if (!v) throw notFound(`Volume '${id}' not found.`);
-    return v;
-  }
-  async function refuseIfMounted(v: VolumeRow, action: string) {
-    const mounts = await volumeMounts(db, v.project_id, v.name);
-    if (mounts.length) {
-      throw conflict(
-        `Volume '${v.name}' is mounted by ${[...new Set(mounts.map((m) => m.deployment_id))].join(', ')}; remove it from those deployments before you ${action} it.`,
-        'volume_in_use',
-      );
-    }
-  }
+  const requireVolume = (projectId: string, id: string) => requireDeploymentVolume(db, projectId, id);
 
   router.add({
     method: 'post',
@@ -91,20 +57,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [409],
     response: { status: 200, description: 'The volume (version 1)', schema: DeploymentVolumeSchema },
     handler: async ({ body, principal }) => {
-      if (await getVolume(db, principal.projectId, body.name))
-        throw conflict(`A volume named '${body.name}' exists in this project.`, 'volume_exists');
-      const id = newId('vol');
-      await withTransaction(db, async (tx) => {
-        const files = await resolveContent(tx, principal.projectId, body.content.source_prefix);
-        await insertVolume(tx, {
-          id,
-          projectId: principal.projectId,
-          name: body.name,
-          sourcePrefix: body.content.source_prefix,
-          files,
-        });
-      });
-      return present(db, (await getVolume(db, principal.projectId, id))!);
+      return present(db, await createDeploymentVolume(deps, principal, body));
     },
   });
   router.add({
@@ -153,20 +106,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The volume', schema: DeploymentVolumeSchema },
     handler: async ({ params, body, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
-      if (body.name && body.name !== v.name) {
-        // Deployments name the volumes they mount: a rename would cut them off.
-        await refuseIfMounted(v, 'rename');
-        if (await getVolume(db, principal.projectId, body.name))
-          throw conflict(`A volume named '${body.name}' exists in this project.`, 'volume_exists');
-        await renameVolume(db, v.id, body.name);
-      }
-      if (body.content) {
-        const prefix = body.content.source_prefix;
-        await withTransaction(db, async (tx) =>
-          addVolumeVersion(tx, v.id, prefix, await resolveContent(tx, principal.projectId, prefix)),
-        );
-      }
-      return present(db, (await getVolume(db, principal.projectId, v.id))!);
+      return present(db, await changeDeploymentVolume(deps, principal, v, body));
     },
   });
   router.add({
@@ -180,14 +120,7 @@ export function addDeploymentVolumeRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Deleted', schema: DeletedResponse },
     handler: async ({ params, principal }) => {
       const v = await requireVolume(principal.projectId, params.id);
-      await refuseIfMounted(v, 'delete');
-      const prefixes = (await listVolumeVersions(db, v.id)).map((x) => x.source_prefix);
-      const unheld = await withTransaction(db, async (tx) => {
-        await deleteVolume(tx, v.id);
-        // What the CLI uploaded for this volume goes with it, unless another volume holds it.
-        return dropUnheldStorageObjects(tx, v.project_id, prefixes);
-      });
-      await deleteScheduledBlobs(db, deps.blobs, unheld);
+      await deleteDeploymentVolume(deps, v);
       return { id: v.id, deleted: true as const };
     },
   });

@@ -5,15 +5,10 @@
  * and deliver a preemption notice. A real fleet reports these by itself; here
  * they let a person (or a test) drive every path of the cluster workflow.
  */
-import { preemptionNoticeSignal } from '../../workflows/clusters';
-import type { ClusterRow } from '../../db/clusters';
 import { FleetControls } from '../../providers/compute/local-fleet';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
 import type { ApiRouter } from '../route';
-import { signalWorkflow } from '../workflows';
-import { clusterNotRunning } from '../use-cases/clusters';
-import { clusterWorkflowId } from '../../shared/clusters';
+import { deliverPreemptionNotice, requireAnyCluster } from '../use-cases/fleet';
 import {
   ClusterIdParams,
   FleetCapacityBody,
@@ -24,14 +19,10 @@ import {
 import { FleetAck } from '../schemas/clusters';
 
 export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
   const fleet = new FleetControls(db);
 
-  async function anyCluster(id: string): Promise<ClusterRow> {
-    const { rows } = await db.query<ClusterRow>('SELECT id, state, deleted_at FROM clusters WHERE id = $1', [id]);
-    if (!rows[0]) throw notFound(`Cluster '${id}' not found.`);
-    return rows[0];
-  }
+  const anyCluster = (id: string) => requireAnyCluster(db, id);
 
   router.add({
     method: 'post',
@@ -117,23 +108,8 @@ export function addFleetRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [403, 404, 409],
     response: { status: 200, description: 'Notice delivered', schema: FleetAck },
     handler: async ({ params, body }) => {
-      const row = await anyCluster(params.cluster_id);
-      if (row.deleted_at) throw conflict(`Cluster '${row.id}' was deleted.`);
-      const node = row.state.gpu_worker_nodes.find((n) => n.node_id === body.node_id || n.instance_id === body.node_id);
-      if (!node) throw notFound(`Cluster '${row.id}' has no live node '${body.node_id}'.`);
-      if (node.capacity !== 'preemptible') {
-        throw badRequest(`Node '${node.node_id}' is not preemptible; only preemptible nodes are reclaimed.`, 'node_id');
-      }
-      const notice = { nodeId: node.node_id };
-      await signalWorkflow(
-        temporal,
-        clusterWorkflowId(row.id),
-        preemptionNoticeSignal,
-        [notice],
-        undefined,
-        clusterNotRunning(row.id),
-      );
-      return { ok: true as const, simulator: true as const, detail: `preemption notice sent for ${node.node_id}` };
+      const nodeId = await deliverPreemptionNotice(deps, params.cluster_id, body.node_id);
+      return { ok: true as const, simulator: true as const, detail: `preemption notice sent for ${nodeId}` };
     },
   });
 }

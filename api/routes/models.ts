@@ -9,30 +9,21 @@
  * their own. Bodies and query strings are strict: an unknown field is a 400
  * naming it.
  */
-import { newId } from '../../platform/ids';
 import type { Principal } from '../../db/accounts';
+import { listRegistryModels, listRevisionFiles, listRevisions } from '../../db/models';
 import {
-  deleteRegistryModel,
-  findRegistryModelsByName,
-  getRegistryModel,
-  insertRegistryModel,
-  listRegistryModels,
-  listRevisionFiles,
-  listRevisions,
-  updateRegistryModel,
-} from '../../db/models';
-import { findCatalogModel } from '../../fine-tunes/models';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
-import { requireOwnModel } from '../use-cases/registry-models';
+  changeRegistryModel,
+  createRegistryModel,
+  deleteRegistryModelAndFiles,
+  requireOwnModel,
+} from '../use-cases/registry-models';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
+import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { cursorPage, decodeCursor, encodeCursor, PageQuery } from '../cursor-pages';
 import { EmptyResponse, OrganizationParams, ProjectParams } from '../schemas/common';
 import {
-  BareName,
   CreateModelBody,
-  type CreateModelInput,
   ListModelFilesQuery,
   ListModelsQuery,
   ModelFilePageSchema,
@@ -45,29 +36,8 @@ import {
 } from '../schemas/models';
 import { toModel, toModelFiles, toModelRevision } from '../presenters/models';
 
-/** `name` bare, or qualified with the key's project slug. */
-function bareName(principal: Principal, name: string, param: string): string {
-  const slash = name.indexOf('/');
-  const bare = slash < 0 ? name : name.slice(slash + 1);
-  if (slash >= 0 && name.slice(0, slash) !== principal.projectSlug) {
-    throw badRequest(`A qualified name must start with this project's slug '${principal.projectSlug}/'.`, param);
-  }
-  if (!BareName.test(bare)) {
-    throw badRequest('A model name is letters, digits, dots, dashes and underscores (at most 128).', param);
-  }
-  return bare;
-}
-
-const WEIGHT_TYPES: Record<CreateModelInput['type'], 'WEIGHTS_TYPE_DEFAULT' | 'WEIGHTS_TYPE_ADAPTER'> = {
-  model: 'WEIGHTS_TYPE_DEFAULT',
-  models: 'WEIGHTS_TYPE_DEFAULT',
-  adapter: 'WEIGHTS_TYPE_ADAPTER',
-  adapters: 'WEIGHTS_TYPE_ADAPTER',
-};
-const UPDATABLE = ['name', 'description', 'visibility'] as const;
-
 export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, blobs } = deps;
+  const { db } = deps;
 
   /** A page of what the key's project sees: its own models and those its organization shares. */
   async function visibleModelsPage(
@@ -100,27 +70,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, body, principal }) => {
-      const weightsType = WEIGHT_TYPES[body.type];
-      const name = bareName(principal, body.name, 'name');
-      const base = findCatalogModel(body.baseModelId);
-      if (!base) {
-        throw badRequest(
-          `Unknown base model '${body.baseModelId}'. GET /v2/supported-models lists the base models of this installation.`,
-          'baseModelId',
-        );
-      }
-      if ((await findRegistryModelsByName(db, principal.projectId, name)).length)
-        throw conflict(`A model named '${principal.projectSlug}/${name}' exists in this project.`, 'model_exists');
-      const id = newId('ml', '_');
-      await insertRegistryModel(db, {
-        id,
-        projectId: principal.projectId,
-        name,
-        description: body.description,
-        weightsType,
-        baseModel: base.name,
-      });
-      return toModel((await getRegistryModel(db, principal.projectId, id))!);
+      return toModel(await createRegistryModel(deps, principal, body));
     },
   });
 
@@ -200,26 +150,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The model', schema: ModelSchema },
     handler: async ({ params, query, body, principal }) => {
       const model = await ownModel(principal, params.id);
-      const mask = query.updateMask ? query.updateMask.split(',').map((f) => f.trim()) : [...UPDATABLE];
-      for (const f of mask) {
-        if (!(UPDATABLE as readonly string[]).includes(f))
-          throw badRequest(`updateMask names '${f}', which is not one of ${UPDATABLE.join(', ')}.`, 'updateMask');
-      }
-      const set: Parameters<typeof updateRegistryModel>[2] = {};
-      // Without a mask every mutable field is set from the body; a name is never cleared.
-      if (mask.includes('name') && body.name !== undefined) {
-        set.name = bareName(principal, body.name, 'name');
-        const clash = await findRegistryModelsByName(db, principal.projectId, set.name);
-        if (clash.some((c) => c.id !== model.id))
-          throw conflict(
-            `A model named '${principal.projectSlug}/${set.name}' exists in this project.`,
-            'model_exists',
-          );
-      }
-      if (mask.includes('description')) set.description = body.description ?? null;
-      if (mask.includes('visibility')) set.visibility = body.visibility ?? 'VISIBILITY_PRIVATE';
-      await updateRegistryModel(db, model.id, set);
-      return toModel((await getRegistryModel(db, principal.projectId, model.id))!);
+      return toModel(await changeRegistryModel(deps, principal, model, body, query.updateMask));
     },
   });
 
@@ -236,9 +167,7 @@ export function addRegistryModelRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Deleted', schema: EmptyResponse },
     handler: async ({ params, principal, req }) => {
       const model = await ownModel(principal, params.id);
-      const keys = await deleteRegistryModel(db, model.id);
-      // The rows are gone first, so nothing can reach a file while it is deleted.
-      const { failed } = await deleteScheduledBlobs(db, blobs, keys);
+      const { failed } = await deleteRegistryModelAndFiles(deps, model);
       if (failed.length) req.log?.warn({ failed }, 'model files not deleted yet (the blob deletion rounds retry)');
       return {};
     },

@@ -8,13 +8,6 @@
  */
 import type { z } from 'zod';
 import { listRollouts } from '../../db/rollouts';
-import {
-  cancelRolloutUpdate,
-  pauseRolloutUpdate,
-  promoteRolloutUpdate,
-  resumeRolloutUpdate,
-  type CancelDisposition,
-} from '../../workflows/rollouts';
 import type { ApiDeps } from '../deps';
 import type { ApiRouter } from '../route';
 import {
@@ -30,7 +23,6 @@ import {
   RolloutPreviewSchema,
   RolloutSchema,
 } from '../schemas/endpoints';
-import { executeEntityUpdate } from '../workflows';
 import { cursorPage, decodeCursor, encodeCursor } from '../cursor-pages';
 import { EmptyResponse } from '../schemas/common';
 import {
@@ -41,11 +33,12 @@ import {
   requireEndpoint,
   requireRollout,
   startRollout,
+  type RolloutCommand,
 } from '../use-cases/rollouts';
 import { toRollout } from '../presenters/rollouts';
 
 export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal } = deps;
+  const { db } = deps;
 
   router.add({
     method: 'post',
@@ -129,18 +122,13 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ params, principal }) => toRollout(await startRollout(deps, principal, params)),
   });
 
-  /** pause / resume / promote / cancel: an Update of the rollout's workflow, then its projection. */
-  const command = (
-    name: 'pause' | 'resume' | 'promote' | 'cancel',
+  /** pause / resume / promote / cancel: the use case sends the rollout's workflow its Update. */
+  const command = <B extends { etag?: string }>(
+    name: RolloutCommand['name'],
     summary: string,
-    body: z.ZodObject,
-    /** Sends the rollout's workflow its typed Update, built from the request body (`gone`: the answer without a workflow). */
-    send: (
-      workflowId: string,
-      given: Record<string, unknown>,
-      idempotencyKey: string | undefined,
-      gone: Error,
-    ) => Promise<void>,
+    body: z.ZodType<B>,
+    /** The command the request body says. */
+    parse: (b: B) => RolloutCommand,
   ) =>
     router.add({
       method: 'post',
@@ -155,47 +143,24 @@ export function addRolloutRoutes(router: ApiRouter, deps: ApiDeps) {
       errors: [404, 409],
       idempotencyKey: true,
       response: { status: 200, description: 'The rollout', schema: RolloutSchema },
-      handler: async ({ params, body: b, principal, idempotencyKey }) => {
-        const given = b as Record<string, unknown>;
-        return toRollout(
-          await commandRollout(deps, principal, params, name, given.etag as string | undefined, (workflowId, gone) =>
-            send(workflowId, given, idempotencyKey, gone),
-          ),
-        );
-      },
+      handler: async ({ params, body: b, principal, idempotencyKey }) =>
+        toRollout(await commandRollout(deps, principal, params, parse(b), b.etag, idempotencyKey)),
     });
-  command(
-    'pause',
-    'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)',
-    PauseRolloutBody,
-    (id, b, key, gone) =>
-      executeEntityUpdate(temporal, id, pauseRolloutUpdate, [{ reason: b.reason as string | undefined }], key, gone),
-  );
-  command(
-    'resume',
-    'Resume a paused or system-paused rollout from its current step and split',
-    EtagBody,
-    (id, _b, key, gone) => executeEntityUpdate(temporal, id, resumeRolloutUpdate, [], key, gone),
-  );
-  command(
-    'promote',
-    'Complete a running or paused rollout now: all traffic to the target',
-    EtagBody,
-    (id, _b, key, gone) => executeEntityUpdate(temporal, id, promoteRolloutUpdate, [], key, gone),
-  );
+  command('pause', 'Ask a running rollout to pause (answers PAUSING; it parks as PAUSED)', PauseRolloutBody, (b) => ({
+    name: 'pause',
+    reason: b.reason,
+  }));
+  command('resume', 'Resume a paused or system-paused rollout from its current step and split', EtagBody, () => ({
+    name: 'resume',
+  }));
+  command('promote', 'Complete a running or paused rollout now: all traffic to the target', EtagBody, () => ({
+    name: 'promote',
+  }));
   command(
     'cancel',
     "Cancel a rollout: the split frozen as it stands (FREEZE, the default), or all of the pair's traffic back on the source (REVERT)",
     CancelRolloutBody,
-    (id, b, key, gone) =>
-      executeEntityUpdate(
-        temporal,
-        id,
-        cancelRolloutUpdate,
-        [{ reason: b.reason as string, ...(b.disposition ? { disposition: b.disposition as CancelDisposition } : {}) }],
-        key,
-        gone,
-      ),
+    (b) => ({ name: 'cancel', reason: b.reason, ...(b.disposition ? { disposition: b.disposition } : {}) }),
   );
 
   router.add({

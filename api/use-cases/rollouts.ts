@@ -2,8 +2,8 @@
  * The write paths of rollouts: planning a create (or its preview) against the endpoint's
  * deployments, creating one (pending: a row and an endpoint event), starting one (its workflow
  * `rollout/<id>`; the row goes back to pending if the workflow cannot start), the pause / resume
- * / promote / cancel Updates of that workflow, and deleting a record; and the lookups and the
- * presenter the rollout routes share.
+ * / promote / cancel Updates of that workflow, and deleting a record; and the lookups the rollout
+ * routes share.
  */
 import type { Principal } from '../../db/accounts';
 import {
@@ -35,11 +35,19 @@ import {
   type RolloutPlan,
   type RolloutWorkflowInput,
 } from '../../shared/rollouts';
-import { endpointRollout } from '../../workflows/rollouts';
+import type { Client } from '@temporalio/client';
+import {
+  cancelRolloutUpdate,
+  endpointRollout,
+  pauseRolloutUpdate,
+  promoteRolloutUpdate,
+  resumeRolloutUpdate,
+  type CancelDisposition,
+} from '../../workflows/rollouts';
 import type { ApiDeps } from '../deps';
 import { badRequest, conflict, notFound } from '../errors';
 import type { CreateRolloutRequest } from '../schemas/endpoints';
-import { startResourceWorkflowOrUndo } from '../workflows';
+import { executeEntityUpdate, startResourceWorkflowOrUndo } from '../workflows';
 
 /** Metric rules wait this long beyond their window for the gateway's last writes. */
 const INGESTION_LAG_SECONDS = 1;
@@ -290,21 +298,44 @@ export async function startRollout(
  * pause / resume / promote / cancel: checks the etag and that the rollout is started and not
  * finished, sends its workflow the Update `send` builds, then reads its projection.
  */
+/** An operator's command to a running rollout, as its route parsed it. */
+export type RolloutCommand =
+  | { name: 'pause'; reason?: string }
+  | { name: 'resume' }
+  | { name: 'promote' }
+  | { name: 'cancel'; reason: string; disposition?: CancelDisposition };
+
+/** Sends a rollout's workflow the command's typed Update (the caller's Idempotency-Key as its id). */
+function sendCommand(temporal: Client, workflowId: string, c: RolloutCommand, key: string | undefined, gone: Error) {
+  switch (c.name) {
+    case 'pause':
+      return executeEntityUpdate(temporal, workflowId, pauseRolloutUpdate, [{ reason: c.reason }], key, gone);
+    case 'resume':
+      return executeEntityUpdate(temporal, workflowId, resumeRolloutUpdate, [], key, gone);
+    case 'promote':
+      return executeEntityUpdate(temporal, workflowId, promoteRolloutUpdate, [], key, gone);
+    case 'cancel': {
+      const args = { reason: c.reason, ...(c.disposition ? { disposition: c.disposition } : {}) };
+      return executeEntityUpdate(temporal, workflowId, cancelRolloutUpdate, [args], key, gone);
+    }
+  }
+}
+
+/** pause / resume / promote / cancel: an Update of the rollout's workflow, then its projection. */
 export async function commandRollout(
-  deps: Pick<ApiDeps, 'db'>,
+  deps: Pick<ApiDeps, 'db' | 'temporal'>,
   principal: Principal,
   p: { endpointId: string; id: string },
-  name: 'pause' | 'resume' | 'promote' | 'cancel',
+  command: RolloutCommand,
   etag: string | undefined,
-  /** Sends the rollout's workflow its typed Update (`gone`: the answer when it has no workflow). */
-  send: (workflowId: string, gone: Error) => Promise<void>,
+  idempotencyKey: string | undefined,
 ): Promise<RolloutRow> {
   const { e, r } = await requireRollout(deps, principal, p);
   checkEtag(r, etag);
   // Whether its state allows the command is the workflow's validator's to say (409 rollout_state);
   // a rollout with no workflow (pending, or ended) gets the same answer from its stored state.
-  const gone = conflict(`Cannot ${name} a rollout that is ${r.state}.`, 'rollout_state');
-  await send(rolloutWorkflowId(r.id), gone);
+  const gone = conflict(`Cannot ${command.name} a rollout that is ${r.state}.`, 'rollout_state');
+  await sendCommand(deps.temporal, rolloutWorkflowId(r.id), command, idempotencyKey, gone);
   return (await getRollout(deps.db, e.id, r.id))!;
 }
 
