@@ -1,5 +1,6 @@
 /**
- * How a file is shown: the file object of the official SDKs, with its validation state.
+ * How a file is shown: the file object of the official SDKs, with its validation state, and a
+ * multipart upload as it starts and as it is aborted.
  */
 import type { FileRow } from '../../db/files';
 
@@ -18,3 +19,28 @@ export function toFileObject(row: FileRow) {
     ...(row.processing_note ? { processing_note: row.processing_note } : {}),
   };
 }
+
+/** A started multipart upload: its part size and count, and one signed PUT URL per part. */
+export const toMultipartUpload = (u: {
+  uploadId: string;
+  fileId: string;
+  partSize: number;
+  partCount: number;
+  expiresAt: Date;
+  parts: Array<{ part_number: number; size: number; url: string }>;
+}) => ({
+  object: 'file.multipart_upload' as const,
+  upload_id: u.uploadId,
+  file_id: u.fileId,
+  part_size: u.partSize,
+  part_count: u.partCount,
+  expires_at: u.expiresAt.toISOString(),
+  parts: u.parts,
+});
+
+export const toAbortedUpload = (u: { id: string; file_id: string }) => ({
+  object: 'file.multipart_upload' as const,
+  upload_id: u.id,
+  file_id: u.file_id,
+  aborted: true as const,
+});

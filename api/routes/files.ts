@@ -4,41 +4,19 @@
  * (with HTTP Range), delete, and the processing history. Every upload starts
  * the file's workflow (`file-validation/<file-id>`).
  */
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Request, Response } from 'express';
 import multer from 'multer';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { fileValidationWorkflowId } from '../../shared/files';
-import { newId } from '../../platform/ids';
-import {
-  consumeUploadToken,
-  fileLeaseHolders,
-  getFile,
-  getFileById,
-  insertFile,
-  insertUploadToken,
-  listFileEvents,
-  listFiles,
-  lockFileForRemoval,
-  markUploaded,
-  removeLockedFile,
-  type FileRow,
-} from '../../db/files';
-import { withTransaction, type Queryable } from '../../db/pool';
-import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob-deletions';
-import { BlobTooLargeError } from '../../providers/storage/blob-store';
-import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files';
+import { getFile, listFileEvents, listFiles } from '../../db/files';
 import { sendBlob } from '../blob-response';
 import { cursorPage, decodeCursor, encodeCursor, WholeListPageQuery } from '../cursor-pages';
 import type { ApiDeps } from '../deps';
 import { parseOrThrow } from '../validation';
-import { requireStorageRoom } from '../uploads/storage-quota';
-import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import { badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
-import { BlobStorageEngine, fileBlobKey, type StoredUpload } from '../uploads/blob-storage-engine';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor } from '../use-cases/files';
-import { uploadUrl, UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
+import { BlobStorageEngine, type StoredUpload } from '../uploads/blob-storage-engine';
+import { deleteFile, receiveSignedUpload, recordUploadedFile, startSignedUpload } from '../use-cases/files';
+import { UploadUrlQuery, verifyUploadUrl } from '../uploads/presigned';
 import {
   CreateFileUploadBody,
   FileDeletedSchema,
@@ -48,14 +26,10 @@ import {
   UploadFileFields,
 } from '../schemas/files';
 import { BinaryResponse, IdParams } from '../schemas/common';
-import { signalWorkflow } from '../workflows';
 import { toFileObject } from '../presenters/files';
 
 export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, temporal, config, blobs } = deps;
-  const startFileWorkflow = (row: FileRow, awaitUploadUntil?: Date) =>
-    startFileWorkflowFor(deps, row, awaitUploadUntil);
-
+  const { db, config, blobs } = deps;
   const findFile = async (projectId: string, id: string) => {
     const row = await getFile(db, projectId, id);
     if (!row) throw notFound(`File '${id}' not found.`);
@@ -85,18 +59,8 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     handler: async ({ body, principal, req }) => {
       const stored = req.file as unknown as StoredUpload | undefined;
       if (!stored) throw badRequest("Missing required field 'file'.", 'file', 'invalid_value');
-      // Over the quota, `cleanup` removes the stored blob.
-      await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, stored.size, 'file');
-      const row = await insertFile(db, {
-        id: stored.fileId,
-        projectId: principal.projectId,
-        filename: body.file_name,
-        purpose: body.purpose,
-        fileType: inferFileType(body.file_name, body.file_type),
-        blobKey: stored.blobKey,
-        stored: { bytes: stored.size, sha256: stored.sha256 },
-      });
-      await startFileWorkflow(row); // on failure the row is gone; the blob goes in cleanup
+      // Over the quota, `cleanup` removes the stored blob; if the workflow cannot start, the row is gone too.
+      const row = await recordUploadedFile(deps, principal, body, stored);
       return toFileObject(row);
     },
   });
@@ -125,52 +89,8 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
       schema: FileObjectSchema,
     },
     handler: async ({ body, principal, res }) => {
-      if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
-      if (body.bytes !== undefined && body.bytes > config.maxUploadBytes) {
-        throw payloadTooLarge(`Files may be at most ${config.maxUploadBytes} bytes.`, 'bytes');
-      }
-      if (body.bytes !== undefined && body.bytes > config.maxSinglePutBytes) {
-        throw badRequest(
-          `Files above ${config.maxSinglePutBytes} bytes are uploaded in parts: use POST /v1/files/multipart/initiate.`,
-          'bytes',
-          'use_multipart',
-        );
-      }
-      await refuseHeldBytes(db, principal.projectId, body.checksum);
-      // Checked here with the declared size, and again at the PUT with its Content-Length.
-      if (body.bytes !== undefined) {
-        await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.bytes, 'bytes');
-      }
-      const fileId = newId('file');
-      const fileType = inferFileType(body.file_name, body.file_type);
-      const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
-      const row = await insertFile(db, {
-        id: fileId,
-        projectId: principal.projectId,
-        filename: body.file_name,
-        purpose: body.purpose,
-        fileType,
-        blobKey: fileBlobKey(principal.projectId, fileId),
-      });
-      const grant = {
-        fileId,
-        tokenId: randomBytes(16).toString('base64url'),
-        maxBytes: body.bytes ?? Math.min(config.maxUploadBytes, config.maxSinglePutBytes),
-        exactBytes: body.bytes ?? null,
-        expires: Math.floor(expiresAt.getTime() / 1000),
-      };
-      await insertUploadToken(db, {
-        id: grant.tokenId,
-        fileId,
-        maxBytes: grant.maxBytes,
-        exactBytes: grant.exactBytes,
-        expiresAt,
-      });
-      await startFileWorkflow(row, expiresAt);
-      res
-        .status(302)
-        .set({ Location: uploadUrl(config.publicUrl, config.keyring, grant), 'X-Together-File-Id': fileId })
-        .json(toFileObject(row));
+      const { row, url } = await startSignedUpload(deps, principal, body);
+      res.status(302).set({ Location: url, 'X-Together-File-Id': row.id }).json(toFileObject(row));
       return undefined;
     },
   });
@@ -281,33 +201,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Deleted', schema: FileDeletedSchema },
     handler: async ({ params, principal }) => {
       const row = await findFile(principal.projectId, params.id);
-      const refuseIfLeased = async (q: Queryable) => {
-        const holders = await fileLeaseHolders(q, row.id);
-        if (holders.length) {
-          throw conflict(
-            `File '${row.id}' is in use by ${holders.join(', ')}. Delete it once they let go of it: a job when it finishes or is cancelled, a deployment volume when the volume is deleted.`,
-            'file_in_use',
-          );
-        }
-      };
-      await refuseIfLeased(db);
-      // Stop validation first, so no activity reads a blob that is going away.
-      try {
-        await temporal.workflow.getHandle(fileValidationWorkflowId(row.id)).cancel();
-      } catch (err) {
-        if (!(err instanceof WorkflowNotFoundError)) throw err;
-      }
-      // Checked again under the row lock: a job created meanwhile leases the file through a
-      // foreign key, which waits on this lock, so exactly one of the two wins.
-      // The parts of an unfinished multipart upload are blobs of their own; their rows go with the file's.
-      // The blobs' keys are recorded with the row's delete: storage failing now, or this process
-      // ending, leaves them to the control worker's blob deletion rounds.
-      const keys = await withTransaction(db, async (tx) => {
-        if (!(await lockFileForRemoval(tx, row.id))) return []; // another delete won
-        await refuseIfLeased(tx);
-        return removeLockedFile(tx, row);
-      });
-      await deleteScheduledBlobs(db, blobs, keys);
+      await deleteFile(deps, row);
       return { id: row.id, object: 'file' as const, deleted: true as const };
     },
   });
@@ -315,7 +209,7 @@ export function addFileRoutes(router: ApiRouter, deps: ApiDeps) {
 
 /** PUT of the bytes to a pre-signed URL (no API key: the URL's signature is the credential). */
 function presignedUploadHandler(deps: ApiDeps) {
-  const { db, temporal, config, blobs } = deps;
+  const { config } = deps;
   return async (req: Request, res: Response) => {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     // Parsed like any route's path: a bad id is a 400 naming `id` (the signed router has no RouteSpec parse).
@@ -330,57 +224,11 @@ function presignedUploadHandler(deps: ApiDeps) {
         `This upload URL accepts at most ${grant.maxBytes} bytes; the request declares ${declared}.`,
       );
     }
-    const owner = await getFileById(db, fileId);
-    if (owner)
-      await requireStorageRoom(db, config.projectStorageQuotaBytes, owner.project_id, declared, 'Content-Length');
-    if (grant.exactBytes !== null && declared !== grant.exactBytes) {
-      throw badRequest(
-        `This upload URL is for exactly ${grant.exactBytes} bytes; the request declares ${declared}.`,
-        'Content-Length',
-        'size_mismatch',
-      );
-    }
-    // Single use: the first PUT consumes the token, any later one (a replay) is refused.
-    const token = await consumeUploadToken(db, grant.tokenId, fileId);
-    if (!token) {
-      throw new ApiError(
-        403,
-        'This upload URL was already used or has expired.',
-        'permission_error',
-        null,
-        'upload_url_used',
-      );
-    }
-    const row = await getFileById(db, fileId);
-    if (!row) throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
-    const workflowId = fileValidationWorkflowId(fileId);
-    await signalWorkflow(temporal, workflowId, uploadStartedSignal, [], null);
-    let stored;
-    try {
-      stored = await blobs.put(row.blob_key, req, { maxBytes: declared });
-      if (stored.bytes !== declared) {
-        await blobs.delete(row.blob_key);
-        throw badRequest(`The upload ended after ${stored.bytes} of ${declared} bytes.`, null, 'incomplete_upload');
-      }
-    } catch (err) {
-      await signalWorkflow(
-        temporal,
-        workflowId,
-        uploadFinishedSignal,
-        [{ ok: false, error: (err as Error).message }],
-        null,
-      ).catch(() => undefined);
-      if (err instanceof BlobTooLargeError)
-        throw payloadTooLarge(`The upload is larger than the declared ${declared} bytes.`);
-      throw err;
-    }
-    const updated = await markUploaded(db, fileId, stored);
-    if (!updated) {
-      // Discarded (its upload took too long) or deleted while the bytes arrived.
-      await discardBlobs(db, blobs, [row.blob_key]);
-      throw notFound(`File '${fileId}' no longer exists; start the upload again.`);
-    }
-    await signalWorkflow(temporal, workflowId, uploadFinishedSignal, [{ ok: true }], null);
+    const updated = await receiveSignedUpload(
+      deps,
+      { fileId, tokenId: grant.tokenId, exactBytes: grant.exactBytes, declared },
+      req,
+    );
     res.status(200).json(toFileObject(updated));
   };
 }
