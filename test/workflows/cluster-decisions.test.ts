@@ -108,6 +108,18 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       'the cluster to be Ready',
     );
 
+  /**
+   * The run has nothing in flight: no workflow task and no activity pending. Time skipping is locked
+   * between advances, so from then on it does nothing until the test moves the clock: what it has
+   * done is what it decided.
+   */
+  const idle = (handle: WorkflowHandle) =>
+    until(
+      () => handle.describe(),
+      (d) => !d.raw.pendingWorkflowTask && !d.raw.pendingActivities?.length,
+      `${handle.workflowId} to have nothing in flight`,
+    );
+
   /** Deletes the cluster and checks that it ends with nothing of it left held. */
   async function deleteAndCheck(handle: WorkflowHandle<typeof clusterWorkflow>, doubles: ClusterActivityDoubles) {
     const deleting = handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
@@ -186,8 +198,11 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       );
       assert.equal(short.gpu_worker_nodes.length, 2);
       const provisions = doubles.count('provisionNodes');
-      await new Promise((r) => setTimeout(r, 500));
+      // The run has decided what follows the failed boot: it has nothing in flight (no workflow task,
+      // no activity), and with the clock held it does nothing more until time passes.
+      await idle(handle);
       assert.equal(doubles.count('provisionNodes'), provisions, 'no new attempt before the health round');
+      assert.equal(events(doubles.latest, 'NodeBootFailed').length, 1, 'no other node tried');
 
       // The health round tries again (node 4 fails too) and, having looked at the nodes, once more (node 5).
       await t.advance(61_000);
