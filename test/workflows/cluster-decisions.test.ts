@@ -198,8 +198,15 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       );
       assert.equal(short.gpu_worker_nodes.length, 2);
       const provisions = doubles.count('provisionNodes');
-      // The run has decided what follows the failed boot: it has nothing in flight (no workflow task,
-      // no activity), and with the clock held it does nothing more until time passes.
+      // An unrelated update wakes the loop, which looks at the nodes again: its chance to retry. Once
+      // the run has nothing in flight (no workflow task, no activity; the clock is held), it has
+      // decided: no new attempt.
+      await inTime(
+        handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ auto_remediation_enabled: false }] }),
+        30_000,
+        'the unrelated update',
+        handle,
+      );
       await idle(handle);
       assert.equal(doubles.count('provisionNodes'), provisions, 'no new attempt before the health round');
       assert.equal(events(doubles.latest, 'NodeBootFailed').length, 1, 'no other node tried');
