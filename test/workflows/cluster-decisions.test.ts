@@ -109,14 +109,36 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
     );
 
   /**
-   * The run has nothing in flight: no workflow task and no activity pending. Time skipping is locked
-   * between advances, so from then on it does nothing until the test moves the clock: what it has
-   * done is what it decided.
+   * The run has nothing in flight: by its history, its last workflow task completed and every
+   * activity it scheduled has closed. (Read from the history: the test server's describe lists no
+   * pending workflow task.) Time skipping is locked between advances, so from then on it does
+   * nothing until the test moves the clock: what it has done is what it decided.
    */
   const idle = (handle: WorkflowHandle) =>
     until(
-      () => handle.describe(),
-      (d) => !d.raw.pendingWorkflowTask && !d.raw.pendingActivities?.length,
+      async () => (await handle.fetchHistory()).events ?? [],
+      (events) => {
+        const tasks = events.filter(
+          (e) =>
+            e.workflowTaskScheduledEventAttributes ||
+            e.workflowTaskStartedEventAttributes ||
+            e.workflowTaskCompletedEventAttributes ||
+            e.workflowTaskFailedEventAttributes ||
+            e.workflowTaskTimedOutEventAttributes,
+        );
+        const open = new Set(
+          events.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => String(e.eventId)),
+        );
+        for (const e of events) {
+          const closed =
+            e.activityTaskCompletedEventAttributes ??
+            e.activityTaskFailedEventAttributes ??
+            e.activityTaskTimedOutEventAttributes ??
+            e.activityTaskCanceledEventAttributes;
+          if (closed) open.delete(String(closed.scheduledEventId));
+        }
+        return Boolean(tasks.at(-1)?.workflowTaskCompletedEventAttributes) && open.size === 0;
+      },
       `${handle.workflowId} to have nothing in flight`,
     );
 
