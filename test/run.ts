@@ -10,7 +10,9 @@
  * (of the files named, or of all).
  *
  * Then it runs test/**\/*.test.ts (or the files given as arguments), each file in its own
- * `node --test` process, GANTRY_TEST_CONCURRENCY (default 4) files at a time. Files running at
+ * `node --test` process, GANTRY_TEST_CONCURRENCY (default 4) files at a time. A
+ * `--test-name-pattern=<regexp>` argument is handed to each file's `node --test`: a narrowed run,
+ * where the tests it leaves out are not counted as skipped (a file with none that matches fails). Files running at
  * the same time never share state: each lane has its own Temporal namespace (so its own task
  * queues and workers) and its own database, each file its own data directory, and a file ends
  * what it started before the next file of its lane begins. A file's output is printed in one
@@ -94,6 +96,8 @@ interface FileResult {
   counts: Record<(typeof COUNTERS)[number], number>;
   /** The file declared no test: node's runner then reports the file itself as its one passing test. */
   empty: boolean;
+  /** Tests a --test-name-pattern left out (node reports them as skipped, with this reason). */
+  filtered: number;
 }
 
 /**
@@ -135,12 +139,12 @@ function killGroup(pid: number): void {
 }
 
 /** Runs one test file in its own process with `env`; prints its output in one piece when it ends. */
-function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
+function runFile(file: string, env: NodeJS.ProcessEnv, nodeTestArgs: string[]): Promise<FileResult> {
   const started = Date.now();
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=300000', file],
+      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=300000', ...nodeTestArgs, file],
       // Its own process group, so the limit below ends what it started too.
       { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env, detached: true },
     );
@@ -168,7 +172,16 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
         `\n[test] ${path.relative(ROOT, file)}: ${seconds.toFixed(1)}s, cpu ${cpuSeconds.toFixed(1)}s, exit ${exitCode}\n${output}`,
       );
       const asItsOwnTest = new RegExp(`^[✔✖] ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`, 'm');
-      resolve({ file, exitCode, seconds, cpuSeconds, counts, empty: counts.tests <= 1 && asItsOwnTest.test(output) });
+      const filtered = output.match(/# test name does not match pattern$/gm)?.length ?? 0;
+      resolve({
+        file,
+        exitCode,
+        seconds,
+        cpuSeconds,
+        counts,
+        empty: counts.tests <= 1 && asItsOwnTest.test(output),
+        filtered,
+      });
     });
   });
 }
@@ -184,7 +197,8 @@ async function main() {
   const args = process.argv.slice(2);
   // --fast: the pure and workflow tiers; --pure: the pure tier alone (of the files named, or of all).
   const upTo: Tier = args.includes('--pure') ? 'pure' : args.includes('--fast') ? 'workflow' : 'platform';
-  const named = args.filter((a) => a !== '--fast' && a !== '--pure');
+  const nodeTestArgs = args.filter((a) => a.startsWith('--test-name-pattern='));
+  const named = args.filter((a) => a !== '--fast' && a !== '--pure' && !nodeTestArgs.includes(a));
   let files: string[];
   try {
     files = named.length ? named.flatMap(testsNamedBy) : findTests(path.join(ROOT, 'test')).sort();
@@ -262,7 +276,7 @@ async function main() {
       const tier = tiers.get(file)!;
       const laneEnv = tier === 'platform' ? { DATABASE_URL: lane.databaseUrl, TEMPORAL_NAMESPACE: lane.namespace } : {};
       const env = { ...base, ...tierEnv[tier], ...laneEnv, GANTRY_DATA_DIR: dataDir };
-      results.push(await runFile(file, env));
+      results.push(await runFile(file, env, nodeTestArgs));
       rmSync(dataDir, { recursive: true, force: true });
     };
     await Promise.all(
@@ -276,8 +290,14 @@ async function main() {
     ) as FileResult['counts'];
     // A skipped or unfinished test is not a passing one, and a file that ran no test proves nothing:
     // either fails the run, as a failing test does.
+    // (A test a --test-name-pattern left out is neither: it was not asked for.)
     const failed = results.filter(
-      (r) => r.exitCode !== 0 || r.empty || r.counts.tests === 0 || r.counts.skipped > 0 || r.counts.todo > 0,
+      (r) =>
+        r.exitCode !== 0 ||
+        r.empty ||
+        r.counts.tests - r.filtered === 0 ||
+        r.counts.skipped - r.filtered > 0 ||
+        r.counts.todo > 0,
     );
     say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
     const byCpu = [...results].sort((a, b) => b.cpuSeconds - a.cpuSeconds);
@@ -292,9 +312,11 @@ async function main() {
       const why =
         r.exitCode !== 0
           ? `exit ${r.exitCode}`
-          : r.empty || r.counts.tests === 0
-            ? 'it declares no test'
-            : `${r.counts.skipped} skipped, ${r.counts.todo} todo`;
+          : r.empty || r.counts.tests - r.filtered === 0
+            ? r.filtered
+              ? 'no test matches the pattern'
+              : 'it declares no test'
+            : `${r.counts.skipped - r.filtered} skipped, ${r.counts.todo} todo`;
       say(`failed: ${path.relative(ROOT, r.file)} (${why})`);
     }
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;

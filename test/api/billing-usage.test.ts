@@ -352,7 +352,7 @@ describe('billing usage', () => {
       region: 'sim-us-east-1',
       billing_type: 'ON_DEMAND',
     });
-    // The default list prices the README states (an H100 SXM GPU-hour: on-demand 2.99, reserved 1.75).
+    // The default list prices docs/billing.md states (an H100 SXM GPU-hour: on-demand 2.99, reserved 1.75).
     assert.equal(od[0].unit_price, '2.99');
     const hours = sum(od, 'quantity');
     // 8 GPUs for at least the 1.5 s it waited, and less than the test's minute.
@@ -407,7 +407,7 @@ describe('billing usage', () => {
     assert.equal(running[0].product_name, 'Container Deployments - Replica Hours');
     const before = new Decimal(running[0].quantity);
     assert.ok(before.gt(0));
-    // A replica without GPUs, at the README's default 0.10 a replica-hour; its cost is quantity x price.
+    // A replica without GPUs, at docs/billing.md's default 0.10 a replica-hour; its cost is quantity x price.
     assert.deepEqual(running[0].pricing_dimensions, { gpu_type: 'none', gpu_count: '0' }, 'it asked for no GPUs');
     assert.equal(running[0].unit_price, '0.1');
     assert.ok(before.mul('0.1').minus(running[0].cost).abs().lte('0.00001'), `${running[0].cost} for ${before} h`);

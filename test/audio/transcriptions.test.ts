@@ -129,7 +129,7 @@ describe('audio transcription', () => {
     assert.equal(billed[0].product_name, 'Audio - Transcription Minutes');
     assert.deepEqual(billed[0].pricing_dimensions, { model: 'openai/whisper-base' });
     assert.ok(Math.abs(Number(billed[0].quantity) - r.duration / 60) < 0.0001, `${billed[0].quantity} min`);
-    // Whisper base at the README's default 0.0015 a minute; the cost rounded to the micro-dollar.
+    // Whisper base at docs/billing.md's default 0.0015 a minute; the cost rounded to the micro-dollar.
     assert.equal(billed[0].unit_price, '0.0015');
     assert.ok(
       Math.abs(Number(billed[0].cost) - Number(billed[0].quantity) * 0.0015) <= 0.000001,

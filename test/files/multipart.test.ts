@@ -78,6 +78,7 @@ describe('multipart uploads', () => {
     }
     const wrongSize = await putPart(up.parts[0].url, slice(1).subarray(1));
     assert.equal(wrongSize.status, 400);
+    assert.ok(partFiles().length >= 3, 'the three parts are on disk before the join');
 
     const badEtag = await call(p.baseUrl, 'POST', '/v1/files/multipart/complete', {
       key: a.key,
@@ -162,6 +163,7 @@ describe('multipart uploads', () => {
   test('parts of an upload that is never completed are discarded by the workflow timer', async () => {
     const init = await initiate(a.key, { file_name: 'stale.jsonl', purpose: 'fine-tune', file_size: 2 * PART });
     assert.equal((await putPart(init.body.parts[0].url, Buffer.alloc(PART, 0x62))).status, 200);
+    assert.ok(partFiles().length >= 1, 'the part is on disk');
     await eventually(
       () => call(p.baseUrl, 'GET', `/v1/files/${init.body.file_id}`, { key: a.key }),
       (r) => r.status === 404,

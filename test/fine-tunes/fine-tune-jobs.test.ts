@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { readSafetensorsHeader } from '../../providers/trainer/safetensors';
 import { extractTarZst, safetensorsTable } from '../helpers/archives';
@@ -409,6 +409,27 @@ describe('fine-tuning jobs', () => {
     assert.equal(theirs.body.error.param, 'training_file');
   });
 
+  /** The pid of a job's trainer: a Python process whose command line names the job's run directory. */
+  const trainerOf = (jobId: string) =>
+    readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .find((pid) => {
+        try {
+          const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+          return cmdline.includes('gantry_trainer') && cmdline.includes(jobId);
+        } catch {
+          return false; // it ended while we looked
+        }
+      });
+  /** Whether a process has ended (gone, or a zombie its parent has yet to reap). */
+  const ended = (pid: string) => {
+    try {
+      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].startsWith('Z');
+    } catch {
+      return true;
+    }
+  };
+
   test('cancel stops training: no more steps, status cancelled', async () => {
     const res = await create(a.key, {
       model: MODEL,
@@ -426,6 +447,8 @@ describe('fine-tuning jobs', () => {
       (r) => r.body.metrics.length >= 3,
       60_000,
     );
+    const trainer = trainerOf(id);
+    assert.ok(trainer, 'the trainer process of the job, while it trains');
     const cancelled = await call(p.baseUrl, 'POST', `/v1/fine-tunes/${id}/cancel`, { key: a.key });
     assert.equal(cancelled.status, 200);
     assert.equal(cancelled.body.status, 'cancel_requested');
@@ -433,13 +456,14 @@ describe('fine-tuning jobs', () => {
     assert.equal(done.body.status, 'cancelled');
     const steps = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.length;
     assert.ok(steps < 64 * 20, 'stopped long before the planned steps');
-    // The training activity confirmed its cancellation (it waits for its trainer to stop) before the
-    // run ended: from then on nothing is left that could record a step.
+    // The training activity confirmed its cancellation before the run ended, and the trainer it ran
+    // has exited: from then on nothing is left that could record a step.
     const history = await p.temporal.workflow.getHandle(fineTuneWorkflowId(id)).fetchHistory();
     assert.ok(
       history.events!.some((e) => e.activityTaskCanceledEventAttributes),
       'the training activity confirmed its cancellation',
     );
+    assert.ok(ended(trainer), `the trainer (pid ${trainer}) has exited`);
     const later = (await call(p.baseUrl, 'GET', `/v1/fine-tunes/${id}/metrics`, { key: a.key })).body.metrics.length;
     assert.equal(later, steps, 'no steps after cancellation');
     const types = done.body.events.map((e: any) => e.type);

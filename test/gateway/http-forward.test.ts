@@ -55,7 +55,9 @@ async function hop(far: string, opts: { retryable?: boolean } = {}) {
       (err: Error) => {
         outcomes.push(err instanceof ForwardFailed ? 'ForwardFailed' : `other: ${err.message}`);
         settle();
-        res.writeHead(502).end(err.message);
+        // (A forward that failed after the answer began has only the connection left to end.)
+        if (res.headersSent) res.destroy();
+        else res.writeHead(502).end(err.message);
       },
     );
   });

@@ -108,6 +108,40 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       'the cluster to be Ready',
     );
 
+  /**
+   * The run has nothing in flight: by its history, its last workflow task completed and every
+   * activity it scheduled has closed. (Read from the history: the test server's describe lists no
+   * pending workflow task.) Time skipping is locked between advances, so from then on it does
+   * nothing until the test moves the clock: what it has done is what it decided.
+   */
+  const idle = (handle: WorkflowHandle) =>
+    until(
+      async () => (await handle.fetchHistory()).events ?? [],
+      (events) => {
+        const tasks = events.filter(
+          (e) =>
+            e.workflowTaskScheduledEventAttributes ||
+            e.workflowTaskStartedEventAttributes ||
+            e.workflowTaskCompletedEventAttributes ||
+            e.workflowTaskFailedEventAttributes ||
+            e.workflowTaskTimedOutEventAttributes,
+        );
+        const open = new Set(
+          events.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => String(e.eventId)),
+        );
+        for (const e of events) {
+          const closed =
+            e.activityTaskCompletedEventAttributes ??
+            e.activityTaskFailedEventAttributes ??
+            e.activityTaskTimedOutEventAttributes ??
+            e.activityTaskCanceledEventAttributes;
+          if (closed) open.delete(String(closed.scheduledEventId));
+        }
+        return Boolean(tasks.at(-1)?.workflowTaskCompletedEventAttributes) && open.size === 0;
+      },
+      `${handle.workflowId} to have nothing in flight`,
+    );
+
   /** Deletes the cluster and checks that it ends with nothing of it left held. */
   async function deleteAndCheck(handle: WorkflowHandle<typeof clusterWorkflow>, doubles: ClusterActivityDoubles) {
     const deleting = handle.executeUpdate(CLUSTER_MESSAGES.delete, { args: [{ reason: 'test over' }] });
@@ -186,8 +220,18 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       );
       assert.equal(short.gpu_worker_nodes.length, 2);
       const provisions = doubles.count('provisionNodes');
-      await new Promise((r) => setTimeout(r, 500));
+      // An unrelated update wakes the loop, which looks at the nodes again: its chance to retry. Once
+      // the run has nothing in flight (no workflow task, no activity; the clock is held), it has
+      // decided: no new attempt.
+      await inTime(
+        handle.executeUpdate(CLUSTER_MESSAGES.update, { args: [{ auto_remediation_enabled: false }] }),
+        30_000,
+        'the unrelated update',
+        handle,
+      );
+      await idle(handle);
       assert.equal(doubles.count('provisionNodes'), provisions, 'no new attempt before the health round');
+      assert.equal(events(doubles.latest, 'NodeBootFailed').length, 1, 'no other node tried');
 
       // The health round tries again (node 4 fails too) and, having looked at the nodes, once more (node 5).
       await t.advance(61_000);

@@ -1,0 +1,66 @@
+/**
+ * The test runner (test/run.ts) fails a run that proves less than it reports: a skipped or todo
+ * test, or a file that declares no test, fails it as a failing test does. Probe files of each kind
+ * are written to a temporary folder and run through the runner itself; a passing probe shows the
+ * failures come from what each probe is.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+const RUNNER = path.join(__dirname, '..', 'run.ts');
+const dir = mkdtempSync(path.join(tmpdir(), 'gantry-runner-probes-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const PROBES = {
+  passing: "test('passes', () => {});",
+  skipped: "test('passes', () => {});\ntest('is skipped', { skip: true }, () => {});",
+  todo: "test('passes', () => {});\ntest('is to do', { todo: true }, () => {});",
+  empty: '// declares no test',
+  'one-fails': "test('passes', () => {});\ntest('fails', () => { throw new Error('it broke'); });",
+  'none-matches': "test('is named otherwise', () => {});",
+};
+const probe = (name: keyof typeof PROBES) => {
+  const file = path.join(dir, `${name}.test.ts`);
+  writeFileSync(file, `import { test } from 'node:test';\n${PROBES[name]}\n`);
+  return file;
+};
+
+function runTests(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  // Without the NODE_TEST_CONTEXT this file's own runner sets: with it, the probes' `node --test`
+  // would report to this file's runner instead of printing the counts test/run.ts reads.
+  const { NODE_TEST_CONTEXT: _, ...env } = process.env;
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      ['--import', 'tsx', RUNNER, ...args],
+      { env: { ...env, GANTRY_TEST_CONCURRENCY: '2' } },
+      (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
+    );
+  });
+}
+
+/** The probes the runner's summary names as failed, with its reason for each. */
+const failedIn = (stderr: string) =>
+  [...stderr.matchAll(/^\[test\] failed: .*\/([\w-]+)\.test\.ts \((.*)\)$/gm)].map(
+    ([, name, why]) => `${name}: ${why}`,
+  );
+
+test('a skipped test, a todo test and a file that declares no test each fail the run; a passing file does not', async () => {
+  const { code, stderr } = await runTests([probe('passing'), probe('skipped'), probe('todo'), probe('empty')]);
+  assert.deepEqual(failedIn(stderr).sort(), [
+    'empty: it declares no test',
+    'skipped: 1 skipped, 0 todo',
+    'todo: 0 skipped, 1 todo',
+  ]);
+  assert.equal(code, 1);
+});
+
+test('a narrowed run (--test-name-pattern) does not count the tests it leaves out as skipped; a file with none that matches fails', async () => {
+  const { code, stderr } = await runTests(['--test-name-pattern=^passes$', probe('one-fails'), probe('none-matches')]);
+  assert.deepEqual(failedIn(stderr), ['none-matches: no test matches the pattern']);
+  assert.equal(code, 1);
+});
