@@ -7,7 +7,8 @@
  *   worker; activities only as types (their signatures, for proxyActivities);
  * - activities do not reach into the API or the gateway;
  * - a route file imports no other route file (what routes share lives in api/use-cases/), and
- *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source);
+ *   declares no schema (api/schemas/<area>.ts holds them, so the OpenAPI document has one source),
+ *   and runs no SQL or transaction (a read is a db/ function, a multi-step write a use case);
  * - a presenter (api/presenters/<area>.ts, how an area's objects are shown) only shapes what it is
  *   given: it calls no use case, workflow, route or database client;
  * - production code reads no environment variable outside platform/config.ts (its settings, and
@@ -148,6 +149,18 @@ export default tseslint.config(
         allowTypeImports: true,
       },
     ]),
+  },
+  {
+    files: ['api/routes/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.property.name='query'], CallExpression[callee.name='withTransaction']",
+          message: 'Routes run no SQL and no transaction: a read is a db/ function, a multi-step write a use case.',
+        },
+      ],
+    },
   },
   {
     files: ['api/presenters/**/*.ts'],

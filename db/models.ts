@@ -205,6 +205,20 @@ export async function deleteRegistryModel(db: Db, id: string): Promise<string[]>
   });
 }
 
+/** Where a revision's files are, if the revision is of a model the project owns. */
+export async function revisionBlobPrefixInProject(
+  db: Queryable,
+  revisionId: string,
+  projectId: string,
+): Promise<string | null> {
+  const { rows } = await db.query<{ blob_prefix: string }>(
+    `SELECT r.blob_prefix FROM registry_model_revisions r JOIN registry_models m ON m.id = r.model_id
+      WHERE r.id = $1 AND m.project_id = $2`,
+    [revisionId, projectId],
+  );
+  return rows[0]?.blob_prefix ?? null;
+}
+
 export async function getRevision(db: Queryable, modelId: string, revisionId: string): Promise<RevisionRow | null> {
   const { rows } = await db.query<RevisionRow>(
     'SELECT * FROM registry_model_revisions WHERE id = $1 AND model_id = $2',

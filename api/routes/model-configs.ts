@@ -23,6 +23,7 @@ import {
 import { cursorPage, decodeCursor, encodeCursor } from '../cursor-pages';
 import { ProjectParams } from '../schemas/common';
 import { toConfig } from '../presenters/model-configs';
+import { projectExists } from '../../db/accounts';
 
 export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDeps) {
   v2.add({
@@ -104,7 +105,7 @@ export function addModelConfigRoutes(v2: ApiRouter, v1: ApiRouter, { db }: ApiDe
           );
         if (known && !known.check(s.value)) throw badRequest(`${s.key} is ${known.rule}.`, `selectors[${i}].value`);
       }
-      if (body.projectId && !(await db.query('SELECT 1 FROM projects WHERE id = $1', [body.projectId])).rowCount)
+      if (body.projectId && !(await projectExists(db, body.projectId)))
         throw badRequest(`No project '${body.projectId}'.`, 'projectId');
       const id = newId('cr', '_');
       await insertModelConfig(db, {

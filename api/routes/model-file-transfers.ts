@@ -13,18 +13,13 @@
  * as for remote uploads; a refused upload leaves nothing stored. Each upload is the workflow
  * `model-file-upload/<id>`, which discards the parts of one not completed in time.
  */
-import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
-import { getRevision, listRevisionFiles, listRevisions } from '../../db/models';
-import { getModelFileUpload, listUploadFiles, listUploadParts, recordUploadPart } from '../../db/model-file-uploads';
-import { withTransaction } from '../../db/pool';
-import { deleteScheduledBlobs } from '../../providers/storage/blob-deletions';
+import { getRevision, listRevisionFiles, listRevisions, revisionBlobPrefixInProject } from '../../db/models';
 import { DOWNLOAD_PART_BYTES, MODEL_UPLOAD_LIMITS } from '../../shared/model-file-uploads';
 import { sendBlob } from '../blob-response';
-import { declaredLength, storeSignedPut } from '../uploads/signed-put';
-import { requireStorageRoom } from '../uploads/storage-quota';
+import { declaredLength } from '../uploads/signed-put';
 import type { ApiDeps } from '../deps';
-import { ApiError, notFound, payloadTooLarge } from '../errors';
+import { notFound } from '../errors';
 import type { ApiRouter } from '../route';
 import { BinaryResponse, ProjectParams } from '../schemas/common';
 import {
@@ -47,7 +42,7 @@ import {
 } from '../uploads/presigned';
 import { parseOrThrow } from '../validation';
 import { requireOwnModel } from '../use-cases/registry-models';
-import { completeModelFileUpload, createModelFileUpload } from '../use-cases/model-file-uploads';
+import { completeModelFileUpload, createModelFileUpload, storeModelFilePart } from '../use-cases/model-file-uploads';
 
 /** How long a download plan's URLs work. */
 const DOWNLOAD_TTL_SECONDS = 3600;
@@ -221,15 +216,11 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
       const { id, file } = parseOrThrow(RevisionFileParams, req.params, 'path', false);
       const principal = await verifyDownloadUrl(keyring(), db, revisionFilePath(id, file), req.query);
       // The revision of a model of the key's own project, as when the URL was made.
-      const { rows } = await db.query<{ blob_prefix: string }>(
-        `SELECT r.blob_prefix FROM registry_model_revisions r JOIN registry_models m ON m.id = r.model_id
-          WHERE r.id = $1 AND m.project_id = $2`,
-        [id, principal.projectId],
-      );
-      const f = rows[0] && (await listRevisionFiles(db, id))[file];
+      const prefix = await revisionBlobPrefixInProject(db, id, principal.projectId);
+      const f = prefix !== null && (await listRevisionFiles(db, id))[file];
       if (!f) throw notFound(`The file no longer exists (its model or revision was deleted).`);
       await sendBlob(req, res, blobs, {
-        key: `${rows[0].blob_prefix}/${f.path}`,
+        key: `${prefix}/${f.path}`,
         size: Number(f.size_bytes),
         filename: f.path.split('/').pop()!,
         contentType: 'application/octet-stream',
@@ -240,48 +231,13 @@ export function addModelFileTransferRoutes(v2: ApiRouter, v1: ApiRouter, deps: A
 
 /** PUT of one part to its signed URL (no API key: the signature is the credential). */
 function partHandler(deps: ApiDeps) {
-  const { db, config, blobs } = deps;
+  const { config } = deps;
   return async (req: Request, res: Response) => {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     const { id, file, part } = parseOrThrow(ModelUploadPartParams, req.params, 'path', false);
     const maxBytes = verifyPartUploadUrl(config.keyring, partPath(id, file, part), req.query);
     const declared = declaredLength(req, maxBytes);
-    const upload = await getModelFileUpload(db, id);
-    if (!upload) throw notFound(`Upload '${id}' no longer exists.`);
-    const planned = (await listUploadFiles(db, id))[file];
-    if (!planned || part > planned.part_count) throw notFound(`Upload '${id}' has no such part.`);
-    const notOpen = () =>
-      new ApiError(
-        409,
-        `Upload '${id}' is ${upload.state}; it takes no more parts.`,
-        'conflict_error',
-        null,
-        'upload_not_open',
-      );
-    if (upload.state !== 'open') throw notOpen();
-    const held = (await listUploadParts(db, id)).reduce((n, p) => n + Number(p.bytes), 0);
-    if (held + declared > config.remoteFetch.maxBytes)
-      throw payloadTooLarge(`A model upload may hold at most ${config.remoteFetch.maxBytes} bytes.`, 'Content-Length');
-    await requireStorageRoom(db, config.projectStorageQuotaBytes, upload.project_id, declared, 'Content-Length');
-    // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
-    const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
-    const etag = await storeSignedPut(blobs, req, key, declared);
-    const recorded = await withTransaction(db, (tx) =>
-      recordUploadPart(tx, {
-        uploadId: id,
-        path: planned.path,
-        partNumber: part,
-        bytes: declared,
-        md5: etag,
-        blobKey: key,
-      }),
-    );
-    if (!recorded) {
-      // The upload was completed, refused or discarded while this part arrived.
-      await blobs.delete(key);
-      throw notOpen();
-    }
-    if (recorded.replaced) await deleteScheduledBlobs(db, blobs, [recorded.replaced]);
+    const etag = await storeModelFilePart(deps, { id, file, part, declared }, req);
     res.set('ETag', `"${etag}"`).status(200).end();
   };
 }

@@ -8,24 +8,8 @@
  * it (db/deployment-volumes.ts). Uploads whose bytes never arrived are dropped, with their parts,
  * by the project's next upload once their URLs have expired.
  */
-import { randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
 import type { Request, Response } from 'express';
-import {
-  dropPendingStorageObject,
-  dropStaleStorageUploads,
-  getStorageObject,
-  insertStorageUpload,
-  listStorageParts,
-  recordStoragePart,
-  storageObjectUploaded,
-} from '../../db/storage-objects';
-import { withTransaction } from '../../db/pool';
-import { newId } from '../../platform/ids';
-import { isSafeVolumePath } from '../../providers/containers/volume-store';
-import { deleteScheduledBlobs, discardBlobs } from '../../providers/storage/blob-deletions';
 import type { ApiDeps } from '../deps';
-import { ApiError, badRequest, notFound, payloadTooLarge } from '../errors';
 import type { ApiRouter } from '../route';
 import { BinaryResponse, EmptyResponse } from '../schemas/common';
 import {
@@ -40,49 +24,24 @@ import {
 } from '../schemas/storage';
 import { parseOrThrow } from '../validation';
 import { PartUploadUrlQuery, partUploadUrl, verifyPartUploadUrl } from '../uploads/presigned';
-import { declaredLength, storeSignedPut } from '../uploads/signed-put';
-import { requireStorageRoom } from '../uploads/storage-quota';
+import { declaredLength } from '../uploads/signed-put';
+import {
+  abortStorageParts,
+  completeStorageParts,
+  grantStorageUpload,
+  storeStorageObject,
+  storeStoragePart,
+} from '../use-cases/storage-uploads';
 
 const objectPath = (id: string) => `/v1/storage/objects/${id}`;
 const partPath = (id: string, part: number) => `${objectPath(id)}/parts/${part}`;
-const usedUpload = (id: string) =>
-  new ApiError(
-    409,
-    `Storage upload '${id}' has its bytes already; ask for a new URL.`,
-    'conflict_error',
-    null,
-    'upload_url_used',
-  );
 
 export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
-  const { db, config, blobs } = deps;
+  const { config } = deps;
   const maxPutBytes = () => Math.min(config.maxUploadBytes, config.maxSinglePutBytes);
   const keyring = () => {
     if (!config.keyring) throw new Error('GANTRY_SIGNING_SECRET is not configured');
     return config.keyring;
-  };
-  const requirePath = (filename: string) => {
-    if (!isSafeVolumePath(filename))
-      throw badRequest(
-        `'${filename}' is not a storage path: plain segments separated by '/', none empty, starting with '.' or climbing with '..'.`,
-        'filename',
-      );
-  };
-  /** Blobs whose rows the storage-objects functions removed and recorded for deletion. */
-  const deleteBlobs = (keys: string[]) => deleteScheduledBlobs(db, blobs, keys);
-  /** A new upload to `path`; first the project's uploads whose URLs expired unused go, with their parts. */
-  const grant = async (projectId: string, path: string) => {
-    await deleteBlobs(await dropStaleStorageUploads(db, projectId, config.uploadUrlTtlSeconds + 60));
-    const id = newId('sobj', '_');
-    await insertStorageUpload(db, { id, projectId, path });
-    return id;
-  };
-  const requirePendingUpload = async (projectId: string, id: string, filename: string) => {
-    const object = await getStorageObject(db, id);
-    if (!object || object.project_id !== projectId || object.path !== filename)
-      throw notFound(`No upload '${id}' of '${filename}' in this project.`);
-    if (object.uploaded_at) throw usedUpload(id);
-    return object;
   };
   const signedPut = (resourcePath: string) => ({
     url: partUploadUrl(
@@ -108,8 +67,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'Where to PUT the bytes', schema: StorageUploadRequestSchema },
     handler: async ({ body, principal }) => {
       keyring();
-      requirePath(body.filename);
-      const id = await grant(principal.projectId, body.filename);
+      const id = await grantStorageUpload(deps, principal.projectId, body.filename);
       return { filename: body.filename, upload_url: signedPut(objectPath(id)) };
     },
   });
@@ -126,8 +84,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     response: { status: 200, description: 'The upload and its part URLs', schema: StorageMultipartInitSchema },
     handler: async ({ body, principal }) => {
       keyring();
-      requirePath(body.filename);
-      const id = await grant(principal.projectId, body.filename);
+      const id = await grantStorageUpload(deps, principal.projectId, body.filename);
       return {
         upload_id: id,
         part_upload_urls: Array.from({ length: body.parts_count }, (_, i) => ({
@@ -149,37 +106,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409, 413],
     response: { status: 200, description: 'Stored', schema: EmptyResponse },
     handler: async ({ body, principal }) => {
-      const object = await requirePendingUpload(principal.projectId, body.upload_id, body.filename);
-      const stored = new Map((await listStorageParts(db, object.id)).map((p) => [p.part_number, p]));
-      const named = [...body.parts].sort((a, b) => a.part_number - b.part_number);
-      const parts = named.map((n) => {
-        const at = `parts[${body.parts.indexOf(n)}]`;
-        const part = stored.get(n.part_number);
-        if (!part) throw badRequest(`Part ${n.part_number} was not uploaded.`, `${at}.part_number`, 'part_missing');
-        if (part.md5 !== n.etag.replace(/"/g, ''))
-          throw badRequest(
-            `Part ${n.part_number}'s ETag is not the one its upload answered.`,
-            `${at}.etag`,
-            'etag_mismatch',
-          );
-        return part;
-      });
-      const total = parts.reduce((n, p) => n + Number(p.bytes), 0);
-      if (total > config.maxUploadBytes)
-        throw payloadTooLarge(`A storage object may be at most ${config.maxUploadBytes} bytes.`, 'parts');
-      const key = `storage/${object.project_id}/${object.id}-${randomUUID()}`;
-      const joined = Readable.from(
-        (async function* () {
-          for (const p of parts) yield* blobs.read(p.blob_key, undefined, { chunkBytes: 1 << 20 });
-        })(),
-      );
-      const blob = await blobs.put(key, joined, { maxBytes: total });
-      const unreachable = await storageObjectUploaded(db, object.id, { bytes: blob.bytes, blobKey: key });
-      if (!unreachable) {
-        await blobs.delete(key);
-        throw usedUpload(object.id);
-      }
-      await deleteBlobs(unreachable);
+      await completeStorageParts(deps, principal, body);
       return {};
     },
   });
@@ -195,8 +122,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
     errors: [404, 409],
     response: { status: 200, description: 'Dropped', schema: EmptyResponse },
     handler: async ({ body, principal }) => {
-      const object = await requirePendingUpload(principal.projectId, body.upload_id, body.filename);
-      await deleteBlobs(await dropPendingStorageObject(db, object.id));
+      await abortStorageParts(deps, principal, body);
       return {};
     },
   });
@@ -219,19 +145,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         req,
         Math.min(verifyPartUploadUrl(keyring(), objectPath(id), req.query), maxPutBytes()),
       );
-      const object = await getStorageObject(db, id);
-      if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
-      if (object.uploaded_at) throw usedUpload(id);
-      await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
-      // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
-      const key = `storage/${object.project_id}/${id}-${randomUUID()}`;
-      const md5 = await storeSignedPut(blobs, req, key, declared);
-      const unreachable = await storageObjectUploaded(db, id, { bytes: declared, blobKey: key });
-      if (!unreachable) {
-        await blobs.delete(key);
-        throw usedUpload(id);
-      }
-      await deleteBlobs(unreachable);
+      const md5 = await storeStorageObject(deps, id, declared, req);
       res.set('ETag', `"${md5}"`).status(200).end();
     },
   );
@@ -254,22 +168,7 @@ export function addStorageRoutes(router: ApiRouter, deps: ApiDeps) {
         req,
         Math.min(verifyPartUploadUrl(keyring(), partPath(id, part), req.query), maxPutBytes()),
       );
-      const object = await getStorageObject(db, id);
-      if (!object) throw notFound(`Storage upload '${id}' does not exist.`);
-      if (object.uploaded_at) throw usedUpload(id);
-      await requireStorageRoom(db, config.projectStorageQuotaBytes, object.project_id, declared, 'Content-Length');
-      const key = `storage/${object.project_id}/${id}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
-      const md5 = await storeSignedPut(blobs, req, key, declared);
-      const recorded = await withTransaction(db, (tx) =>
-        recordStoragePart(tx, { objectId: id, partNumber: part, blobKey: key, bytes: declared, md5 }),
-      );
-      if (!recorded) {
-        // Completed, aborted or dropped as stale while this part arrived: its blob goes too.
-        await discardBlobs(db, blobs, [key]);
-        if (!(await getStorageObject(db, id))) throw notFound(`Storage upload '${id}' does not exist.`);
-        throw usedUpload(id);
-      }
-      if (recorded.replaced) await deleteBlobs([recorded.replaced]);
+      const md5 = await storeStoragePart(deps, id, part, declared, req);
       res.set('ETag', `"${md5}"`).status(200).end();
     },
   );

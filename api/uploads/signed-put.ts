@@ -4,7 +4,7 @@
  * clients read back and name again when they complete an upload in parts).
  */
 import { createHash } from 'node:crypto';
-import { Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import type { Request } from 'express';
 import { BlobTooLargeError, type BlobStore } from '../../providers/storage/blob-store';
 import { badRequest, payloadTooLarge } from '../errors';
@@ -22,7 +22,7 @@ export function declaredLength(req: Request, maxBytes: number): number {
  * Streams the body into the new blob `key`, exactly `declared` bytes; answers their MD5 (hex). A
  * body longer or shorter than it said is a 400, and leaves no blob.
  */
-export async function storeSignedPut(blobs: BlobStore, req: Request, key: string, declared: number): Promise<string> {
+export async function storeSignedPut(blobs: BlobStore, req: Readable, key: string, declared: number): Promise<string> {
   const md5 = createHash('md5');
   const hashing = new Transform({
     transform(chunk: Buffer, _e, done) {

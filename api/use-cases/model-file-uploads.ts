@@ -6,7 +6,7 @@
  * completing one (every part's ETag checked, the parts joined into the model's new revision, its
  * weights validated; a refused upload leaves nothing stored).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { z } from 'zod';
@@ -19,6 +19,7 @@ import {
   listUploadFiles,
   listUploadParts,
   moveModelFileUpload,
+  recordUploadPart,
   beginCompletingModelFileUpload,
   renewCompletingModelFileUpload,
   COMPLETING_LEASE_SECONDS,
@@ -32,7 +33,9 @@ import { checkRevisionWeights } from '../../providers/trainer/safetensors';
 import { modelFileUploadWorkflowId, revisionBlobPrefix } from '../../shared/model-file-uploads';
 import { modelFilesFinishedSignal, modelFileUpload } from '../../workflows/model-file-uploads';
 import type { ApiDeps } from '../deps';
-import { badRequest, conflict, notFound } from '../errors';
+import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
+import { storeSignedPut } from '../uploads/signed-put';
+import { requireStorageRoom } from '../uploads/storage-quota';
 import type { CompleteModelFileUploadBody, CreateModelFileUploadBody } from '../schemas/models';
 import { signalWorkflow, startResourceWorkflowOrUndo } from '../workflows';
 import { requireOwnModel } from './registry-models';
@@ -267,4 +270,54 @@ export async function completeModelFileUpload(
   } finally {
     clearInterval(hold);
   }
+}
+
+/**
+ * Stores one part of a file of a model upload from its signed PUT (the route checked the signature
+ * and the declared length): within the upload's byte limit and the project's storage quota, each
+ * attempt its own blob (the part it replaces goes). Answers the part's MD5, its ETag.
+ */
+export async function storeModelFilePart(
+  { db, config, blobs }: Pick<ApiDeps, 'db' | 'config' | 'blobs'>,
+  p: { id: string; file: number; part: number; declared: number },
+  bytes: Readable,
+): Promise<string> {
+  const { id, file, part, declared } = p;
+  const upload = await getModelFileUpload(db, id);
+  if (!upload) throw notFound(`Upload '${id}' no longer exists.`);
+  const planned = (await listUploadFiles(db, id))[file];
+  if (!planned || part > planned.part_count) throw notFound(`Upload '${id}' has no such part.`);
+  const notOpen = () =>
+    new ApiError(
+      409,
+      `Upload '${id}' is ${upload.state}; it takes no more parts.`,
+      'conflict_error',
+      null,
+      'upload_not_open',
+    );
+  if (upload.state !== 'open') throw notOpen();
+  const held = (await listUploadParts(db, id)).reduce((n, p) => n + Number(p.bytes), 0);
+  if (held + declared > config.remoteFetch.maxBytes)
+    throw payloadTooLarge(`A model upload may hold at most ${config.remoteFetch.maxBytes} bytes.`, 'Content-Length');
+  await requireStorageRoom(db, config.projectStorageQuotaBytes, upload.project_id, declared, 'Content-Length');
+  // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
+  const key = `model-uploads/${id}/${file}/part-${String(part).padStart(5, '0')}-${randomUUID()}`;
+  const etag = await storeSignedPut(blobs, bytes, key, declared);
+  const recorded = await withTransaction(db, (tx) =>
+    recordUploadPart(tx, {
+      uploadId: id,
+      path: planned.path,
+      partNumber: part,
+      bytes: declared,
+      md5: etag,
+      blobKey: key,
+    }),
+  );
+  if (!recorded) {
+    // The upload was completed, refused or discarded while this part arrived.
+    await blobs.delete(key);
+    throw notOpen();
+  }
+  if (recorded.replaced) await deleteScheduledBlobs(db, blobs, [recorded.replaced]);
+  return etag;
 }
