@@ -26,7 +26,8 @@ import {
   ClaimSchema,
   ReportedJobSchema,
 } from '../schemas/queue';
-import { queueUseCases, toJobStatus } from '../use-cases/queue';
+import { queueUseCases } from '../use-cases/queue';
+import { toJobStatus } from '../presenters/queue';
 
 export function addQueueRoutes(router: ApiRouter, deps: ApiDeps) {
   const queue = queueUseCases(deps);

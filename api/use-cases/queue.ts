@@ -39,30 +39,10 @@ import type { ApiDeps } from '../deps';
 import { conflict, notFound, payloadTooLarge, serviceUnavailable } from '../errors';
 import { signalWithStartResourceWorkflow } from '../workflows';
 import type { ClaimRef, ClaimNext, ClaimSchema, ReportedJobSchema, SubmitBody, UpdateJobBody } from '../schemas/queue';
+import { toJobStatus } from '../presenters/queue';
 
 /** The client's connection: its 'close' ends a claim's wait. */
 type Connection = Pick<EventEmitter, 'once' | 'off'>;
-
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : undefined);
-
-export function toJobStatus(j: JobRow) {
-  return {
-    request_id: j.id,
-    model: j.model,
-    status: j.status,
-    priority: Number(j.priority),
-    retries: j.retries,
-    info: j.info,
-    inputs: j.payload,
-    ...(j.outputs ? { outputs: j.outputs } : {}),
-    ...(j.error ? { error: j.error } : {}),
-    warnings: j.warnings,
-    created_at: iso(j.created_at)!,
-    ...(j.claimed_at ? { claimed_at: iso(j.claimed_at) } : {}),
-    ...(j.done_at ? { done_at: iso(j.done_at) } : {}),
-    history: j.history.map((h) => ({ ...h, at: new Date(h.at).toISOString() })),
-  };
-}
 
 /** The queue's use cases, sharing one memory of queue ids (see the module comment). */
 export function queueUseCases(deps: ApiDeps) {
