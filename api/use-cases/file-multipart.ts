@@ -16,7 +16,6 @@ import {
   getFileById,
   getMultipartUpload,
   getMultipartUploadForFile,
-  insertFile,
   insertMultipartUpload,
   listParts,
   markUploaded,
@@ -33,11 +32,10 @@ import { uploadFinishedSignal, uploadStartedSignal } from '../../workflows/files
 import type { ApiDeps } from '../deps';
 import { ApiError, badRequest, conflict, notFound, payloadTooLarge } from '../errors';
 import type { AbortMultipartBody, CompleteMultipartBody, InitiateMultipartBody } from '../schemas/files';
-import { fileBlobKey } from '../uploads/blob-storage-engine';
 import { uploadUrl } from '../uploads/presigned';
 import { requireStorageRoom } from '../uploads/storage-quota';
 import { signalWorkflow } from '../workflows';
-import { inferFileType, refuseHeldBytes, startFileWorkflowFor } from './files';
+import { insertAwaitedFile, refuseHeldBytes, startFileWorkflowFor } from './files';
 
 const MAX_PARTS = 10_000;
 
@@ -56,21 +54,13 @@ export async function initiateMultipartUpload(
   }
   await refuseHeldBytes(db, principal.projectId, body.checksum);
   await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.file_size, 'file_size');
-  const fileType = inferFileType(body.file_name, body.file_type);
   const partSize = Math.max(config.multipartPartBytes, Math.ceil(body.file_size / MAX_PARTS));
   const partCount = Math.ceil(body.file_size / partSize);
   const fileId = newId('file');
   const uploadId = newId('mpu');
   const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
   const row = await withTransaction(db, async (tx) => {
-    const file = await insertFile(tx, {
-      id: fileId,
-      projectId: principal.projectId,
-      filename: body.file_name,
-      purpose: body.purpose,
-      fileType,
-      blobKey: fileBlobKey(principal.projectId, fileId),
-    });
+    const file = await insertAwaitedFile(tx, principal.projectId, fileId, body);
     await insertMultipartUpload(tx, {
       id: uploadId,
       fileId,
@@ -92,6 +82,15 @@ export async function initiateMultipartUpload(
   return { uploadId, fileId, partSize, partCount, expiresAt, parts };
 }
 
+const takesNoMoreParts = (uploadId: string, state: string) =>
+  new ApiError(
+    409,
+    `Multipart upload '${uploadId}' is ${state}; it takes no more parts.`,
+    'conflict_error',
+    null,
+    'upload_not_open',
+  );
+
 /**
  * Stores one part from its signed URL's request (the route checked the signature and the declared
  * length); answers the stored part. A part sent again replaces the earlier one.
@@ -104,15 +103,7 @@ export async function storeMultipartPart(
   const { fileId, part, declared } = p;
   const upload = await getMultipartUploadForFile(db, fileId, p.uploadId);
   if (!upload) throw notFound(`Multipart upload '${p.uploadId}' no longer exists.`);
-  if (upload.state !== 'open') {
-    throw new ApiError(
-      409,
-      `Multipart upload '${upload.id}' is ${upload.state}; it takes no more parts.`,
-      'conflict_error',
-      null,
-      'upload_not_open',
-    );
-  }
+  if (upload.state !== 'open') throw takesNoMoreParts(upload.id, upload.state);
   // Each attempt writes its own blob, so a retry never races a slow earlier attempt.
   const key = `${partBlobKey(fileId, part)}-${randomUUID()}`;
   const stored = await blobs.put(key, bytes, { maxBytes: declared });
@@ -140,13 +131,7 @@ export async function storeMultipartPart(
     await discardBlobs(db, blobs, [key]);
     const now = await getMultipartUploadForFile(db, fileId, p.uploadId);
     if (!now) throw notFound(`Multipart upload '${p.uploadId}' no longer exists.`);
-    throw new ApiError(
-      409,
-      `Multipart upload '${upload.id}' is ${now.state}; it takes no more parts.`,
-      'conflict_error',
-      null,
-      'upload_not_open',
-    );
+    throw takesNoMoreParts(upload.id, now.state);
   }
   // The part sent before this one, whose blob nothing names now.
   if (recorded.replaced) await deleteScheduledBlobs(db, blobs, [recorded.replaced]);

@@ -73,6 +73,23 @@ export function inferFileType(fileName: string, given: FileType | undefined): Fi
   );
 }
 
+/** The row of a file whose bytes are still to come (a signed or multipart upload), its type inferred. */
+export function insertAwaitedFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  body: { file_name: string; purpose: FileRow['purpose']; file_type?: FileType },
+): Promise<FileRow> {
+  return insertFile(q, {
+    id: fileId,
+    projectId,
+    filename: body.file_name,
+    purpose: body.purpose,
+    fileType: inferFileType(body.file_name, body.file_type),
+    blobKey: fileBlobKey(projectId, fileId),
+  });
+}
+
 /**
  * Starts the file's workflow (`file-validation/<file-id>`) with the ids,
  * search attributes and summary operators look for. For uploads still to
@@ -161,16 +178,8 @@ export async function startSignedUpload(
     await requireStorageRoom(db, config.projectStorageQuotaBytes, principal.projectId, body.bytes, 'bytes');
   }
   const fileId = newId('file');
-  const fileType = inferFileType(body.file_name, body.file_type);
   const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
-  const row = await insertFile(db, {
-    id: fileId,
-    projectId: principal.projectId,
-    filename: body.file_name,
-    purpose: body.purpose,
-    fileType,
-    blobKey: fileBlobKey(principal.projectId, fileId),
-  });
+  const row = await insertAwaitedFile(db, principal.projectId, fileId, body);
   const grant = {
     fileId,
     tokenId: randomBytes(16).toString('base64url'),
