@@ -94,7 +94,8 @@ async function main() {
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
     const cpus = modelAndHostCpus();
     if (cpus) pinProcess(gateway.child.pid!, cpus.host);
-    else say('one core or no taskset: the model server and the gateway share the cores (see the module comment)');
+    else
+      say('one core, or no taskset or ss: the model server and the gateway share the cores (see the module comment)');
     const bare = bareLoop(python, path.join(platform.config.modelDir, MODEL), cpus?.model);
     try {
       while (
@@ -126,12 +127,15 @@ async function main() {
         [dep.body.id],
       );
       const [origin] = await runningReplicaOrigins(platform.db, rows[0].container_deployment_id as string);
-      const replicaPid = listenerPid(Number(new URL(origin).port));
-      if (cpus) pinProcess(replicaPid, cpus.model); // all its threads, whatever it started with
-      say(
-        `replica ready at ${origin} on CPUs ${allowedCpus(replicaPid)}; gateway on ${allowedCpus(gateway.child.pid!)}, ` +
-          `this process on ${allowedCpus(process.pid)}; bare loop ${JSON.stringify(await bare.ready)}`,
-      );
+      if (cpus) {
+        const replicaPid = listenerPid(Number(new URL(origin).port));
+        pinProcess(replicaPid, cpus.model); // all its threads, whatever it started with
+        say(
+          `replica on CPUs ${allowedCpus(replicaPid)}; gateway on ${allowedCpus(gateway.child.pid!)}, ` +
+            `this process on ${allowedCpus(process.pid)}`,
+        );
+      }
+      say(`replica ready at ${origin}; bare loop ${JSON.stringify(await bare.ready)}`);
       const auth = { authorization: `Bearer ${tenant.key}` };
 
       const serverTokensPerSecond = async () => {

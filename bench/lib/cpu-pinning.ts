@@ -14,10 +14,14 @@ export interface CpuSplit {
   host: string;
 }
 
-/** The last core for the model, the others for the host; undefined where that cannot be done (one core, no taskset). */
+/**
+ * The last core for the model, the others for the host; undefined where that cannot be done (one
+ * core, or no util-linux `taskset` or iproute2 `ss` to pin with and find the replica by).
+ */
 export function modelAndHostCpus(): CpuSplit | undefined {
   const n = cpus().length;
-  if (n < 2 || spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status !== 0) return undefined;
+  const has = (tool: string) => spawnSync(tool, ['-V'], { stdio: 'ignore' }).status === 0;
+  if (n < 2 || !has('taskset') || !has('ss')) return undefined;
   return { model: String(n - 1), host: n === 2 ? '0' : `0-${n - 2}` };
 }
 
