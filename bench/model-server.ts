@@ -30,6 +30,7 @@ import { benchNodeArgs, runBench, BENCH_SERVER_ENV, withBenchPlatform } from './
 import { compareInRounds, percentile } from './lib/rounds';
 import { runningReplicaOrigins } from '../db/deployments';
 import { allowedCpus, listenerPid, modelAndHostCpus, pinProcess } from './lib/cpu-pinning';
+import { runQueueWaitMs } from './lib/process-cpu';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const MODEL = 'HuggingFaceTB/SmolLM2-135M-Instruct';
@@ -179,14 +180,28 @@ async function main() {
           return +percentile(xs, 50).toFixed(2);
         };
         const direct = () => series(`${origin}/v1/completions`, {}, 'model');
-        const viaGateway = () => series(`${gatewayUrl}/v1/completions`, auth, `${tenant.projectSlug}/smol`);
+        // Shown beside it: how long the gateway's event loop waited for a CPU per call (ready to run
+        // while another process had its core), which the added time includes.
+        const viaGateway = async () => {
+          const waited = runQueueWaitMs(gateway.child.pid!);
+          const p50 = await series(`${gatewayUrl}/v1/completions`, auth, `${tenant.projectSlug}/smol`);
+          return { p50, waitedMs: +((runQueueWaitMs(gateway.child.pid!) - waited) / (4 * n)).toFixed(2) };
+        };
         gatewayFirst = !gatewayFirst;
+        let through: { p50: number; waitedMs: number };
+        let straight: number;
         if (gatewayFirst) {
-          const gateway = await viaGateway();
-          return { gateway_first_token_p50_ms: gateway, direct_first_token_p50_ms: await direct() };
+          through = await viaGateway();
+          straight = await direct();
+        } else {
+          straight = await direct();
+          through = await viaGateway();
         }
-        const straight = await direct();
-        return { gateway_first_token_p50_ms: await viaGateway(), direct_first_token_p50_ms: straight };
+        return {
+          gateway_first_token_p50_ms: through.p50,
+          direct_first_token_p50_ms: straight,
+          gateway_cpu_wait_ms_per_call: through.waitedMs,
+        };
       };
 
       await compareInRounds({

@@ -29,3 +29,12 @@ export async function cpuPer<T>(
   const result = await work();
   return { result, cpuMicroseconds: Math.round(((cpuSeconds(pid) - before) * 1e6) / count) };
 }
+
+/**
+ * Milliseconds process `pid`'s main thread (a Node process's event loop) has spent ready to run but
+ * waiting for a CPU, from /proc/<pid>/schedstat: on a machine shared with other work, what a
+ * request through that process waits for beyond its own CPU.
+ */
+export function runQueueWaitMs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+}
