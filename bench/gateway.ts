@@ -27,6 +27,10 @@
  * (worker-kit/json-client.ts) on every side: with fetch, the bench's own clients took 0.3 ms of
  * CPU a request on the two cores the proxies share (node:http 0.05 ms), so the proxies were
  * judged on what the bench's clients left them.
+ *
+ * Beside the throughput, each Node proxy's own CPU per request (its process's /proc counters, shown,
+ * not judged): a neighbour's load moves a round's throughput ratio by half on a shared machine,
+ * the CPU each proxy spends on the same request much less, and it is what the gap is made of.
  */
 import { call, eventually } from '../test/helpers/platform';
 import { startProcess } from '../test/helpers/processes';
@@ -37,6 +41,7 @@ import { nginxAvailable, startNginxProxy } from './lib/nginx';
 import { compareInRounds, percentile } from './lib/rounds';
 import { runningReplicaOrigins } from '../db/deployments';
 import { JsonClient, type Answer } from '../worker-kit/json-client';
+import { cpuPer } from './lib/process-cpu';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const CLIENTS = 8;
@@ -44,6 +49,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** CLIENTS kept-alive connections to `origin`, for one side's load. */
 const clientsOf = (origin: string) => new JsonClient(origin, { connections: CLIENTS });
+
+/** `load`, with the CPU microseconds process `pid` (the proxy in the middle) used per request. */
+async function loadOn(pid: number, n: number, send: () => Promise<Answer>) {
+  const { result, cpuMicroseconds } = await cpuPer(pid, n, () => load(n, send));
+  return { ...result, cpu_us: cpuMicroseconds };
+}
 
 async function load(n: number, send: () => Promise<Answer>) {
   const latencies: number[] = [];
@@ -161,10 +172,10 @@ async function main() {
           reference: async () => {
             const bare = await load(healthN, healthDirect);
             const proxied = nginx ? await load(healthN, healthViaNginx) : undefined;
-            const bare_node = await load(healthN, healthViaBareProxy);
+            const bare_node = await loadOn(bareProxy.child.pid!, healthN, healthViaBareProxy);
             const node_pipe = await load(healthN, healthViaPipe);
             const completions = await load(n, direct);
-            const completionsBareNode = await load(n, () =>
+            const completionsBareNode = await loadOn(bareProxy.child.pid!, n, () =>
               toBareProxy.request('POST', '/v1/completions', { headers: auth, body: body('model') }),
             );
             return {
@@ -173,19 +184,23 @@ async function main() {
               ...(proxied ? { health_nginx_rps: proxied.requests_per_s, health_nginx_p50_ms: proxied.p50_ms } : {}),
               health_bare_node_proxy_rps: bare_node.requests_per_s,
               health_bare_node_proxy_p50_ms: bare_node.p50_ms,
+              health_bare_node_proxy_cpu_us: bare_node.cpu_us,
               // Not judged: what Node costs without its HTTP layer (bench/lib/bare-node-tcp-pipe.ts).
               health_node_tcp_pipe_rps: node_pipe.requests_per_s,
               completions_direct_rps: completions.requests_per_s,
               completions_bare_node_proxy_rps: completionsBareNode.requests_per_s,
+              completions_bare_node_proxy_cpu_us: completionsBareNode.cpu_us,
             };
           },
           gantry: async () => {
-            const health = await load(healthN, healthViaGateway);
-            const completions = await load(n, viaGateway);
+            const health = await loadOn(gateway.child.pid!, healthN, healthViaGateway);
+            const completions = await loadOn(gateway.child.pid!, n, viaGateway);
             return {
               health_gateway_rps: health.requests_per_s,
               health_gateway_p50_ms: health.p50_ms,
+              health_gateway_cpu_us: health.cpu_us,
               completions_gateway_rps: completions.requests_per_s,
+              completions_gateway_cpu_us: completions.cpu_us,
             };
           },
           // Judged against the leanest Node proxy (the decided reference); nginx and the direct
@@ -226,6 +241,16 @@ async function main() {
             {
               name: 'completions, gateway / direct',
               value: (r, g) => g.completions_gateway_rps / r.completions_direct_rps,
+              informational: true,
+            },
+            {
+              name: 'CPU per proxied GET /health, gateway / the leanest Node proxy',
+              value: (r, g) => g.health_gateway_cpu_us / r.health_bare_node_proxy_cpu_us,
+              informational: true,
+            },
+            {
+              name: 'CPU per completion, gateway / the leanest Node proxy',
+              value: (r, g) => g.completions_gateway_cpu_us / r.completions_bare_node_proxy_cpu_us,
               informational: true,
             },
           ],

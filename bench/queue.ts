@@ -25,6 +25,9 @@
  * it is the share of an HTTP queue's speed that Gantry's own work leaves. The same front
  * once more with concurrent submits grouped into one INSERT (shown, not judged): what group
  * commit would buy an HTTP queue whose clients send one job per request.
+ * Each HTTP side also shows its server process's own CPU per job of the throughput phase (a submit,
+ * a claim and a report; /proc counters): on a machine shared with other work the throughput ratios
+ * move by a third between rounds, the CPU a server spends per job much less.
  */
 import pg from 'pg';
 import { newId } from '../platform/ids';
@@ -37,6 +40,7 @@ import { compareInRounds, percentile } from './lib/rounds';
 import { createTenant } from '../test/helpers/tenants';
 import { QueueWorker } from '../worker-kit/queue-worker';
 import { JsonClient } from '../worker-kit/json-client';
+import { cpuSeconds } from './lib/process-cpu';
 
 const say = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const WORKERS = 4;
@@ -44,6 +48,8 @@ const SUBMITTERS = 8;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface System {
+  /** The HTTP server's process, whose CPU per job is shown (none for the bare table). */
+  serverPid?: number;
   submit(i: number): Promise<void>;
   startWorkers(): { stop(): Promise<void> };
   /** created -> claimed and created -> done, in ms, of the jobs since `sinceSubmit`. */
@@ -83,7 +89,9 @@ async function measure(sys: System, jobs: number) {
   await submitAndDrain(sys, WARM_UP_JOBS);
   await sys.reset();
   // Throughput phase.
+  const cpuBefore = sys.serverPid ? cpuSeconds(sys.serverPid) : 0;
   const { submitSeconds, drainSeconds } = await submitAndDrain(sys, jobs);
+  const cpuPerJob = sys.serverPid ? Math.round(((cpuSeconds(sys.serverPid) - cpuBefore) * 1e6) / jobs) : 0;
   await sys.reset();
   // Latency phase: a steady rate the workers can keep up with.
   const paced = 300;
@@ -103,6 +111,7 @@ async function measure(sys: System, jobs: number) {
     claim_p99_ms: +percentile(claim, 99).toFixed(1),
     e2e_p50_ms: +percentile(e2e, 50).toFixed(1),
     e2e_p99_ms: +percentile(e2e, 99).toFixed(1),
+    server_cpu_us_per_job: cpuPerJob,
   };
 }
 
@@ -147,6 +156,7 @@ async function main() {
 
       const gantryClient = new JsonClient(baseUrl, { connections: SUBMITTERS });
       const gantry: System = {
+        serverPid: apiProcess.child.pid,
         async submit(i) {
           const r = await gantryClient.post('/v1/queue/submit', tenant.key, { model, payload: { i }, priority: 0 });
           if (r.status !== 200) throw new Error(`submit: ${r.status} ${r.text}`);
@@ -240,17 +250,16 @@ async function main() {
 
       const startBareHttp = async (env: Record<string, string>) => {
         const port = await freePort();
-        children.push(
-          startProcess('bench/lib/bare-http-queue.ts', {
-            BARE_QUEUE_PORT: String(port),
-            DATABASE_URL: databaseUrl,
-            ...env,
-          }),
-        );
-        return `http://127.0.0.1:${port}`;
+        const front = startProcess('bench/lib/bare-http-queue.ts', {
+          BARE_QUEUE_PORT: String(port),
+          DATABASE_URL: databaseUrl,
+          ...env,
+        });
+        children.push(front);
+        return { origin: `http://127.0.0.1:${port}`, pid: front.child.pid };
       };
-      const bareHttp = await startBareHttp({});
-      const groupedHttp = await startBareHttp({ BARE_QUEUE_GROUP_SUBMITS: '1' });
+      const { origin: bareHttp, pid: bareHttpPid } = await startBareHttp({});
+      const { origin: groupedHttp } = await startBareHttp({ BARE_QUEUE_GROUP_SUBMITS: '1' });
       const clients = new Map(
         [bareHttp, groupedHttp].map((origin) => [
           origin,
@@ -275,6 +284,7 @@ async function main() {
       }
       const bareOverHttp: System = {
         ...bare,
+        serverPid: bareHttpPid,
         async submit(i) {
           await post('/submit', { payload: { i } });
         },
@@ -309,13 +319,15 @@ async function main() {
       await compareInRounds({
         bench: 'queue',
         reference: async () => {
-          const direct = await measure(bare, jobs);
+          // The bare table has no server process of its own: its CPU per job is not shown.
+          const { server_cpu_us_per_job: _none, ...direct } = await measure(bare, jobs);
           const overHttp = await measure(bareOverHttp, jobs);
           const grouped = await measure(groupedOverHttp, jobs);
           return {
             ...direct,
             http_submit_jobs_per_s: overHttp.submit_jobs_per_s,
             http_drained_jobs_per_s: overHttp.drained_jobs_per_s,
+            http_server_cpu_us_per_job: overHttp.server_cpu_us_per_job,
             // Not judged: the same front with its submits grouped into multi-row INSERTs.
             http_grouped_submit_jobs_per_s: grouped.submit_jobs_per_s,
           };
@@ -345,6 +357,11 @@ async function main() {
             informational: true,
           },
           { name: 'Gantry e2e p50 at 50 jobs/s', value: (_r, g) => g.e2e_p50_ms, atMost: 15, unit: 'ms' },
+          {
+            name: "server CPU per job (submit, claim, report), Gantry's API / the leanest Node HTTP front",
+            value: (r, g) => g.server_cpu_us_per_job / r.http_server_cpu_us_per_job,
+            informational: true,
+          },
         ],
       });
     } finally {

@@ -27,7 +27,10 @@ async function main() {
     if (!model || model.trainer.kind !== 'torch') throw new Error('SmolLM2 is a catalog model of the torch trainer');
     const trainFile = writeAdditionTrainFile(work, 64, model.tokenizer());
     const { torchTrainerPython: python, modelDir } = loadConfig();
-    if (!python) throw new Error('Set GANTRY_TORCH_TRAINER_PYTHON (./dev exports it).');
+    if (!python)
+      throw new Error(
+        'bench/torch-trainer.ts needs GANTRY_TORCH_TRAINER_PYTHON and the installed model: run it as `./dev bench torch-trainer`, which installs and exports both',
+      );
     const config = {
       hf_repo: model.trainer.hf_repo,
       training_method: 'sft' as const,

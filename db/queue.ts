@@ -56,6 +56,23 @@ const JOB_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof JobRow>;
 const JOB = JOB_COLUMNS.join(', ');
 
+/**
+ * What a claim reads of the job it took: what the worker is answered (api/use-cases/queue.ts) and
+ * its status. Not the whole row: a claim is made for every drained job, and the other twelve
+ * columns (three timestamps, the history, the warnings) cost the API their parsing and PostgreSQL
+ * their sending on each, for an answer that never shows them.
+ */
+const CLAIMED_COLUMNS = [
+  'id',
+  'model',
+  'status',
+  'priority',
+  'payload',
+  'info',
+  'retries',
+] as const satisfies ReadonlyArray<keyof JobRow>;
+export type ClaimedJob = Pick<JobRow, (typeof CLAIMED_COLUMNS)[number]>;
+
 const historyEntry = (status: string, note: string | null = null) =>
   `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', '${status}', 'at', clock_timestamp(), 'note', ${note ?? 'null'}::text)))`;
 
@@ -123,7 +140,7 @@ export async function queueMetrics(db: Queryable, deploymentId: string): Promise
 }
 
 export interface Claim {
-  job: JobRow;
+  job: ClaimedJob;
   token: string;
 }
 
@@ -155,7 +172,7 @@ export interface ClaimRequest {
  */
 export async function claimJob(db: Queryable, c: ClaimRequest): Promise<ClaimAttempt> {
   const token = randomBytes(16).toString('hex');
-  const { rows } = await db.query<JobRow & { claim_deployment: string; wake_dispatcher: boolean }>(
+  const { rows } = await db.query<ClaimedJob & { claim_deployment: string; wake_dispatcher: boolean }>(
     CLAIM([c.projectId, c.model, token, c.worker, c.timeoutMs]),
   );
   const row = rows[0];
@@ -172,7 +189,7 @@ export async function claimJob(db: Queryable, c: ClaimRequest): Promise<ClaimAtt
 const DISPATCHER_OVERDUE = "interval '10 seconds'";
 const CLAIM = preparedStatement(
   'queue_claim',
-  `SELECT c.claim_deployment, c.wake_dispatcher, ${JOB_COLUMNS.map((col) => `(c.claim_job).${col}`).join(', ')}
+  `SELECT c.claim_deployment, c.wake_dispatcher, ${CLAIMED_COLUMNS.map((col) => `(c.claim_job).${col}`).join(', ')}
      FROM queue_claim($1, $2, $3, $4, $5, ${DISPATCHER_OVERDUE}) c`,
 );
 
@@ -280,16 +297,14 @@ export async function finishJobAndClaimNext(
   if (!row) return null;
   const job = {} as Record<string, unknown>;
   const claimed = {} as Record<string, unknown>;
-  for (const col of JOB_COLUMNS) {
-    job[col] = row[col];
-    claimed[col] = row[`next_${col}`];
-  }
+  for (const col of JOB_COLUMNS) job[col] = row[col];
+  for (const col of CLAIMED_COLUMNS) claimed[col] = row[`next_${col}`];
   const deploymentId = (row.claim_deployment as string | null) ?? null;
   return {
     job: job as unknown as JobRow,
     next: {
       deploymentId,
-      claim: claimed.id ? { job: claimed as unknown as JobRow, token } : null,
+      claim: claimed.id ? { job: claimed as unknown as ClaimedJob, token } : null,
       wakeDispatcher: row.wake_dispatcher === true,
     },
   };
@@ -304,7 +319,7 @@ const FINISH_AND_CLAIM = preparedStatement(
   'queue_finish_and_claim',
   `WITH finished AS (${FINISH_UPDATE})
    SELECT ${JOB_COLUMNS.map((col) => `f.${col}`).join(', ')}, c.claim_deployment, c.wake_dispatcher,
-          ${JOB_COLUMNS.map((col) => `(c.claim_job).${col} AS next_${col}`).join(', ')}
+          ${CLAIMED_COLUMNS.map((col) => `(c.claim_job).${col} AS next_${col}`).join(', ')}
      FROM finished f
      LEFT JOIN LATERAL queue_claim(f.project_id, f.model, $9, $10, $11, ${DISPATCHER_OVERDUE}) c ON true`,
 );
