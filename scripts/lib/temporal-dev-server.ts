@@ -42,7 +42,29 @@ const DEV_SERVER_DYNAMIC_CONFIG = [
   'history.visibilityProcessorMaxPollRPS=10000',
 ];
 
+/**
+ * The CLI picks the ports of the server's internal services itself, and on Linux checks each one it
+ * picked by connecting to it; on a loaded machine that check can be refused, and the CLI panics
+ * ("failed assigning ephemeral port") before the server starts. Nothing was started then: start again.
+ */
+const EPHEMERAL_PORT_RACE = /failed assigning ephemeral port/;
+const START_ATTEMPTS = 3;
+
 export async function startTemporalDevServer(o: TemporalDevServerOptions): Promise<TemporalDevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(o);
+    } catch (err) {
+      if (!(err instanceof EarlyExit) || !EPHEMERAL_PORT_RACE.test(err.message) || attempt >= START_ATTEMPTS) throw err;
+      o.log(`temporal server start-dev lost a race for an ephemeral port (attempt ${attempt}); starting it again`);
+    }
+  }
+}
+
+/** The dev server exited before it was ready. */
+class EarlyExit extends Error {}
+
+async function startOnce(o: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(o.port), '--log-level', 'warn'];
   if (o.dbFile) args.push('--db-filename', o.dbFile);
   if (o.headless) args.push('--headless');
@@ -73,7 +95,7 @@ export async function startTemporalDevServer(o: TemporalDevServerOptions): Promi
   const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000);
   for (;;) {
     if (exited) {
-      throw new Error(`temporal server start-dev ${exited} before it was ready:\n${output.join('\n')}`);
+      throw new EarlyExit(`temporal server start-dev ${exited} before it was ready:\n${output.join('\n')}`);
     }
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
