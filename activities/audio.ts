@@ -72,6 +72,21 @@ function failureOf(run: ToolRun): string {
   }
 }
 
+/**
+ * `work`, heartbeating every 2 s while it runs, as a tool's run does: the audio's fetch may take
+ * longer than the heartbeat timeout (a large file, a slow server), and without a heartbeat its host
+ * was presumed lost and the fetch asked again while the first one kept the host's slot.
+ */
+async function heartbeating<T>(work: Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const beat = setInterval(() => ctx.heartbeat({ fetching: true }), 2000);
+  try {
+    return await work;
+  } finally {
+    clearInterval(beat);
+  }
+}
+
 export function createSpeechActivities(deps: SpeechDeps) {
   // The tools are CPU-bound: this host runs GANTRY_SPEECH_SLOTS of them at a time, whichever queue
   // (the shared one, or an operator model's own) their activity came from.
@@ -153,12 +168,14 @@ export function createSpeechActivities(deps: SpeechDeps) {
       let input: string;
       if ('blobKey' in a.source) {
         input = path.join(dir, 'upload');
-        await pipeline(deps.blobs.read(a.source.blobKey), createWriteStream(input));
+        await heartbeating(pipeline(deps.blobs.read(a.source.blobKey), createWriteStream(input)));
       } else {
         input = path.join(dir, 'download');
         const policy = { ...deps.remoteFetch, maxBytes: Math.min(deps.remoteFetch.maxBytes, AUDIO_LIMITS.urlBytes) };
         try {
-          const remote = await fetchRemote(a.source.url, policy, { signal: Context.current().cancellationSignal });
+          const remote = await heartbeating(
+            fetchRemote(a.source.url, policy, { signal: Context.current().cancellationSignal }),
+          );
           if (remote.length !== null && remote.length > policy.maxBytes) {
             remote.body.destroy();
             throw new BlobTooLargeError(policy.maxBytes);
@@ -168,7 +185,7 @@ export function createSpeechActivities(deps: SpeechDeps) {
             bytes += d.length;
             if (bytes > policy.maxBytes) remote.body.destroy(new BlobTooLargeError(policy.maxBytes));
           });
-          await pipeline(remote.body, createWriteStream(input));
+          await heartbeating(pipeline(remote.body, createWriteStream(input)));
         } catch (err) {
           if (err instanceof BlobTooLargeError)
             throw ApplicationFailure.nonRetryable(

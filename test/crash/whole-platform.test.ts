@@ -3,9 +3,10 @@
  * Temporal on a SQLite file, its own PostgreSQL, API, gateway and workers, podman replicas), with
  * long-running work of each kind in flight at once (a fine-tune past a checkpoint, a cluster coming
  * up, a file validating, queue jobs pending and claimed, a deployment serving, a deployment rolling
- * to a new image mid-pull, a model upload mid-download, an evaluation mid-judging; the last three
- * mid-way by construction: a server of the test's holds the rest of their answers until the
- * platform is up again); then
+ * to a new image mid-pull, a model upload mid-download, an evaluation mid-judging, a transcription
+ * of long audio mid-download and an audio batch with some lines answered and the rest mid-download;
+ * the last five mid-way by construction: a server of the test's holds the rest of their answers
+ * until the platform is up again); then
  *
  *  1. every process of it is SIGKILLed at once and `./dev up` is run again on the same data: each
  *     piece of work finishes as it would have, nothing lost or counted twice, nothing left behind,
@@ -43,6 +44,10 @@ import tar from 'tar-stream';
 import { safetensorsFile } from '../helpers/archives';
 import { REVISION_ENV, replicaOrigin } from '../../shared/deployments';
 import { startHeldAnswers, type HeldAnswers } from './held-answers';
+import { readFileSync } from 'node:fs';
+import { audioRequestId } from '../../api/use-cases/audio';
+import { audioWorkflowId, type AudioResult } from '../../shared/audio';
+import { speak, wordErrorRate } from '../helpers/speech';
 
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
@@ -77,10 +82,47 @@ let archive: HeldAnswers;
  */
 let heldRegistry: HeldAnswers;
 let newImage: string;
+/**
+ * The audio of a transcription and of an audio batch's lines (espeak-ng speaking these sentences),
+ * served by a server of the test's that holds the long audio, and every batch line's from
+ * LINES_BEFORE_HOLD on, half-sent until the platform is up again: the transcription is mid-download
+ * and the batch has some lines answered and the rest mid-download at the kill, by construction.
+ */
+const SENTENCES = [
+  'The quick brown fox jumps over the lazy dog near the river bank.',
+  'Please call the office tomorrow morning to confirm your appointment.',
+  'Our team finished the project early and celebrated with a long lunch.',
+  'We will meet at the station at noon on Friday.',
+];
+/** The long audio: the first three sentences, with pauses (two chunks at 10 s a chunk). */
+const LONG_SCRIPT = SENTENCES.slice(0, 3).map((text) => ({
+  text,
+  voice: 'en-us',
+  pause_after: 0.6,
+}));
+const SPEECH_MODEL = 'openai/whisper-tiny.en';
+const LINES_BEFORE_HOLD = 2;
+let audio: HeldAnswers;
+/**
+ * The file of FILE_LINES lines, made before the test: made mid-test, it held the event loop for
+ * seconds, in which the API closed the idle connection the next call then took ('other side closed').
+ */
+let big: string;
+/** Each WAV the audio server serves, by path. */
+const wavs: Record<string, Buffer> = {};
+/** A WAV's seconds of audio (its data over its byte rate), as the user's own tools count them. */
+const secondsOf = (wav: Buffer) => (wav.length - 44) / wav.readUInt32LE(28);
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-crash-'));
 
 const api = (method: string, url: string, json?: unknown) => call(cp.apiUrl, method, `/v1${url}`, { key, json });
+
+/** A WAV of the script spoken, made in the data directory. */
+async function speakTo(name: string, script: Array<{ text: string; voice: string; pause_after?: number }>) {
+  const wav = path.join(dataDir, `${name}.wav`);
+  await speak(wav, script, path.join(dataDir, `${name}.json`));
+  return readFileSync(wav);
+}
 
 async function connectTemporal(): Promise<Client> {
   await temporal?.connection.close().catch(() => undefined);
@@ -140,6 +182,9 @@ async function runningAgain(client: Client, ids: string[], since: number, timeou
   }
   return seconds;
 }
+
+/** When a closed run closed (ms). */
+const closedAt = (d: { closeTime?: Date }) => d.closeTime?.getTime() ?? Date.now();
 
 /** Every ended run in the namespace says how it ended in GantryPhase (continued-as-new runs did not end). */
 async function endedRunsSayTheyEnded(client: Client): Promise<void> {
@@ -236,6 +281,16 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       bodies: { '/model.tar': await buffer(Readable.from(pack)) },
       holds: () => true,
     });
+    big = Array.from({ length: FILE_LINES }, (_, i) => jsonl(chat(`q${i}`, `a${i}`))).join('');
+    // The audio, spoken now; its server holds the long audio and the batch lines after the first two.
+    wavs['/long.wav'] = await speakTo('long', LONG_SCRIPT);
+    for (const [i, text] of SENTENCES.entries())
+      wavs[`/line-${i}.wav`] = await speakTo(`line-${i}`, [{ text, voice: 'en-us' }]);
+    audio = await startHeldAnswers({
+      bodies: wavs,
+      holds: (req) =>
+        req.url === '/long.wav' || Number(/^\/line-(\d+)\.wav$/.exec(req.url ?? '')?.[1]) >= LINES_BEFORE_HOLD,
+    });
     cp = await crashPlatform(dataDir, {
       ...FAST_CLUSTERS,
       // Bring-up takes some seconds (it is mid-way when the power goes), health rounds are quick.
@@ -253,6 +308,10 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       GANTRY_USAGE_METER_SECONDS: '10',
       // The evaluation's judge and the model upload's source listen on loopback.
       GANTRY_REMOTE_FETCH_ALLOW_PRIVATE: 'true',
+      // The long audio is recognized as several chunks, in parallel.
+      GANTRY_AUDIO_CHUNK_SECONDS: '10',
+      // A fetch holds a slot of its speech host: three are held at the kill, two lines are recognized.
+      GANTRY_SPEECH_SLOTS: '6',
     });
     judge = await startRuleJudge(judgeCalls, judgeAnswersWhen);
     await cp.up();
@@ -267,6 +326,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
     releaseJudge();
     judge?.close();
     await archive?.close();
+    await audio?.close();
     await heldRegistry?.close();
     await temporal?.connection.close().catch(() => undefined);
     await db?.end().catch(() => undefined);
@@ -328,6 +388,68 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       const train = await call(cp.apiUrl, 'POST', '/v1/files/upload', { key, body: trainForm });
       assert.equal(train.status, 200, JSON.stringify(train.body));
 
+      // A transcription of long audio, its download held half-way: the user's request waits on it
+      // (its speech host heartbeats meanwhile); the kill ends the user's wait.
+      const audioUrl = (p: string) => `http://${audio.address}${p}`;
+      const transcribeForm = new FormData();
+      transcribeForm.append('model', SPEECH_MODEL);
+      transcribeForm.append('response_format', 'verbose_json');
+      transcribeForm.append('file', audioUrl('/long.wav'));
+      const transcribing = call(cp.apiUrl, 'POST', '/v1/audio/transcriptions', { key, body: transcribeForm }).then(
+        (r) => ({ status: r.status, body: r.body }),
+        (err: Error) => ({ error: String(err.cause ?? err) }),
+      );
+      // Positive evidence: its workflow runs and a speech host is fetching the audio (half of it sent).
+      const transcriptionWorkflow = await eventually(
+        async () => {
+          for await (const w of client.workflow.list({ query: `WorkflowType = 'audioRequest'` })) return w.workflowId;
+          return undefined;
+        },
+        (id) => id !== undefined && audio.firstPartsSent() === 1,
+        60_000,
+        50,
+      );
+      const transcriptionId = transcriptionWorkflow!.slice('audio/'.length);
+      assert.equal(audioWorkflowId(transcriptionId), transcriptionWorkflow);
+
+      // An audio batch of four lines: two are answered, the other two mid-download at the kill.
+      const batchInput = new FormData();
+      batchInput.append('purpose', 'batch-api');
+      batchInput.append('file_name', 'speech.jsonl');
+      batchInput.append(
+        'file',
+        new Blob([
+          SENTENCES.map((_, i) =>
+            JSON.stringify({ custom_id: `line-${i}`, body: { file: audioUrl(`/line-${i}.wav`) } }),
+          ).join('\n') + '\n',
+        ]),
+        'speech.jsonl',
+      );
+      const batchFile = await call(cp.apiUrl, 'POST', '/v1/files/upload', { key, body: batchInput });
+      assert.equal(batchFile.status, 200, JSON.stringify(batchFile.body));
+      const batchCreated = await api('POST', '/batches', {
+        endpoint: '/v1/audio/transcriptions',
+        input_file_id: batchFile.body.id,
+        model_id: SPEECH_MODEL,
+      });
+      assert.equal(batchCreated.status, 200, JSON.stringify(batchCreated.body));
+      const batchId: string = batchCreated.body.job.id;
+      const answeredLines = async () =>
+        (await db.query('SELECT count(*)::int AS n FROM batch_answers WHERE batch_id = $1', [batchId])).rows[0]
+          .n as number;
+      await eventually(
+        async () => ({ answered: await answeredLines(), held: audio.firstPartsSent() }),
+        (r) => r.answered === LINES_BEFORE_HOLD && r.held === 1 + SENTENCES.length - LINES_BEFORE_HOLD,
+        90_000,
+        50,
+      ).catch(async (err) => {
+        throw new Error(`${err.message}; the audio server was asked ${audio.requests().join(', ')}`);
+      });
+      /** The speech request of each batch line: its id is derived from the batch and the line's call key. */
+      const lineWorkflows = SENTENCES.map((_, i) =>
+        audioWorkflowId(audioRequestId({ kind: 'batch', id: batchId }, `line-${i}`)),
+      );
+
       // Queue jobs: three pending at different priorities, two claimed (once the deployment serves).
       for (const name of ['crash-serving', 'crash-rolling'])
         await eventually(
@@ -372,10 +494,6 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         claimed.map((c) => jobs.find((j) => j.id === c.request_id)!.priority),
         [9, 7],
       );
-
-      // ---- BATCHES (issue 44): a batch mid-way through its lines is still to be put in flight here;
-      // it needs a model server image, which this test does not build (the batch's own worker-kill
-      // test is test/batches/batch-worker-crash.test.ts). The evaluation is below, just before the kill. ----
 
       // The fine-tune first; the shorter pieces of work start once it trains, so that each is
       // mid-way at the kill: a file of 200,000 lines validating and a cluster coming up.
@@ -469,7 +587,6 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       );
 
       // The file that validates at the kill, made before the upload starts.
-      const big = Array.from({ length: FILE_LINES }, (_, i) => jsonl(chat(`q${i}`, `a${i}`))).join('');
       const bigForm = new FormData();
       bigForm.append('purpose', 'fine-tune');
       bigForm.append('file_name', 'big.jsonl');
@@ -515,7 +632,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // ---- what was in flight when the power went (positive evidence for each) ----
       // Checked before the kill: should one have ended early, the test fails with the platform up,
       // and the tests after this one still have a platform to run on.
-      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow, rollingNow, healingNow] =
+      const [clusterNow, fileNow, fineTuneNow, deploymentNow, evaluationNow, rollingNow, healingNow, batchNow] =
         await Promise.all(
           [
             `/compute/clusters/${clusterId}`,
@@ -525,6 +642,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
             `/evaluation/${evalId}`,
             '/deployments/crash-rolling',
             `/compute/clusters/${healingId}`,
+            `/batches/${batchId}`,
           ].map((url) => api('GET', url).then((r) => r.body)),
         );
       const before = {
@@ -536,6 +654,9 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
         rolling: rollingNow,
         healing: healingNow,
         upload: (await v2('GET', `/models/uploads/${uploadId}`)).body,
+        batch: batchNow,
+        transcription: await client.workflow.getHandle(transcriptionWorkflow!).describe(),
+        answeredLines: await answeredLines(),
       };
       assert.equal(before.fineTune.status, 'running');
       assert.notEqual(before.cluster.status, 'Ready', 'the cluster was still coming up');
@@ -551,6 +672,19 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       )?.latest_remediation;
       assert.equal(proposed?.state, 'PENDING_APPROVAL', 'a remediation waited for approval');
       assert.deepEqual(archive.requests(), ['GET /model.tar'], 'half of it sent');
+      assert.equal(before.transcription.status.name, 'RUNNING', 'the transcription was under way');
+      assert.ok(
+        (before.transcription.raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'prepareAudio'),
+        'the transcription was fetching its audio',
+      );
+      assert.equal(before.batch.status, 'IN_PROGRESS', JSON.stringify(before.batch));
+      assert.equal(before.answeredLines, LINES_BEFORE_HOLD, 'two lines of the batch were answered');
+      assert.equal(audio.droppedWhileHeld(), 0, 'the held audio was being fetched');
+      assert.deepEqual(
+        audio.requests().sort(),
+        [...SENTENCES.map((_, i) => `GET /line-${i}.wav`), 'GET /long.wav'],
+        'each audio asked for once: a fetch that waits is not presumed lost',
+      );
       const inFlight = [
         `fine-tune/${ftId}`,
         `cluster/${clusterId}`,
@@ -571,7 +705,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
           `cluster ${before.cluster.status}, file ${before.file.processing_status}, deployment ${before.deployment.status}, ` +
           `${jobs.length - claimed.length} queue jobs pending and ${claimed.length} claimed, ` +
           `deployment rolling ${before.rolling.status}, model upload ${before.upload.status}, ` +
-          `cluster ${before.healing.status} with a remediation ${proposed.state}`,
+          `cluster ${before.healing.status} with a remediation ${proposed.state}, ` +
+          `a transcription fetching its audio, an audio batch with ${before.answeredLines} of ${SENTENCES.length} lines answered`,
       );
 
       // ---- ./dev up again, on the same data; the judge answers again ----
@@ -580,6 +715,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       releaseJudge();
       archive.release();
       heldRegistry.release();
+      audio.release();
       // The kill dropped the held downloads (nobody is left to read them).
       assert.equal(archive.droppedWhileHeld(), 1, 'the held download was dropped');
       assert.ok(heldRegistry.droppedWhileHeld() > 0, 'the held pull was dropped');
@@ -669,6 +805,110 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       assert.ok(
         judgeCalls.length >= EVAL_ROWS && judgeCalls.length <= EVAL_ROWS + 2,
         `the judge was asked ${judgeCalls.length} times for ${EVAL_ROWS} rows`,
+      );
+
+      // The transcription: the user's request ended with the kill (its connection went with the API),
+      // and its workflow ran on to its end once: the words spoken, the audio's length, one usage
+      // record of its minutes.
+      const userSaw = await transcribing;
+      assert.ok('error' in userSaw, `the request in flight ended with the kill: ${JSON.stringify(userSaw)}`);
+      const transcribed = client.workflow.getHandle(transcriptionWorkflow!);
+      await eventually(
+        () => transcribed.describe(),
+        (d) => d.status.name !== 'RUNNING',
+        180_000,
+        500,
+      ).catch(async (err) => assert.fail(`${err.message}; ${await describeRun(transcribed)}`));
+      const transcript = (await transcribed.result()) as AudioResult;
+      const longSeconds = secondsOf(wavs['/long.wav']);
+      assert.ok(Math.abs(transcript.duration - longSeconds) < 0.05, `${transcript.duration} s of ${longSeconds} s`);
+      const spoken = LONG_SCRIPT.map((u) => u.text).join(' ');
+      assert.ok(wordErrorRate(spoken, transcript.text) < 0.25, transcript.text);
+      const transcriptionUsage = await db.query<{ quantity: string }>(
+        'SELECT quantity FROM usage_records WHERE resource_id = $1',
+        [transcriptionId],
+      );
+      assert.equal(transcriptionUsage.rowCount, 1, 'the transcription is billed once');
+      assert.ok(
+        Math.abs(Number(transcriptionUsage.rows[0].quantity) - longSeconds / 60) < 0.001,
+        `${transcriptionUsage.rows[0].quantity} of ${longSeconds / 60} minutes`,
+      );
+
+      // The batch: COMPLETED, every line's transcript in its output once, in order; each line
+      // billed once (its minutes); the lines answered before the kill not fetched again; no kept
+      // call answer left.
+      const batchEnded = await eventually(
+        () => api('GET', `/batches/${batchId}`),
+        (r) => ['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'].includes(r.body.status),
+        180_000,
+        500,
+      );
+      assert.equal(batchEnded.body.status, 'COMPLETED', JSON.stringify(batchEnded.body));
+      assert.equal(batchEnded.body.progress, 100);
+      assert.equal(batchEnded.body.error_file_id, undefined, 'no line failed');
+      const batchOutput = String(
+        (await call(cp.apiUrl, 'GET', `/v1/files/${batchEnded.body.output_file_id}/content`, { key })).body,
+      )
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number; body: { text: string } } });
+      assert.deepEqual(
+        batchOutput.map((o) => [o.custom_id, o.response.status_code]),
+        SENTENCES.map((_, i) => [`line-${i}`, 200]),
+        'every line answered once',
+      );
+      for (const [i, o] of batchOutput.entries())
+        assert.ok(wordErrorRate(SENTENCES[i], o.response.body.text) < 0.25, `line ${i}: ${o.response.body.text}`);
+      assert.equal(await answeredLines(), SENTENCES.length, 'each line recorded once');
+      const batchUsage = await db.query<{ product: string; quantity: string; idempotency_key: string }>(
+        'SELECT product, quantity, idempotency_key FROM usage_records WHERE resource_id = $1',
+        [batchId],
+      );
+      assert.deepEqual(
+        batchUsage.rows.map((r) => r.product),
+        SENTENCES.map(() => 'Batch Inference - Transcription Minutes'),
+        'each line billed once',
+      );
+      // Each line's minutes of audio (the lines' lengths differ by more than the decoder's rounding).
+      const billedMinutes = batchUsage.rows.map((r) => Number(r.quantity)).sort((a, b) => a - b);
+      const lineMinutes = SENTENCES.map((_, i) => secondsOf(wavs[`/line-${i}.wav`]) / 60).sort((a, b) => a - b);
+      for (const [i, m] of lineMinutes.entries())
+        assert.ok(
+          Math.abs(billedMinutes[i] - m) < 0.001,
+          `billed ${billedMinutes.join(', ')} for ${lineMinutes.join(', ')}`,
+        );
+      assert.equal(new Set(batchUsage.rows.map((r) => r.idempotency_key)).size, SENTENCES.length);
+      for (let i = 0; i < LINES_BEFORE_HOLD; i++)
+        assert.deepEqual(
+          audio.requests().filter((r) => r === `GET /line-${i}.wav`),
+          [`GET /line-${i}.wav`],
+          `line ${i}, answered before the kill, was not fetched again`,
+        );
+      const keptAnswers = await db.query(
+        `SELECT count(*)::int AS n FROM work_call_answers WHERE work_kind = 'batch' AND work_id = $1`,
+        [batchId],
+      );
+      assert.equal(keptAnswers.rows[0].n, 0, "the gateway's kept answers are gone");
+      // One speech request ran per line and one for the transcription: none twice.
+      const audioRuns: string[] = [];
+      for await (const w of client.workflow.list({ query: `WorkflowType = 'audioRequest'` })) {
+        assert.equal(w.status.name, 'COMPLETED', w.workflowId);
+        audioRuns.push(w.workflowId);
+      }
+      assert.deepEqual(audioRuns.sort(), [transcriptionWorkflow, ...lineWorkflows].sort());
+      // The batch's run agrees: it says COMPLETED (done) and waits out the files' retention (7 days).
+      const batchRun = await eventually(
+        () => client.workflow.getHandle(`batch/${batchId}`).describe(),
+        (d) => d.typedSearchAttributes.get(SA_STATUS) === 'COMPLETED',
+        60_000,
+        250,
+      );
+      assert.equal(batchRun.status.name, 'RUNNING');
+      assert.equal(batchRun.typedSearchAttributes.get(SA_PHASE), 'done');
+      console.log(
+        `[crash] after the restart: the transcription (${longSeconds.toFixed(1)} s of audio) ended ` +
+          `${((closedAt(await transcribed.describe()) - restartAt) / 1000).toFixed(1)} s, the audio batch ` +
+          `${((Date.parse(batchEnded.body.completed_at) - restartAt) / 1000).toFixed(1)} s after it`,
       );
 
       // The model upload downloaded again and succeeded: one revision, its files whole, its events
