@@ -30,7 +30,7 @@ import { containerFiles } from '../../providers/containers/podman/orphaned-addre
 import { chat, jsonl } from '../helpers/datasets';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually } from '../helpers/platform';
-import { podmanOf } from '../helpers/podman-platform';
+import { podmanOf, testDeploymentBody } from '../helpers/podman-platform';
 import { FAST_CLUSTERS, clusterBody, eventsOf } from '../helpers/clusters';
 import { crashPlatform, type CrashPlatform } from './crash-platform';
 import { JUDGE_TOKEN, startRuleJudge, type JudgeCall } from '../helpers/rule-judge';
@@ -349,16 +349,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // A deployment serving (podman), whose queue also holds the queue jobs.
       /** A deployment of one replica of the test's image; its id (its containers are removed after). */
       const oneReplica = async (name: string): Promise<string> => {
-        const created = await api('POST', '/deployments', {
-          name,
-          image,
-          gpu_type: 'h100-80gb',
-          port: 8080,
-          health_check_path: '/health',
-          min_replicas: 1,
-          max_replicas: 1,
-          termination_grace_period_seconds: 1,
-        });
+        const created = await api('POST', '/deployments', testDeploymentBody(name, image));
         assert.equal(created.status, 200, JSON.stringify(created.body));
         ours.deployments.push(created.body.id);
         return created.body.id;

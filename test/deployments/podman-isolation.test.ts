@@ -22,7 +22,7 @@ import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registr
 import { call, eventually, startTestPlatform, uploadValidated, type TestPlatform } from '../helpers/platform';
 import { storeValidatedRevision } from '../helpers/models';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { podmanOf } from '../helpers/podman-platform';
+import { podmanOf, testDeploymentBody } from '../helpers/podman-platform';
 
 let registry: LocalRegistry;
 let p: TestPlatform;
@@ -126,17 +126,7 @@ async function deploy(
   const created = await api(
     'POST',
     '/deployments',
-    {
-      name,
-      image,
-      gpu_type: 'h100-80gb',
-      port: 8080,
-      health_check_path: '/health',
-      min_replicas: 1,
-      max_replicas: 2,
-      termination_grace_period_seconds: 2,
-      ...spec,
-    },
+    testDeploymentBody(name, image, { max_replicas: 2, termination_grace_period_seconds: 2, ...spec }),
     key,
   );
   assert.equal(created.status, 200, JSON.stringify(created.body));

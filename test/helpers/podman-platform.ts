@@ -11,6 +11,22 @@ import path from 'node:path';
 import { startLocalRegistry, type LocalRegistry } from './image-registry';
 import { call, eventually, startTestPlatform, type TestPlatform } from './platform';
 
+/**
+ * The body of a deployment of the tests' own image: one replica serving `/health` on 8080, stopped
+ * within a second; `spec` overrides any field.
+ */
+export const testDeploymentBody = (name: string, image: string, spec: Record<string, unknown> = {}) => ({
+  name,
+  image,
+  gpu_type: 'h100-80gb',
+  port: 8080,
+  health_check_path: '/health',
+  min_replicas: 1,
+  max_replicas: 1,
+  termination_grace_period_seconds: 1,
+  ...spec,
+});
+
 export interface PodmanPlatform {
   p: TestPlatform;
   /** The example replica's image reference, as a deployment names it. */
@@ -67,17 +83,7 @@ export async function startPodmanPlatform(
       async deploy(key, name, spec) {
         const created = await call(platform.baseUrl, 'POST', '/v1/deployments', {
           key,
-          json: {
-            name,
-            image,
-            gpu_type: 'h100-80gb',
-            port: 8080,
-            health_check_path: '/health',
-            min_replicas: 1,
-            max_replicas: 1,
-            termination_grace_period_seconds: 1,
-            ...spec,
-          },
+          json: testDeploymentBody(name, image, spec),
         });
         if (created.status !== 200)
           throw new Error(`deploy ${name}: ${created.status} ${JSON.stringify(created.body)}`);
