@@ -21,7 +21,7 @@ import { freePort } from '../../platform/ports';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/image-registry';
 import { call, eventually, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
-import { podmanOf } from '../helpers/podman-platform';
+import { podmanOf, testDeploymentBody } from '../helpers/podman-platform';
 
 let registry: LocalRegistry;
 let p: TestPlatform;
@@ -52,20 +52,11 @@ after(async () => {
 const api = (key: string, method: string, url: string, json?: unknown) =>
   call(p.baseUrl, method, `/v1${url}`, { key, json });
 const get = (key: string, name: string) => api(key, 'GET', `/deployments/${name}`).then((r) => r.body);
-const spec = (name: string, image: string) => ({
-  name,
-  image,
-  gpu_type: 'h100-80gb',
-  port: 8080,
-  health_check_path: '/health',
-  min_replicas: 1,
-  termination_grace_period_seconds: 1,
-});
 const events = (d: any) => Object.values((d.replica_events ?? {}) as Record<string, any>);
 
 /** Deploys and waits until the deployment is Ready or a replica of it failed; the deployment then. */
 async function deployAndSettle(key: string, name: string, image: string): Promise<any> {
-  const created = await api(key, 'POST', '/deployments', spec(name, image));
+  const created = await api(key, 'POST', '/deployments', testDeploymentBody(name, image));
   assert.equal(created.status, 200, JSON.stringify(created.body));
   return eventually(
     () => get(key, name),
@@ -104,7 +95,7 @@ describe("a project's images", () => {
 
   test("another project's image, by its reference or its id, is refused at the API", async () => {
     for (const image of [victimImage, imageId]) {
-      const res = await api(attacker.key, 'POST', '/deployments', spec('stolen', image));
+      const res = await api(attacker.key, 'POST', '/deployments', testDeploymentBody('stolen', image));
       assert.equal(res.status, 400, `${image}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error.param, 'image', JSON.stringify(res.body));
     }
