@@ -25,7 +25,7 @@ const MARKS: Array<{ tier: Tier; needs: string; mark: RegExp }> = [
   {
     tier: 'workflow',
     needs: "Temporal's time-skipping test server",
-    mark: /(?<!function )\bcreateWorkflowTestEnv\(/,
+    mark: /(?<!function )\bworkflowTestEnvForFile\(/,
   },
   {
     tier: 'workflow',

@@ -16,7 +16,8 @@
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { msToTs } from '@temporalio/common/lib/time';
-import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, isGrpcServiceError, type WorkflowHandle } from '@temporalio/client';
+import { after, afterEach, before } from 'node:test';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString, type WorkerOptions } from '@temporalio/worker';
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
@@ -42,7 +43,52 @@ export interface WorkflowTestEnv {
   finished<T>(handle: WorkflowHandle): Promise<T>;
   /** A worker on `taskQueue` running the real workflows with these activities (and these worker options). */
   worker(taskQueue: string, activities: object, options?: Partial<WorkerOptions>): Promise<Worker>;
+}
+
+interface ServerOfFile extends WorkflowTestEnv {
+  /**
+   * Ends a test: its workers stopped, every run it left open terminated, nothing watched. False
+   * when the server's clock stays locked after that (see CLOCK_PROBE_MS): it cannot serve another test.
+   */
+  endTest(): Promise<boolean>;
   teardown(): Promise<void>;
+}
+
+/**
+ * The workflow tier's environment: one time-skipping server for the file (started before its
+ * first test, stopped after its last), as a JVM per test cost seconds of CPU each. Tests share its
+ * clock, which only moves forward; what one test leaves (workers, open runs) is ended before the
+ * next begins, so each sees only its own runs and activities. Call at the top of the file or a
+ * describe; use the result inside tests.
+ */
+export function workflowTestEnvForFile(): WorkflowTestEnv {
+  let server: ServerOfFile | undefined;
+  before(async () => {
+    server = await createWorkflowTestEnv();
+  });
+  afterEach(async (ctx) => {
+    if (!server || (await server.endTest())) return;
+    process.stderr.write(
+      `[workflow-env] "${ctx.name}" left the test server's clock locked (sdk-java#1138: a run that ends ` +
+        'with a task outstanding never releases its time lock); the next test gets a new server\n',
+    );
+    await server.teardown();
+    server = await createWorkflowTestEnv();
+  });
+  after(() => server?.teardown());
+  const current = (): ServerOfFile => {
+    if (!server) throw new Error('the workflow test server is started by before(): use it inside a test');
+    return server;
+  };
+  return {
+    get env() {
+      return current().env;
+    },
+    advance: (ms, stepMs) => current().advance(ms, stepMs),
+    watch: (handle) => current().watch(handle),
+    finished: (handle) => current().finished(handle),
+    worker: (taskQueue, activities, options) => current().worker(taskQueue, activities, options),
+  };
 }
 
 /** Gantry's search attributes, registered the way the test server takes them (it has no list call). */
@@ -52,7 +98,7 @@ async function registerSearchAttributes(env: TestWorkflowEnvironment): Promise<v
   await env.connection.operatorService.addSearchAttributes({ namespace: env.namespace ?? 'default', searchAttributes });
 }
 
-export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
+async function createWorkflowTestEnv(): Promise<ServerOfFile> {
   if (!runtimeInstalled) {
     // Core warns on every worker that this server predates heartbeat-detail preservation; only errors matter here.
     Runtime.install({
@@ -68,7 +114,7 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   await env.connection.testService!.lockTimeSkipping({});
   const workers: Worker[] = [];
   const watched = new Set<WorkflowHandle>();
-  return {
+  const server: ServerOfFile = {
     env,
     async advance(ms, stepMs = 5_000) {
       for (let left = ms; left > 0; left -= stepMs) {
@@ -113,19 +159,60 @@ export async function createWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       workers.push(w);
       return w;
     },
-    async teardown() {
+    async endTest() {
       // A test that timed out leaves its workers running (its body never reached their shutdown):
-      // stop them first, or the connection cannot close and they poll a dead server for the rest
-      // of the file.
+      // stop them first, or they keep polling, and answering, into the next test.
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       const deadline = Date.now() + 15_000;
       const stopping = () => workers.some((w) => ['RUNNING', 'STOPPING', 'DRAINING', 'DRAINED'].includes(w.getState()));
       while (stopping() && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 50));
       }
+      workers.length = 0;
+      watched.clear();
+      // A run left open would fire its timers, and hold the shared clock, in later tests.
+      const namespace = env.namespace ?? 'default';
+      const { executions } = await env.connection.workflowService.listOpenWorkflowExecutions({ namespace });
+      for (const { execution } of executions ?? []) {
+        await env.client.workflow
+          .getHandle(execution!.workflowId!, execution!.runId!)
+          .terminate('the test is over')
+          .catch((err: Error) => {
+            // A child ends with the parent that owned it: already closed is what was wanted.
+            if (!(err instanceof WorkflowNotFoundError)) throw err;
+          });
+      }
+      return clockIsFree(env);
+    },
+    async teardown() {
+      await server.endTest();
       await env.teardown();
     },
   };
+  return server;
+}
+
+/**
+ * Whether the server's clock skips again once the test's own lock is lifted: a minute of its time
+ * passes in at most this much real time. The test server keeps a count of time locks (a scheduled
+ * task, a pending activity, the test's own) and skips only at zero; a run that ends with a task
+ * outstanding (terminated, or completed with an activity pending) never gives its lock back
+ * (sdk-java#1138), and every later `advance` would then wait out its time on the wall clock.
+ */
+const CLOCK_PROBE_MS = 3_000;
+/** gRPC's status code for a call whose deadline passed. */
+const GRPC_DEADLINE_EXCEEDED = 4;
+
+async function clockIsFree(env: TestWorkflowEnvironment): Promise<boolean> {
+  try {
+    await env.connection.withDeadline(Date.now() + CLOCK_PROBE_MS, () =>
+      env.connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(60_000) }),
+    );
+    return true;
+  } catch (err) {
+    if (isGrpcServiceError(err) && err.code === GRPC_DEADLINE_EXCEEDED) return false;
+    throw err;
+  }
 }
 
 /** A step of `advance` that takes this long in real time is reported (it normally takes milliseconds). */

@@ -8,19 +8,16 @@
  * task: in a measured run, this test's workflow hung on its second round every time.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { Worker } from '@temporalio/worker';
-import { createWorkflowTestEnv, type WorkflowTestEnv } from '../helpers/workflow-env';
+import { workflowTestEnvForFile } from '../helpers/workflow-env';
 import type { timerRace } from './fixtures/timer-race-workflow';
 
 const WORKFLOWS_PATH = require.resolve('./fixtures/timer-race-workflow');
 
 describe('time-skipping test server patches', () => {
-  let t: WorkflowTestEnv;
-  before(async () => {
-    t = await createWorkflowTestEnv();
-  });
-  after(() => t?.teardown());
+  const t = workflowTestEnvForFile();
+  before(async () => {});
 
   test('a workflow task that cancels a timer which fired during it is accepted', async () => {
     const rounds = 150;

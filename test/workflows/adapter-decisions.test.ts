@@ -4,7 +4,7 @@
  * retry budget does not end the load, and operators find it by its state.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AdapterControlActivities, AdapterHostActivities } from '../../activities/adapters';
 import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
@@ -12,19 +12,18 @@ import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import { ADAPTER_LOAD_MESSAGES } from '../../shared/adapter-loads';
 import type { AdapterLoadInput, adapterLoad as adapterLoadWorkflow } from '../../workflows/adapters';
 import {
-  createWorkflowTestEnv,
+  workflowTestEnvForFile,
   historyLengths,
   recordHistoryIfAsked,
   runWorkers,
   until,
-  type WorkflowTestEnv,
 } from '../helpers/workflow-env';
 
 /** Two container hosts' own queues (containerHostQueue's form). */
 const HOST_A = 'containers@ts-host-a';
 const HOST_B = 'containers@ts-host-b';
 
-let t: WorkflowTestEnv;
+const t = workflowTestEnvForFile();
 
 /** Starts an adapter load of revision rev-1 as the API would, with `input`'s own settings. */
 function startLoad(workflowId: string, input: Pick<AdapterLoadInput, 'resyncSeconds'> & Partial<AdapterLoadInput>) {
@@ -46,13 +45,10 @@ function startLoad(workflowId: string, input: Pick<AdapterLoadInput, 'resyncSeco
 }
 
 describe('adapter load workflow decisions (time-skipping)', () => {
-  afterEach(() => t?.teardown());
-
   test(
     'projections refused 55 times in a row (past the old budget of 50) delay the load; it still reaches READY',
     { timeout: 90_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       let refusals = 55;
       const states: string[] = [];
       const control: AdapterControlActivities = {
@@ -106,7 +102,6 @@ describe('adapter load workflow decisions (time-skipping)', () => {
     'the load goes to each host that holds replicas, on its own queue; a host whose load fails counts its replicas failed until it succeeds',
     { timeout: 90_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const loads: Array<{ queue: string; thisHostOnly?: boolean }> = [];
       const unloads: string[] = [];
       const records: Array<{ state: string; ready?: number; failed?: number; total?: number; reason?: string }> = [];
@@ -169,7 +164,6 @@ describe('adapter load workflow decisions (time-skipping)', () => {
     },
   );
   test('with many hosts a run continues as new by its history length, well before its round budget', async (ctx) => {
-    t = await createWorkflowTestEnv();
     const hosts = Array.from({ length: 6 }, (_, i) => `containers@ts-host-${i}`);
     const control: AdapterControlActivities = {
       async replicaHosts() {

@@ -5,12 +5,12 @@
  * `slicesPerRun` slices; then it ends COMPLETED and removes its files after the retention.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { BatchActivities } from '../../activities/batches';
 import { batchWorkflowId, type BatchSlice, type BatchWorkflowInput } from '../../shared/batches';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { batch as batchWorkflow } from '../../workflows/batches';
-import { createWorkflowTestEnv, historyLengths, runWorkers, type WorkflowTestEnv } from '../helpers/workflow-env';
+import { workflowTestEnvForFile, historyLengths, runWorkers } from '../helpers/workflow-env';
 
 const LINES = 100_000;
 const SLICE_LINES = 500;
@@ -18,16 +18,13 @@ const SLICES_PER_RUN = 40;
 /** Bytes a line takes in the input file (the slices' byte ranges only have to be consistent). */
 const LINE_BYTES = 120;
 
-let t: WorkflowTestEnv;
+const t = workflowTestEnvForFile();
 
 describe('batch workflow decisions (time-skipping)', () => {
-  afterEach(() => t?.teardown());
-
   test(
     '100,000 lines: every slice once, in order; each run of the workflow stays small',
     { timeout: 120_000 },
     async (ctx) => {
-      t = await createWorkflowTestEnv();
       const ran: number[] = [];
       const ended: string[] = [];
       let removed = 0;

@@ -9,7 +9,7 @@
  * not tell a parent that its child was terminated.)
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import {
@@ -25,13 +25,12 @@ import type { cluster as clusterWorkflow } from '../../workflows/clusters';
 import { ClusterActivityDoubles, acceleratorHostDouble, clusterInput } from '../helpers/cluster-doubles';
 import type { Worker, WorkerOptions } from '@temporalio/worker';
 import {
-  createWorkflowTestEnv,
+  workflowTestEnvForFile,
   historyLengths as historyLengthsOf,
   inTime,
   recordHistoryIfAsked,
   runWorkers,
   until,
-  type WorkflowTestEnv,
 } from '../helpers/workflow-env';
 
 type GpuWorkerOptions = Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions'>;
@@ -55,9 +54,8 @@ const events = (s: ClusterState | undefined, reason: string) =>
 // flapping); each test keeps its own timeout, and the suite gets room for all of them, so one
 // slow test fails alone instead of cancelling the rest at the runner's 300 s default.
 describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () => {
-  // Each test gets its own server: time and stray runs of one test never reach the next.
-  let t: WorkflowTestEnv;
-  afterEach(() => t?.teardown());
+  // One server for the file: each test ends with its workers stopped and its runs terminated.
+  const t = workflowTestEnvForFile();
   /** The GPU workers of the current test (what the poller-list double reads). */
   let gpuHosts: Worker[] = [];
 
@@ -81,7 +79,6 @@ describe('cluster workflow decisions (time-skipping)', { timeout: 600_000 }, () 
       gpu?: Worker;
     }) => Promise<void>,
   ) {
-    t = await createWorkflowTestEnv();
     const doubles = new ClusterActivityDoubles();
     const activities = { ...doubles.activities(), ...acceleratorHostDouble };
     const control = await t.worker(CONTROL_TASK_QUEUE, activities);

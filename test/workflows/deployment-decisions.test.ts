@@ -3,7 +3,7 @@
  * with the activity doubles of test/helpers/deployment-doubles.ts.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import {
   CONTAINERS_TASK_QUEUE,
@@ -15,17 +15,10 @@ import { SA_PHASE, SA_STATUS } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { deployment as deploymentWorkflow } from '../../workflows/deployments';
 import { DeploymentActivityDoubles, deploymentInput } from '../helpers/deployment-doubles';
-import {
-  createWorkflowTestEnv,
-  recordHistoryIfAsked,
-  runWorkers,
-  until,
-  type WorkflowTestEnv,
-} from '../helpers/workflow-env';
+import { workflowTestEnvForFile, recordHistoryIfAsked, runWorkers, until } from '../helpers/workflow-env';
 
 describe('deployment workflow decisions (time-skipping)', () => {
-  let t: WorkflowTestEnv;
-  afterEach(() => t?.teardown());
+  const t = workflowTestEnvForFile();
 
   /**
    * Starts `input`'s deployment with the doubles on a control worker and (unless `host: false`) a
@@ -39,7 +32,6 @@ describe('deployment workflow decisions (time-skipping)', () => {
       handle: WorkflowHandle<typeof deploymentWorkflow>;
     }) => Promise<void>,
   ): Promise<void> {
-    t = await createWorkflowTestEnv();
     const doubles = new DeploymentActivityDoubles();
     const activities = doubles.activities();
     const workers = [await t.worker(CONTROL_TASK_QUEUE, activities)];

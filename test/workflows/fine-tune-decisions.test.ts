@@ -5,7 +5,7 @@
  * training attempts that keep moving the checkpoint forward do not end the job.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import { fineTuneWorkflowId } from '../../shared/fine-tunes';
 import { CONTROL_TASK_QUEUE, gpuTaskQueue } from '../../shared/task-queues';
@@ -13,17 +13,15 @@ import type { fineTune as fineTuneWorkflow } from '../../workflows/fine-tunes';
 import { acceleratorHostDouble } from '../helpers/cluster-doubles';
 import { FineTuneActivityDoubles, fineTuneInput } from '../helpers/fine-tune-doubles';
 import {
-  createWorkflowTestEnv,
+  workflowTestEnvForFile,
   historyLengths as historyLengthsOf,
   recordHistoryIfAsked,
   runWorkers,
   until,
-  type WorkflowTestEnv,
 } from '../helpers/workflow-env';
 
 describe('fine-tune workflow decisions (time-skipping)', () => {
-  let t: WorkflowTestEnv;
-  afterEach(() => t?.teardown());
+  const t = workflowTestEnvForFile();
 
   const historyLengths = (handle: WorkflowHandle) => historyLengthsOf(t.env, handle);
 
@@ -33,7 +31,6 @@ describe('fine-tune workflow decisions (time-skipping)', () => {
     'a job queued while no GPU worker serves its queue continues as new with bounded runs, then trains when one comes',
     { timeout: 90_000 },
     async (ctx) => {
-      t = await createWorkflowTestEnv();
       const doubles = new FineTuneActivityDoubles();
       const control = await t.worker(CONTROL_TASK_QUEUE, doubles.control());
       await runWorkers([control], async () => {
@@ -70,7 +67,6 @@ describe('fine-tune workflow decisions (time-skipping)', () => {
     'attempts that keep saving checkpoints do not spend the job: a new round continues from the newest one',
     { timeout: 90_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const doubles = new FineTuneActivityDoubles();
       // Six lost attempts (a worker restarted, a trainer hung), each after a new checkpoint; the
       // activity's own budget is five.

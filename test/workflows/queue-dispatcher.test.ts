@@ -4,7 +4,7 @@
  * ends when there is nothing to watch, and continues as new before its history grows long.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { QueueActivities } from '../../activities/queue';
 import { queueDispatcherWorkflowId } from '../../shared/deployments';
@@ -16,13 +16,7 @@ import {
   wakeQueueDispatcher,
   type queueDispatcher as queueDispatcherWorkflow,
 } from '../../workflows/queue';
-import {
-  createWorkflowTestEnv,
-  recordHistoryIfAsked,
-  runWorkers,
-  until,
-  type WorkflowTestEnv,
-} from '../helpers/workflow-env';
+import { workflowTestEnvForFile, recordHistoryIfAsked, runWorkers, until } from '../helpers/workflow-env';
 
 const idle: Sweep = { requeued: 0, failed: 0, deleted: 0, running: 0, nextInMs: null };
 
@@ -39,8 +33,7 @@ function sweeps(...answers: Sweep[]) {
 }
 
 describe('queue dispatcher decisions (time-skipping)', () => {
-  let t: WorkflowTestEnv;
-  afterEach(() => t?.teardown());
+  const t = workflowTestEnvForFile();
 
   const start = (id: string) =>
     t.env.client.workflow.start<typeof queueDispatcherWorkflow>('queueDispatcher', {
@@ -53,7 +46,6 @@ describe('queue dispatcher decisions (time-skipping)', () => {
     'sleeps until the deadline its sweep reports; a wake looks at once; nothing left to watch ends the run',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const s = sweeps(
         { ...idle, running: 1, nextInMs: 60_000 },
         { ...idle, running: 2, nextInMs: 45_000 },
@@ -94,7 +86,6 @@ describe('queue dispatcher decisions (time-skipping)', () => {
     `a queue watched for long continues as new every ${DISPATCHER_SWEEPS_PER_RUN} sweeps; its runs stay short`,
     { timeout: 120_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const s = sweeps({ ...idle, running: 4, nextInMs: 1_000 });
       await runWorkers([await t.worker(CONTROL_TASK_QUEUE, s.activities)], async () => {
         const handle = await start('ts-queue-long');
@@ -119,7 +110,6 @@ describe('queue dispatcher decisions (time-skipping)', () => {
     'a sweep that fails again and again (the database down) is retried until it works; nothing is lost',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       let failures = 12;
       const looked: number[] = [];
       const activities: Pick<QueueActivities, 'sweepQueue'> = {

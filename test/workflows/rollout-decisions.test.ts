@@ -5,24 +5,17 @@
  * a cancel that races the rollout's end still gets its answer.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import { rolloutWorkflowId } from '../../shared/rollouts';
 import { SA_PHASE, SA_STATUS, statusSearchAttributes } from '../../shared/search-attributes';
 import { CONTROL_TASK_QUEUE } from '../../shared/task-queues';
 import type { endpointRollout as rolloutWorkflow } from '../../workflows/rollouts';
 import { RolloutActivityDoubles, rolloutInput } from '../helpers/rollout-doubles';
-import {
-  createWorkflowTestEnv,
-  recordHistoryIfAsked,
-  runWorkers,
-  until,
-  type WorkflowTestEnv,
-} from '../helpers/workflow-env';
+import { workflowTestEnvForFile, recordHistoryIfAsked, runWorkers, until } from '../helpers/workflow-env';
 
 describe('rollout workflow decisions (time-skipping)', () => {
-  let t: WorkflowTestEnv;
-  afterEach(() => t?.teardown());
+  const t = workflowTestEnvForFile();
 
   const start = (id: string) =>
     t.env.client.workflow.start<typeof rolloutWorkflow>('endpointRollout', {
@@ -41,7 +34,6 @@ describe('rollout workflow decisions (time-skipping)', () => {
     'a failed gate pauses the rollout (phase waiting); resumed, it completes (phase done)',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const doubles = new RolloutActivityDoubles();
       doubles.gates = [false];
       const worker = await t.worker(CONTROL_TASK_QUEUE, doubles.activities());
@@ -78,7 +70,6 @@ describe('rollout workflow decisions (time-skipping)', () => {
     'a rollout canceled with REVERT moves the traffic back to the source and restores both bounds',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const doubles = new RolloutActivityDoubles();
       const worker = await t.worker(CONTROL_TASK_QUEUE, doubles.activities());
       await runWorkers([worker], async () => {
@@ -109,7 +100,6 @@ describe('rollout workflow decisions (time-skipping)', () => {
     'a cancel whose handler is still recording when the rollout ends gets its answer',
     { timeout: 60_000 },
     async () => {
-      t = await createWorkflowTestEnv();
       const doubles = new RolloutActivityDoubles();
       // The cancel handler's own snapshot lands after the main loop has recorded CANCELED.
       doubles.slow = { state: 'ROLLOUT_STATE_CANCELLING', ms: 1500 };
