@@ -179,12 +179,12 @@ describe('deployment workflow decisions (time-skipping)', () => {
             (s) => s?.status === 'Ready',
             'the first replica',
           );
-          await t.advance(30_000); // past the 15 s heartbeat timeout
+          // The supervision activity's 15 s heartbeat timeout: while it runs, the server's clock
+          // is held and passes as real time, so this waits about 15 s (advancing would take no less).
           await until(
             () => doubles.supervisions,
             (s) => s.length >= 2,
             'a second supervisor for the quiet replica',
-            // The server times a running activity out on its own clock: about 15 s of real time.
             45_000,
           );
           assert.deepEqual(

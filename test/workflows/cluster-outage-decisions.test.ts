@@ -1,0 +1,249 @@
+/**
+ * The cluster workflow over simulated hours and days, in Temporal's time-skipping test server with
+ * the activity doubles of test/helpers/cluster-doubles.ts: a GPU queue nobody serves during bring-up
+ * or while running (bounded histories, hand-over to a worker that comes back), a busy queue told
+ * from an unserved one, and a node whose health flaps for days (every failure rebooted, the
+ * carried state bounded).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { MAX_NODE_PHASE_TRANSITIONS, type ClusterState } from '../../shared/clusters';
+import { QUEUE_WAIT_SECONDS, clusterWorkflowKit, gate, lifecycleEvents } from '../helpers/cluster-workflow-kit';
+import { recordHistoryIfAsked, runWorkers, until, workflowTestEnvForFile } from '../helpers/workflow-env';
+
+// The suite is long (the simulated outages and days of flapping); each test keeps its own timeout,
+// and the suite gets room for all of them, so one slow test fails alone instead of cancelling the
+// rest at the runner's 300 s default.
+describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () => {
+  // One server for the file: each test ends with its workers stopped and its runs terminated.
+  const t = workflowTestEnvForFile();
+  const { withCluster, gpuHost, ready, deleteAndCheck, historyLengths } = clusterWorkflowKit(t);
+
+  // The outage tests use a 1 s wait for a GPU worker: while an activity waits to be taken, the test
+  // server keeps real time, so the probes' waits (timers) are what time skipping passes over.
+  test(
+    'a GPU queue unserved during bring-up: one backing-off probe for the cluster, history bounded',
+    { timeout: 120_000 },
+    async (ctx) => {
+      await withCluster(
+        'ts-outage-bring-up',
+        {
+          gpus: 16,
+          gpuWorker: false,
+          workflowTaskTimeout: '2 minutes',
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+        },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => lifecycleEvents(s, 'AcceleratorQueueUnserved').length > 0,
+            'the cluster to say nobody serves its GPU queue',
+          );
+          const [before] = await historyLengths(handle);
+          await t.advance(3 * 3600_000, 60_000);
+          const s = doubles.latest!;
+          assert.equal(s.phase, 'CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', 'still waiting to test its nodes');
+          assert.equal(lifecycleEvents(s, 'AcceleratorQueueUnserved').length, 1, 'said once');
+          const [after] = await historyLengths(handle);
+          ctx.diagnostic(`bring-up outage: ${after - before} history events in 3 simulated hours (${after} in all)`);
+          // One probe for the cluster, backing off to one every 15 minutes: about 14 in 3 hours.
+          assert.ok(after - before < 250, `${after - before} events in 3 simulated hours`);
+          assert.equal(doubles.count('runAcceptanceTests'), 0, 'no node test ran without a worker');
+          await deleteAndCheck(handle, doubles);
+          await recordHistoryIfAsked(handle, 'cluster', 'gpu-queue-unserved-during-bring-up-deleted');
+          await recordHistoryIfAsked(handle, 'cluster', 'gpu-queue-without-pollers-unserved-deleted');
+          assert.ok(doubles.count('acceleratorQueuePolled') >= 1, 'it asked whether a host polls the queue');
+        },
+      );
+    },
+  );
+
+  test(
+    'a busy GPU queue (hosts poll it, every slot taken) is waited on for a slot, not reported unserved',
+    { timeout: 60_000 },
+    async () => {
+      await withCluster(
+        'ts-busy-queue',
+        {
+          gpus: 16,
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+          // One slot: while the first acceptance test holds it, the second one's wait for a worker runs out.
+          gpuWorkerOptions: { maxConcurrentActivityTaskExecutions: 1 },
+        },
+        async ({ doubles, handle }) => {
+          const held = gate();
+          doubles.on('runAcceptanceTests', () => held.wait);
+          await until(
+            () => doubles.count('acceleratorQueuePolled'),
+            (n) => n >= 2,
+            'the waiting test to find the queue polled, twice',
+          );
+          held.open();
+          const s = await ready(doubles);
+          assert.deepEqual(lifecycleEvents(s, 'AcceleratorQueueUnserved'), [], 'a busy queue is not an unserved one');
+          assert.equal(doubles.count('runAcceptanceTests'), 2, 'each node tested once, when a slot came free');
+          assert.deepEqual(
+            s.gpu_worker_nodes.map((n) => n.status),
+            ['Ready', 'Ready'],
+          );
+          await deleteAndCheck(handle, doubles);
+          await recordHistoryIfAsked(handle, 'cluster', 'busy-gpu-queue-waited-for-a-slot-deleted');
+        },
+      );
+    },
+  );
+
+  test(
+    'a GPU queue unserved during bring-up: the run continues as new every few probes, and bring-up finishes when a worker comes',
+    { timeout: 120_000 },
+    async (ctx) => {
+      await withCluster(
+        'ts-outage-bring-up-handover',
+        {
+          gpus: 16,
+          gpuWorker: false,
+          workflowTaskTimeout: '2 minutes',
+          settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS, bringUpProbesPerRun: 3 },
+        },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => lifecycleEvents(s, 'AcceleratorQueueUnserved').length > 0,
+            'the cluster to say nobody serves its GPU queue',
+          );
+          const firstRun = (await handle.describe()).runId;
+          await t.advance(20 * 60_000, 60_000);
+          const runs = await historyLengths(handle);
+          ctx.diagnostic(`bring-up outage, 20 simulated minutes: runs of ${runs.join(', ')} events`);
+          assert.ok(runs.length >= 2, 'continued as new while waiting');
+          assert.ok(Math.max(...runs) < 250, `largest run ${Math.max(...runs)} events`);
+          const s = doubles.latest!;
+          assert.equal(s.phase, 'CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS', 'still waiting to test its nodes');
+          assert.equal(lifecycleEvents(s, 'AcceleratorQueueUnserved').length, 1, 'said once, across runs');
+          assert.equal(doubles.count('runAcceptanceTests'), 0, 'no node test ran without a worker');
+
+          // A GPU worker comes: the tests run in the current run and bring-up finishes.
+          const back = await gpuHost(doubles);
+          await runWorkers([back], async () => {
+            await t.advance(16 * 60_000, 60_000);
+            await ready(doubles);
+            assert.equal(doubles.latest!.gpu_worker_nodes.length, 2, 'the nodes provisioned before the hand-overs');
+            await deleteAndCheck(handle, doubles);
+          });
+          await recordHistoryIfAsked(
+            t.env.client.workflow.getHandle(handle.workflowId, firstRun),
+            'cluster',
+            'gpu-queue-unserved-bring-up-handed-over',
+          );
+          await recordHistoryIfAsked(handle, 'cluster', 'bring-up-resumed-after-hand-over-ready-deleted');
+        },
+      );
+    },
+  );
+
+  test(
+    'a node whose health flaps for days: every failure is rebooted, and the carried state stays bounded',
+    { timeout: 600_000 },
+    async (ctx) => {
+      // GANTRY_FLAP_DAYS=30 measures the simulated month of the closing note; the suite runs a few days.
+      const days = Number(process.env.GANTRY_FLAP_DAYS ?? 4);
+      await withCluster(
+        'ts-flapping',
+        {
+          gpus: 16,
+          settings: { healthCheckIntervalSeconds: 3600, maxRoundsPerRun: 50 },
+          workflowTaskTimeout: '2 minutes',
+        },
+        async ({ doubles, handle }) => {
+          await ready(doubles);
+          const flapping = doubles.latest!.gpu_worker_nodes[0].node_id;
+          let checks = 0;
+          doubles.healthy = (nodeId) => nodeId !== flapping || ++checks % 2 === 0;
+          const size = (s: ClusterState) => JSON.stringify(s).length;
+          const sizeByDay: number[] = [];
+          for (let day = 1; day <= days; day++) {
+            await t.advance(86_400_000, 3_600_000);
+            sizeByDay.push(Math.max(...doubles.states.map(size)));
+          }
+          const reboots = [...doubles.remediations.values()].filter(
+            (r) => r.instance_name === flapping && r.state === 'SUCCEEDED',
+          ).length;
+          const s = doubles.latest!;
+          const node = s.gpu_worker_nodes.find((n) => n.node_id === flapping)!;
+          const runs = await historyLengths(handle);
+          ctx.diagnostic(
+            `${days} simulated days, ${reboots} reboots: largest carried state by day ${sizeByDay.join(', ')} bytes; ` +
+              `${node.phase_transitions.length} phase transitions on the node, ${s.node_lifecycle_events.length} events; ` +
+              `${runs.length} runs, largest ${Math.max(...runs)} events`,
+          );
+          assert.ok(reboots >= days * 10, `every other hourly check fails and is rebooted (${reboots})`);
+          // The bound: lifecycle events, cluster phases, deleted nodes and each node's phases are capped
+          // (shared/clusters.ts), so what one run hands the next stops growing once the caps are reached.
+          assert.ok(Math.max(...sizeByDay) < 128 * 1024, `largest carried state ${Math.max(...sizeByDay)} bytes`);
+          // Before the per-node cap it grew by about 1.8 KB a day for as long as the node flapped.
+          assert.ok(
+            sizeByDay.at(-1)! <= sizeByDay.at(-2)! * 1.01,
+            `no growth once the caps are reached: ${sizeByDay.slice(-2).join(' -> ')} bytes`,
+          );
+          assert.ok(node.phase_transitions.length <= MAX_NODE_PHASE_TRANSITIONS, 'a node keeps its latest phases only');
+          assert.equal(node.phase_transitions[0].phase, 'NODE_PHASE_RUNNING', 'and its first one');
+          assert.ok(Math.max(...runs) < 2_000, `largest run ${Math.max(...runs)} events`);
+          assert.equal(node.status, 'Ready');
+          await deleteAndCheck(handle, doubles);
+        },
+      );
+    },
+  );
+
+  test(
+    'a running cluster whose GPU queue goes unserved skips health rounds, continues as new, and resumes when a worker is back',
+    { timeout: 120_000 },
+    async (ctx) => {
+      await withCluster(
+        'ts-outage-running',
+        {
+          gpus: 16,
+          settings: { maxRoundsPerRun: 50, gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS },
+          workflowTaskTimeout: '2 minutes',
+        },
+        async ({ doubles, handle, gpu }) => {
+          await ready(doubles);
+          const firstRun = (await handle.describe()).runId;
+          // The outage starts once the GPU worker is gone (its polls ended), not while it drains.
+          gpu!.shutdown();
+          await until(
+            () => gpu!.getState(),
+            (state) => state === 'STOPPED',
+            'the GPU worker to stop',
+          );
+          await t.advance(3 * 3600_000, 60_000);
+          const s = doubles.latest!;
+          assert.equal(lifecycleEvents(s, 'AcceleratorQueueUnserved').length, 1, 'said once');
+          assert.deepEqual(
+            s.gpu_worker_nodes.map((n) => n.status),
+            ['Ready', 'Ready'],
+            'an unserved queue says nothing about the nodes',
+          );
+          const runs = await historyLengths(handle);
+          ctx.diagnostic(`running outage: runs of ${runs.join(', ')} events over 3 simulated hours`);
+          assert.notEqual((await handle.describe()).runId, firstRun, 'continued as new during the outage');
+          assert.ok(Math.max(...runs) < 1_000, `largest run ${Math.max(...runs)} events`);
+
+          // A GPU worker comes back: the probe gets through and the health rounds run again.
+          const checks = doubles.count('runHealthCheck');
+          const back = await gpuHost(doubles);
+          await runWorkers([back], async () => {
+            await t.advance(16 * 60_000, 60_000);
+            await until(
+              () => doubles.latest,
+              (x) =>
+                lifecycleEvents(x, 'AcceleratorQueueServed').length === 1 && doubles.count('runHealthCheck') > checks,
+              'the health rounds to resume',
+            );
+            await deleteAndCheck(handle, doubles);
+          });
+        },
+      );
+    },
+  );
+});
