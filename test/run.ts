@@ -41,10 +41,12 @@ const LONGEST_FIRST = [
   'test/crash/whole-platform.test.ts', // about 150-200 s: ./dev up twice, a fine-tune to its end
   'test/deployments/podman-isolation.test.ts',
   'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
+  'test/workflows/cluster-outage-decisions.test.ts', // about 35 s of CPU: days of a flapping node
   'test/workflows/cluster-decisions.test.ts',
   'test/api/openapi-fuzz.test.ts',
   'test/audio/transcriptions.test.ts',
-  'test/workflows/deployment-decisions.test.ts',
+  'test/workflows/deployment-decisions.test.ts', // waits out a 15 s heartbeat timeout in real time
+  'test/workflows/adapter-decisions.test.ts',
   'test/fine-tunes/fine-tune-recovery.test.ts',
   'test/compat/python-files-and-fine-tuning.test.ts',
   'test/trainers/reference-trainer.test.ts',
