@@ -1,20 +1,20 @@
 /**
- * The behaviour of an endpoint rollout (`endpointRollout`, in rollouts.ts):
- * its snapshot (what the API shows), the operator's pending command, and its
- * steps: apply a step (replicas, readiness, traffic), soak and gate it, park
- * while paused, complete or cancel; what it does to the two deployments goes
- * through RolloutPair (rollout-pair.ts). The workflow function wires the
- * Updates to the handlers here and runs the loop. Workflow code: a change to the commands
- * it issues goes behind a patch (patches.ts).
+ * The behaviour of an endpoint rollout (`endpointRollout`, in rollouts.ts): the operator's pending
+ * command, and its steps: apply a step (replicas, readiness, traffic), soak and gate it, park while
+ * paused, complete or cancel. What it does to the two deployments goes through RolloutPair
+ * (rollout-pair.ts), what it shows through RolloutView (rollout-view.ts). The workflow function
+ * wires the Updates to the handlers here and runs the loop. Workflow code: a change to the
+ * commands it issues goes behind a patch (patches.ts).
  */
 import { condition, proxyActivities, patched } from '@temporalio/workflow';
 import { PATCHES } from './patches';
-import { StatusProjection, refuse } from './entity-kit';
+import { refuse } from './entity-kit';
 import type { RolloutActivities } from '../activities/rollouts';
 import { UPDATE_REJECTIONS } from '../shared/update-rejections';
-import type { RolloutSnapshot, RolloutState, RolloutWorkflowInput, StepRecord } from '../shared/rollouts';
+import type { RolloutSnapshot, RolloutState, RolloutWorkflowInput } from '../shared/rollouts';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { RolloutPair } from './rollout-pair';
+import { RolloutView, now } from './rollout-view';
 import type { CancelDisposition } from './rollouts';
 
 const control = proxyActivities<RolloutActivities>({
@@ -36,22 +36,16 @@ type Command =
   | { kind: 'promote' }
   | { kind: 'cancel'; reason: string; revert: boolean };
 
-const now = () => new Date().toISOString();
-
 export class RolloutEntity {
-  readonly snap: RolloutSnapshot;
   /** The operator's latest command, until the main loop takes it. */
   command: Command | null = null;
   private readonly plan: RolloutWorkflowInput['plan'];
   /** The source and target deployments: their bounds, readiness and events. */
   private readonly pair: RolloutPair;
+  /** What the API and operators see of the rollout, and its recording. */
+  private readonly view: RolloutView;
+  private readonly snap: RolloutSnapshot;
   private readonly startedAtMs = Date.now();
-  private version = 0;
-  // The state operators search by (GantryStatus/GantryPhase); the API sets RUNNING at start.
-  // (Before this patch the search attributes kept the state the rollout started in.)
-  private readonly status = new StatusProjection('ROLLOUT_STATE_RUNNING', () =>
-    patched(PATCHES.rolloutStatusAndHandlers.id),
-  );
   /** The target's replica ceiling, lifted from 0 at the start if the target was stopped. */
   private targetMax: number;
   /** The current step's replicas, readiness and traffic are in place (it soaks and gates next). */
@@ -60,31 +54,9 @@ export class RolloutEntity {
   constructor(private readonly input: RolloutWorkflowInput) {
     this.plan = input.plan;
     this.pair = new RolloutPair(input, control);
-    this.snap = {
-      state: 'ROLLOUT_STATE_RUNNING',
-      currentStep: 0,
-      currentTrafficPercent: 0,
-      startedAt: now(),
-      steps: this.plan.steps.map((s, i): StepRecord => ({
-        stepIndex: i,
-        targetTrafficPercent: s.traffic,
-        state: 'ROLLOUT_STEP_STATE_PENDING',
-      })),
-    };
+    this.view = new RolloutView(input, control.recordRollout);
+    this.snap = this.view.snap;
     this.targetMax = input.target.max;
-  }
-
-  private async record() {
-    const snap = this.snap;
-    this.status.show(
-      snap.state,
-      `**${snap.state}** step ${snap.currentStep}/${this.plan.steps.length}, ${snap.currentTrafficPercent}% to ${this.pair.ids.targetDeploymentId}`,
-    );
-    await control.recordRollout({ rolloutId: this.input.rolloutId, version: ++this.version, snapshot: snap });
-  }
-
-  private live() {
-    return this.snap.steps[this.snap.currentStep ?? 0];
   }
 
   // ---- messages (the workflow function routes each Update to one of these) ----
@@ -103,7 +75,7 @@ export class RolloutEntity {
     this.command = { kind: 'pause', reason };
     this.snap.state = 'ROLLOUT_STATE_PAUSING';
     this.snap.pauseInfo = { pausedAt: now(), ...(reason ? { reason } : {}) };
-    await this.record();
+    await this.view.record();
   }
 
   async onResume(): Promise<void> {
@@ -112,11 +84,11 @@ export class RolloutEntity {
     snap.state = 'ROLLOUT_STATE_RUNNING';
     snap.pauseInfo = undefined;
     snap.condition = undefined;
-    if (this.live().state !== 'ROLLOUT_STEP_STATE_PENDING') {
-      this.live().state = 'ROLLOUT_STEP_STATE_RUNNING';
-      this.live().failureReason = undefined;
+    if (this.view.currentStep().state !== 'ROLLOUT_STEP_STATE_PENDING') {
+      this.view.currentStep().state = 'ROLLOUT_STEP_STATE_RUNNING';
+      this.view.currentStep().failureReason = undefined;
     }
-    await this.record();
+    await this.view.record();
     await this.pair.event('rollout.resumed', `Rollout ${this.input.rolloutId} resumed at step ${snap.currentStep}.`);
   }
 
@@ -127,7 +99,7 @@ export class RolloutEntity {
   async onCancel(reason: string, disposition: CancelDisposition | undefined): Promise<void> {
     this.command = { kind: 'cancel', reason, revert: disposition === 'CANCEL_DISPOSITION_REVERT' };
     this.snap.state = 'ROLLOUT_STATE_CANCELLING';
-    await this.record();
+    await this.view.record();
   }
 
   /** The main loop took a resume: the rollout goes on. */
@@ -140,7 +112,7 @@ export class RolloutEntity {
   /** The rollout begins: projected, announced, and a target stopped at zero replicas lifted so it can serve. */
   async start(): Promise<void> {
     const plan = this.plan;
-    await this.record();
+    await this.view.record();
     await this.pair.event(
       'rollout.started',
       `Rollout ${this.input.rolloutId} started: ${plan.strategy}, ${plan.steps.map((s) => `${s.traffic}%`).join(' -> ')} to ${this.pair.ids.targetDeploymentId}.`,
@@ -167,9 +139,9 @@ export class RolloutEntity {
     const { snap, plan, input } = this;
     const i = snap.currentStep!;
     const step = plan.steps[i];
-    this.live().state = 'ROLLOUT_STEP_STATE_RUNNING';
-    this.live().startedAt = this.live().startedAt ?? now();
-    await this.record();
+    this.view.currentStep().state = 'ROLLOUT_STEP_STATE_RUNNING';
+    this.view.currentStep().startedAt = this.view.currentStep().startedAt ?? now();
+    await this.view.record();
     if (step.replicas !== undefined)
       await this.pair.bounds('target', step.replicas, Math.max(step.replicas, this.targetMax), `step ${i}`);
     const ready = await this.pair.targetReady(step.replicas, () => this.command !== null);
@@ -189,7 +161,7 @@ export class RolloutEntity {
       await this.pair.bounds('source', left, left, `batch ${i} drained`);
     }
     this.stepApplied = true;
-    await this.record();
+    await this.view.record();
     return true;
   }
 
@@ -210,13 +182,13 @@ export class RolloutEntity {
       startedAtMs: this.startedAtMs,
     });
     if (this.command !== null) return 'again'; // an operator acted while the gate was measured; theirs comes first
-    this.live().metrics = gate.metrics;
+    this.view.currentStep().metrics = gate.metrics;
     if (!gate.pass) {
       await this.systemPause(gate.category!, gate.message, gate.metrics);
       return 'again';
     }
-    this.live().state = 'ROLLOUT_STEP_STATE_PASSED';
-    this.live().completedAt = now();
+    this.view.currentStep().state = 'ROLLOUT_STEP_STATE_PASSED';
+    this.view.currentStep().completedAt = now();
     await this.pair.event(
       'rollout.step_passed',
       `Rollout ${input.rolloutId} step ${i} (${step.traffic}%) passed. ${gate.message}`,
@@ -224,7 +196,7 @@ export class RolloutEntity {
     snap.currentStep = i + 1 < plan.steps.length ? i + 1 : i;
     this.stepApplied = false;
     if (i + 1 >= plan.steps.length) return 'last';
-    await this.record();
+    await this.view.record();
     return 'next';
   }
 
@@ -233,8 +205,9 @@ export class RolloutEntity {
     const snap = this.snap;
     snap.state = state;
     snap.pauseInfo = snap.pauseInfo ?? { pausedAt: now(), reason };
-    if (this.live().state === 'ROLLOUT_STEP_STATE_RUNNING') this.live().state = 'ROLLOUT_STEP_STATE_PAUSED';
-    await this.record();
+    if (this.view.currentStep().state === 'ROLLOUT_STEP_STATE_RUNNING')
+      this.view.currentStep().state = 'ROLLOUT_STEP_STATE_PAUSED';
+    await this.view.record();
     await this.pair.event(
       state === 'ROLLOUT_STATE_PAUSED' ? 'rollout.paused' : 'rollout.system_paused',
       `Rollout ${this.input.rolloutId} ${state === 'ROLLOUT_STATE_PAUSED' ? 'paused' : 'paused itself'} at step ${snap.currentStep}: ${reason}`,
@@ -246,11 +219,11 @@ export class RolloutEntity {
   private async systemPause(
     category: NonNullable<RolloutSnapshot['condition']>['category'],
     message: string,
-    metrics = this.live().metrics,
+    metrics = this.view.currentStep().metrics,
   ) {
     const snap = this.snap;
-    this.live().state = 'ROLLOUT_STEP_STATE_FAILED';
-    this.live().failureReason = message;
+    this.view.currentStep().state = 'ROLLOUT_STEP_STATE_FAILED';
+    this.view.currentStep().failureReason = message;
     snap.condition = {
       atStep: snap.currentStep,
       category,
@@ -270,7 +243,7 @@ export class RolloutEntity {
       s.state = 'ROLLOUT_STEP_STATE_SKIPPED';
       s.completedAt = now();
     }
-    await this.record();
+    await this.view.record();
     await control.setRolloutTraffic({ ...this.pair.ids, percent: 100, final: true });
     this.snap.currentTrafficPercent = 100;
     const floor = Math.max(this.plan.finalTargetReplicas, this.input.target.min);
@@ -285,7 +258,7 @@ export class RolloutEntity {
     this.snap.state = 'ROLLOUT_STATE_COMPLETED';
     this.snap.completedAt = now();
     this.snap.pauseInfo = undefined;
-    await this.record();
+    await this.view.record();
     await this.pair.event(
       'rollout.completed',
       `Rollout ${this.input.rolloutId} ${how === 'promoted' ? 'promoted' : 'completed'}: all traffic on ${this.pair.ids.targetDeploymentId}; ` +
@@ -296,9 +269,9 @@ export class RolloutEntity {
 
   /** The rollout ends CANCELED: the split frozen, or (revert) all traffic back on the source with both bounds restored. */
   async cancel(reason: string, revert: boolean): Promise<RolloutState> {
-    if (this.live().state !== 'ROLLOUT_STEP_STATE_PENDING') {
-      this.live().state = 'ROLLOUT_STEP_STATE_CANCELED';
-      this.live().completedAt = now();
+    if (this.view.currentStep().state !== 'ROLLOUT_STEP_STATE_PENDING') {
+      this.view.currentStep().state = 'ROLLOUT_STEP_STATE_CANCELED';
+      this.view.currentStep().completedAt = now();
     }
     // Revert: the pair's traffic goes back to the source, and both get the replica bounds they had.
     const reverting = revert && patched(PATCHES.rolloutCancelRevert.id);
@@ -330,7 +303,7 @@ export class RolloutEntity {
     this.snap.state = 'ROLLOUT_STATE_CANCELED';
     this.snap.completedAt = now();
     this.snap.pauseInfo = undefined;
-    await this.record();
+    await this.view.record();
     await this.pair.event('rollout.canceled', `Rollout ${this.input.rolloutId}: ${message}`);
     return this.snap.state;
   }
