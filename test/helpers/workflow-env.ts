@@ -185,8 +185,11 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
       return clockIsFree(env);
     },
     async teardown() {
-      await server.endTest();
-      await env.teardown();
+      try {
+        await server.endTest();
+      } finally {
+        await env.teardown(); // the JVM goes whatever the test left
+      }
     },
   };
   return server;
