@@ -67,13 +67,20 @@ export function workflowTestEnvForFile(): WorkflowTestEnv {
     server = await createWorkflowTestEnv();
   });
   afterEach(async (ctx) => {
-    if (!server || (await server.endTest())) return;
-    process.stderr.write(
-      `[workflow-env] "${ctx.name}" left the test server's clock locked (sdk-java#1138: a run that ends ` +
-        'with a task outstanding never releases its time lock); the next test gets a new server\n',
-    );
+    if (!server) return;
+    let ended: unknown;
+    try {
+      if (await server.endTest()) return;
+      process.stderr.write(
+        `[workflow-env] "${ctx.name}" left the test server's clock locked (sdk-java#1138: a run that ends ` +
+          'with a task outstanding never releases its time lock); the next test gets a new server\n',
+      );
+    } catch (err) {
+      ended = err; // the server did not answer: the next test gets a new one, and this hook fails
+    }
     await server.teardown();
     server = await createWorkflowTestEnv();
+    if (ended) throw ended;
   });
   after(() => server?.teardown());
   const current = (): ServerOfFile => {
@@ -114,6 +121,15 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
   await env.connection.testService!.lockTimeSkipping({});
   const workers: Worker[] = [];
   const watched = new Set<WorkflowHandle>();
+  const stopWorkers = async () => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+    const deadline = Date.now() + 15_000;
+    const stopping = () => workers.some((w) => ['RUNNING', 'STOPPING', 'DRAINING', 'DRAINED'].includes(w.getState()));
+    while (stopping() && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    workers.length = 0;
+  };
   const server: ServerOfFile = {
     env,
     async advance(ms, stepMs = 5_000) {
@@ -162,13 +178,7 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
     async endTest() {
       // A test that timed out leaves its workers running (its body never reached their shutdown):
       // stop them first, or they keep polling, and answering, into the next test.
-      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
-      const deadline = Date.now() + 15_000;
-      const stopping = () => workers.some((w) => ['RUNNING', 'STOPPING', 'DRAINING', 'DRAINED'].includes(w.getState()));
-      while (stopping() && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      workers.length = 0;
+      await stopWorkers();
       watched.clear();
       // A run left open would fire its timers, and hold the shared clock, in later tests.
       const namespace = env.namespace ?? 'default';
@@ -185,11 +195,9 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
       return clockIsFree(env);
     },
     async teardown() {
-      try {
-        await server.endTest();
-      } finally {
-        await env.teardown(); // the JVM goes whatever the test left
-      }
+      // After endTest (afterEach), or in place of it when the server is to go: its workers, then the JVM.
+      await stopWorkers();
+      await env.teardown();
     },
   };
   return server;

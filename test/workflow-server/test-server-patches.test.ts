@@ -8,7 +8,7 @@
  * task: in a measured run, this test's workflow hung on its second round every time.
  */
 import assert from 'node:assert/strict';
-import { before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { workflowTestEnvForFile } from '../helpers/workflow-env';
 import type { timerRace } from './fixtures/timer-race-workflow';
@@ -17,7 +17,6 @@ const WORKFLOWS_PATH = require.resolve('./fixtures/timer-race-workflow');
 
 describe('time-skipping test server patches', () => {
   const t = workflowTestEnvForFile();
-  before(async () => {});
 
   test('a workflow task that cancels a timer which fired during it is accepted', async () => {
     const rounds = 150;
