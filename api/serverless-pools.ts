@@ -4,7 +4,7 @@
  * container deployment of that model server, owned by the platform's own project
  * (shared/serverless.ts, db/platform-account.ts). The API process makes them when it starts, as it
  * makes the usage schedule: idempotently (a pool that exists is left running, and brought to the
- * current spec if an upgrade changed it), so any number of API processes may start at once. From
+ * current spec if an upgrade changed it, without waiting for that), so any number of API processes may start at once. From
  * then on each pool is an ordinary container deployment, kept by its entity workflow: durable
  * across restarts, scaled by the gateway's request counts (HTTPTotalRequests) from zero, which is
  * where an idle pool goes.
@@ -72,9 +72,8 @@ export async function ensureServerlessPools(
       // Its workflow ended (terminated from the Temporal UI, or failed): nobody else brings a pool back.
       if (!(await workflowRunning(temporal, deploymentWorkflowId(existing.id))))
         await resumeEndedDeployment(deps, existing);
-      const { name: _name, ...rest } = spec;
       if (JSON.stringify(existing.state.spec) !== JSON.stringify(spec))
-        await executeEntityUpdate(temporal, deploymentWorkflowId(existing.id), updateDeploymentUpdate, [rest]);
+        bringToSpec(deps, existing.id, model.name, spec);
       pools.push({ model: model.name, deploymentId: existing.id });
       continue;
     }
@@ -94,6 +93,29 @@ export async function ensureServerlessPools(
     }
   }
   return pools;
+}
+
+/**
+ * Sends a pool's deployment its current spec, without waiting: the Update is answered by the
+ * deployment's worker, which may start after the API or be down, and the API's start must not wait
+ * on it (it did, for the Update's whole deadline). Until the answer the pool serves as it was; a
+ * failure is logged, and the next start sends it again.
+ */
+function bringToSpec(
+  deps: Pick<ApiDeps, 'temporal' | 'logger'>,
+  deploymentId: string,
+  model: string,
+  spec: DeploymentSpec,
+) {
+  const { name: _name, ...rest } = spec;
+  executeEntityUpdate(deps.temporal, deploymentWorkflowId(deploymentId), updateDeploymentUpdate, [rest]).then(
+    () => deps.logger.info({ model, deploymentId }, 'serverless pool brought to the current spec'),
+    (err: unknown) =>
+      deps.logger.warn(
+        { model, deploymentId, err: (err as Error).message },
+        'serverless pool not brought to the current spec; the next start sends it again',
+      ),
+  );
 }
 
 async function workflowRunning(temporal: ApiDeps['temporal'], workflowId: string): Promise<boolean> {

@@ -100,6 +100,22 @@ interface FileResult {
   empty: boolean;
   /** Tests a --test-name-pattern left out (node reports them as skipped, with this reason). */
   filtered: number;
+  /** What the file printed about its failures, repeated at the end of the run (see failureReport). */
+  failures: string;
+}
+
+/** Most of a failed file's report repeated at the end: CI keeps only the tail of a long log. */
+const FAILURE_REPORT_CHARS = 8_000;
+
+/**
+ * The part of a file's output that says why it failed: node's spec reporter ends with a
+ * "failing tests:" section, each failure with its error and stack; without one (a file killed,
+ * or one that could not load) the last lines of the output.
+ */
+function failureReport(output: string): string {
+  const at = output.lastIndexOf('✖ failing tests:');
+  const report = at >= 0 ? output.slice(at) : output.split('\n').slice(-60).join('\n');
+  return report.length > FAILURE_REPORT_CHARS ? `${report.slice(0, FAILURE_REPORT_CHARS)}\n[…]` : report;
 }
 
 /**
@@ -183,6 +199,7 @@ function runFile(file: string, env: NodeJS.ProcessEnv, nodeTestArgs: string[]): 
         counts,
         empty: counts.tests <= 1 && asItsOwnTest.test(output),
         filtered,
+        failures: exitCode === 0 ? '' : failureReport(output),
       });
     });
   });
@@ -320,6 +337,7 @@ async function main() {
               : 'it declares no test'
             : `${r.counts.skipped - r.filtered} skipped, ${r.counts.todo} todo`;
       say(`failed: ${path.relative(ROOT, r.file)} (${why})`);
+      if (r.failures) process.stdout.write(`${r.failures.trimEnd()}\n`);
     }
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;
   } catch (err) {

@@ -1,6 +1,7 @@
 /** Gantry's real process entry points, started as child processes with their JSON logs captured. */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { freePort } from '../../platform/ports';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -40,4 +41,25 @@ export function startProcess(entry: string, env: Record<string, string>, nodeArg
     }
   };
   return { child, lines, exited, waitFor };
+}
+
+/**
+ * The API process (api/server.ts) listening on a free port, and its URL. A port found free may be
+ * taken before the API binds it, seconds later on a loaded machine (by any socket of a file
+ * running beside this one, an outgoing connection's included): the API then exits with
+ * EADDRINUSE, and is started again on another port.
+ */
+export async function startApiProcess(env: Record<string, string> = {}) {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const api = startProcess('api/server.ts', { ...env, GANTRY_API_PORT: String(port) });
+    try {
+      await api.waitFor(/API listening/);
+      return { api, url: `http://127.0.0.1:${port}` };
+    } catch (err) {
+      if (api.child.exitCode === null) api.child.kill('SIGKILL');
+      const portTaken = api.lines.some((l) => String(l.msg).includes('EADDRINUSE'));
+      if (!portTaken || attempt === 3) throw err;
+    }
+  }
 }

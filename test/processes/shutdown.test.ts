@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { createPool } from '../../db/pool';
 import { freePort } from '../../platform/ports';
 import { call } from '../helpers/platform';
-import { startProcess } from '../helpers/processes';
+import { startApiProcess, startProcess } from '../helpers/processes';
 import { createTenant } from '../helpers/tenants';
 
 // The GPU worker serves the same queue as the in-process test platform: Temporal lists a
@@ -21,22 +21,17 @@ describe('process lifecycle', () => {
   });
 
   test('API and workers start from their entry points and exit 0 on SIGTERM', async () => {
-    const apiPort = String(await freePort());
-    const api = startProcess('api/server.ts', { GANTRY_API_PORT: apiPort });
+    const { api, url: apiUrl } = await startApiProcess();
     const control = startProcess('workers/control.ts', {});
     const gpu = startProcess('workers/gpu.ts', { GANTRY_GPU_TYPES: 'H100_SXM', GANTRY_ACCELERATOR: 'simulated' });
     children.push(api.child, control.child, gpu.child);
 
-    await Promise.all([
-      api.waitFor(/API listening/),
-      control.waitFor(/control worker polling/),
-      gpu.waitFor(/SIMULATED accelerator host/),
-    ]);
+    await Promise.all([control.waitFor(/control worker polling/), gpu.waitFor(/SIMULATED accelerator host/)]);
 
     const db = createPool(process.env.DATABASE_URL!, 1);
     const tenant = await createTenant(db);
     await db.end();
-    const res = await call(`http://127.0.0.1:${apiPort}`, 'GET', '/v1/whoami', { key: tenant.key });
+    const res = await call(apiUrl, 'GET', '/v1/whoami', { key: tenant.key });
     assert.equal(res.status, 200);
     assert.equal(res.body.project_id, tenant.projectId);
 

@@ -11,8 +11,7 @@ import pg from 'pg';
 import { newId } from '../../platform/ids';
 import { insertDeployment } from '../../db/deployments';
 import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
-import { startProcess } from '../helpers/processes';
-import { freePort } from '../../platform/ports';
+import { startApiProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 let p: TestPlatform;
@@ -101,11 +100,8 @@ test('a worker that leaves while its claim waits takes no job: the next job goes
 test('a claim waiting in another API process gets a job submitted through this one at once', async () => {
   const model = `model-${newId('d').slice(2, 10)}`;
   await insertDeployment(p.db, { id: newId('dep'), projectId: t.projectId, name: model });
-  const port = await freePort();
-  const other = startProcess('api/server.ts', { GANTRY_API_PORT: String(port) });
+  const { api: other, url: otherUrl } = await startApiProcess();
   try {
-    await other.waitFor(/API listening/);
-    const otherUrl = `http://127.0.0.1:${port}`;
     // The longest wait a claim may ask for: it answers before that only when something woke it.
     const claim = call(otherUrl, 'POST', '/v1/queue/claim', {
       key: t.key,

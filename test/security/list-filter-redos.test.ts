@@ -13,9 +13,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createPool } from '../../db/pool';
-import { freePort } from '../../platform/ports';
 import { call } from '../helpers/platform';
-import { startProcess, type StartedProcess } from '../helpers/processes';
+import { startApiProcess, type StartedProcess } from '../helpers/processes';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 /** Generous on a loaded two-core machine; a linear matcher answers in milliseconds. */
@@ -26,10 +25,7 @@ let baseUrl: string;
 let t: Tenant;
 
 before(async () => {
-  const port = String(await freePort());
-  api = startProcess('api/server.ts', { GANTRY_API_PORT: port });
-  await api.waitFor(/API listening/);
-  baseUrl = `http://127.0.0.1:${port}`;
+  ({ api, url: baseUrl } = await startApiProcess());
   const db = createPool(process.env.DATABASE_URL!, 1);
   t = await createTenant(db);
   await db.end();
