@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { workflowTestEnvForFile } from '../helpers/workflow-env';
 import type { timerRace } from './fixtures/timer-race-workflow';
 
@@ -20,11 +20,14 @@ describe('time-skipping test server patches', () => {
 
   test('a workflow task that cancels a timer which fired during it is accepted', async () => {
     const rounds = 150;
+    // Bundled once, for the worker and the replay (webpack is most of this file's CPU).
+    const workflowBundle = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH });
     const worker = await Worker.create({
       connection: t.env.nativeConnection,
       namespace: t.env.namespace ?? 'default',
       taskQueue: 'timer-race',
-      workflowsPath: WORKFLOWS_PATH,
+      workflowBundle,
+      debugMode: true, // in this thread, as the workflow tests' workers run (test/helpers/workflow-env.ts)
     });
     await worker.runUntil(async () => {
       const handle = await t.env.client.workflow.start<typeof timerRace>('timerRace', {
@@ -61,7 +64,7 @@ describe('time-skipping test server patches', () => {
       assert.ok(canceled > 0 && fired > 0, `both kinds of round happened (canceled ${canceled}, fired ${fired})`);
       // The history the patched server wrote (a cancel in place of a fire it dropped) is the one the
       // SDK's replay expects: no nondeterminism.
-      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history, 'timer-race');
+      await Worker.runReplayHistory({ workflowBundle }, history, 'timer-race');
     });
   });
 });
