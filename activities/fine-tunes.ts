@@ -32,7 +32,7 @@ import {
   type FineTuneUpdate,
 } from '../db/fine-tunes';
 import type { TokenizedCounts } from '../fine-tunes/estimate';
-import type { Db } from '../db/pool';
+import { withTransaction, type Db } from '../db/pool';
 import { chargeFineTune, refundFineTune } from './fine-tune-billing';
 import { findFineTuneModel } from '../fine-tunes/models';
 import { tokenizeStoredFile } from '../fine-tunes/tokenize-file';
@@ -59,8 +59,12 @@ export interface JobRecord {
 
 async function recordJob(db: Db, r: JobRecord): Promise<void> {
   try {
-    if (r.update) await updateFineTune(db, r.jobId, r.update);
-    if (r.event) await addFineTuneEvent(db, { jobId: r.jobId, ...r.event });
+    // In one transaction: whoever reads a job's new status reads the event that says why (a
+    // reader between the two writes saw a job cancelled without its job_stopped event).
+    await withTransaction(db, async (tx) => {
+      if (r.update) await updateFineTune(tx, r.jobId, r.update);
+      if (r.event) await addFineTuneEvent(tx, { jobId: r.jobId, ...r.event });
+    });
   } catch (err) {
     // The job was deleted (force=true) while this activity ran: retrying cannot bring it back.
     if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) {
