@@ -3,9 +3,9 @@
  * prices, fine-tunes/models.ts) whose model server this installation can run (planServing), one
  * container deployment of that model server, owned by the platform's own project
  * (shared/serverless.ts, db/platform-account.ts). The API process makes them when it starts, as it
- * makes the usage schedule: idempotently (a pool that exists is left running, and brought to the
- * current spec if an upgrade changed it, without waiting for that), so any number of API processes may start at once. From
- * then on each pool is an ordinary container deployment, kept by its entity workflow: durable
+ * makes the usage schedule: idempotently (a pool that exists is left running, and sent the
+ * current spec if an upgrade changed it, without waiting for the answer), so any number of API
+ * processes may start at once. From then on each pool is an ordinary container deployment, kept by its entity workflow: durable
  * across restarts, scaled by the gateway's request counts (HTTPTotalRequests) from zero, which is
  * where an idle pool goes.
  *

@@ -13,7 +13,7 @@ import { after, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../../platform/config';
 import { temporalConnectionOptions } from '../../platform/temporal';
-import { startTestPlatform } from '../helpers/platform';
+import { endOpenRuns, startTestPlatform } from '../helpers/platform';
 import { startApiProcess, type StartedProcess } from '../helpers/processes';
 
 let api: StartedProcess | undefined;
@@ -22,9 +22,7 @@ after(async () => {
   // The pool's run the API resumed: nobody here serves it, and the lane's next file must not find it.
   const config = loadConfig();
   const connection = await Connection.connect(temporalConnectionOptions(config.temporal));
-  const temporal = new Client({ connection, namespace: config.temporal.namespace });
-  for await (const w of temporal.workflow.list({ query: 'ExecutionStatus = "Running"' }))
-    await temporal.workflow.getHandle(w.workflowId, w.runId).terminate('the test file finished');
+  await endOpenRuns(new Client({ connection, namespace: config.temporal.namespace }));
   await connection.close();
 });
 

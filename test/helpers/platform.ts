@@ -244,15 +244,7 @@ export async function startTestPlatform(
         if (line.includes('"msg":"request failed"') && !line.includes('"type":"ApiError"'))
           process.stderr.write(`[api error log] ${line}`);
       }
-      // What this file left running (a deployment, an endpoint, a cluster) would be picked up by the
-      // next file's workers, which poll the same queues. Each lane of test/run.ts runs one file at a
-      // time in a namespace of its own, so every open run in this namespace is this file's: end them.
-      for await (const w of temporal.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
-        await temporal.workflow
-          .getHandle(w.workflowId, w.runId)
-          .terminate('the test file finished')
-          .catch(() => undefined); // it ended meanwhile
-      }
+      await endOpenRuns(temporal);
       await closeServer();
       gateway.closeAllConnections();
       await new Promise<void>((r) => gateway.close(() => r()));
@@ -268,6 +260,21 @@ export async function startTestPlatform(
       await db.end();
     },
   };
+}
+
+/**
+ * Terminates every run still open in the client's namespace. What a file left running (a
+ * deployment, an endpoint, a cluster) would be picked up by the next file's workers, which poll
+ * the same queues; each lane of test/run.ts runs one file at a time in a namespace of its own, so
+ * every open run in it is this file's.
+ */
+export async function endOpenRuns(temporal: Client): Promise<void> {
+  for await (const w of temporal.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
+    await temporal.workflow
+      .getHandle(w.workflowId, w.runId)
+      .terminate('the test file finished')
+      .catch(() => undefined); // it ended meanwhile
+  }
 }
 
 export interface HttpResult<T = any> {

@@ -169,9 +169,9 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
         ...workflowSource(),
         activities,
         // Workflows run in this thread, as the SDK's own replay workers run them: a worker thread of
-        // its own costs each worker 0.5-2 s of CPU to load the SDK (through tsx's loader hooks): a
-        // third of adapter-decisions' CPU, which starts many workers. The SDK's 5 s deadlock limit is off here; a run
-        // stuck in a loop fails the test by its timeout instead.
+        // its own costs each worker 0.5-2 s of CPU to load the SDK (through tsx's loader hooks), a
+        // third of adapter-decisions' CPU, which starts many workers. The SDK's 5 s deadlock limit
+        // is off here; a run stuck in a loop fails its test by the test's timeout instead.
         debugMode: true,
         // Cancellation reaches a heartbeating activity at its next heartbeat sent to the server.
         defaultHeartbeatThrottleInterval: '200 milliseconds',
