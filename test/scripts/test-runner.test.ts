@@ -1,6 +1,7 @@
 /**
  * The test runner (test/run.ts) fails a run that proves less than it reports: a skipped or todo
- * test, or a file that declares no test, fails it as a failing test does. Probe files of each kind
+ * test, a file that declares no test, or a failing test its process's exit code hides, fails it
+ * as a failing test does. Probe files of each kind
  * are written to a temporary folder and run through the runner itself; a passing probe shows the
  * failures come from what each probe is.
  */
@@ -22,6 +23,9 @@ const PROBES = {
   empty: '// declares no test',
   'one-fails': "test('passes', () => {});\ntest('fails', () => { throw new Error('it broke'); });",
   'none-matches': "test('is named otherwise', () => {});",
+  // Its process exits 0 all the same: its failure is known from what it reported.
+  'hides-failure':
+    "process.on('exit', () => { process.exitCode = 0; });\ntest('fails', () => { throw new Error('it broke'); });",
 };
 const probe = (name: keyof typeof PROBES) => {
   const file = path.join(dir, `${name}.test.ts`);
@@ -30,8 +34,8 @@ const probe = (name: keyof typeof PROBES) => {
 };
 
 function runTests(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  // Without the NODE_TEST_CONTEXT this file's own runner sets: with it, the probes' `node --test`
-  // would report to this file's runner instead of printing the counts test/run.ts reads.
+  // Without the NODE_TEST_CONTEXT node's runner sets when this file runs under `node --test`: with
+  // it, the probes would report to that runner instead of printing the counts test/run.ts reads.
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
   return new Promise((resolve) => {
     const child = execFile(
@@ -56,6 +60,12 @@ test('a skipped test, a todo test and a file that declares no test each fail the
     'skipped: 1 skipped, 0 todo',
     'todo: 0 skipped, 1 todo',
   ]);
+  assert.equal(code, 1);
+});
+
+test('a file whose failing test its process exit code hides still fails the run', async () => {
+  const { code, stderr } = await runTests([probe('passing'), probe('hides-failure')]);
+  assert.deepEqual(failedIn(stderr), ['hides-failure: 1 failed, 0 cancelled']);
   assert.equal(code, 1);
 });
 

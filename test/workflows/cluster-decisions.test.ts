@@ -8,7 +8,7 @@
  * about a second. (A terminated child is tested on the real server in
  * test/clusters/cluster-repair.test.ts: the test server does not tell a parent
  * that its child was terminated.) Outages over hours and days:
- * cluster-outage-decisions.test.ts.
+ * cluster-outage-decisions.test.ts and cluster-flapping-node.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

@@ -1,17 +1,15 @@
 /**
  * The cluster workflow over simulated hours and days, in Temporal's time-skipping test server with
  * the activity doubles of test/helpers/cluster-doubles.ts: a GPU queue nobody serves during bring-up
- * or while running (bounded histories, hand-over to a worker that comes back), a busy queue told
- * from an unserved one, and a node whose health flaps for days (every failure rebooted, the
- * carried state bounded).
+ * or while running (bounded histories, hand-over to a worker that comes back), and a busy queue told
+ * from an unserved one. (A node whose health flaps for days: cluster-flapping-node.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MAX_NODE_PHASE_TRANSITIONS, type ClusterState } from '../../shared/clusters';
 import { QUEUE_WAIT_SECONDS, clusterWorkflowKit, gate, lifecycleEvents } from '../helpers/cluster-workflow-kit';
 import { recordHistoryIfAsked, runWorkers, until, workflowTestEnvForFile } from '../helpers/workflow-env';
 
-// The suite is long (the simulated outages and days of flapping); each test keeps its own timeout,
+// The suite is long (the simulated outages); each test keeps its own timeout,
 // and the suite gets room for all of them, so one slow test fails alone instead of cancelling the
 // rest at the runner's 300 s default.
 describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () => {
@@ -136,60 +134,6 @@ describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () =>
             'gpu-queue-unserved-bring-up-handed-over',
           );
           await recordHistoryIfAsked(handle, 'cluster', 'bring-up-resumed-after-hand-over-ready-deleted');
-        },
-      );
-    },
-  );
-
-  test(
-    'a node whose health flaps for days: every failure is rebooted, and the carried state stays bounded',
-    { timeout: 600_000 },
-    async (ctx) => {
-      // GANTRY_FLAP_DAYS=30 measures the simulated month of the closing note; the suite runs a few days.
-      const days = Number(process.env.GANTRY_FLAP_DAYS ?? 4);
-      await withCluster(
-        'ts-flapping',
-        {
-          gpus: 16,
-          settings: { healthCheckIntervalSeconds: 3600, maxRoundsPerRun: 50 },
-          workflowTaskTimeout: '2 minutes',
-        },
-        async ({ doubles, handle }) => {
-          await ready(doubles);
-          const flapping = doubles.latest!.gpu_worker_nodes[0].node_id;
-          let checks = 0;
-          doubles.healthy = (nodeId) => nodeId !== flapping || ++checks % 2 === 0;
-          const size = (s: ClusterState) => JSON.stringify(s).length;
-          const sizeByDay: number[] = [];
-          for (let day = 1; day <= days; day++) {
-            await t.advance(86_400_000, 3_600_000);
-            sizeByDay.push(Math.max(...doubles.states.map(size)));
-          }
-          const reboots = [...doubles.remediations.values()].filter(
-            (r) => r.instance_name === flapping && r.state === 'SUCCEEDED',
-          ).length;
-          const s = doubles.latest!;
-          const node = s.gpu_worker_nodes.find((n) => n.node_id === flapping)!;
-          const runs = await historyLengths(handle);
-          ctx.diagnostic(
-            `${days} simulated days, ${reboots} reboots: largest carried state by day ${sizeByDay.join(', ')} bytes; ` +
-              `${node.phase_transitions.length} phase transitions on the node, ${s.node_lifecycle_events.length} events; ` +
-              `${runs.length} runs, largest ${Math.max(...runs)} events`,
-          );
-          assert.ok(reboots >= days * 10, `every other hourly check fails and is rebooted (${reboots})`);
-          // The bound: lifecycle events, cluster phases, deleted nodes and each node's phases are capped
-          // (shared/clusters.ts), so what one run hands the next stops growing once the caps are reached.
-          assert.ok(Math.max(...sizeByDay) < 128 * 1024, `largest carried state ${Math.max(...sizeByDay)} bytes`);
-          // Before the per-node cap it grew by about 1.8 KB a day for as long as the node flapped.
-          assert.ok(
-            sizeByDay.at(-1)! <= sizeByDay.at(-2)! * 1.01,
-            `no growth once the caps are reached: ${sizeByDay.slice(-2).join(' -> ')} bytes`,
-          );
-          assert.ok(node.phase_transitions.length <= MAX_NODE_PHASE_TRANSITIONS, 'a node keeps its latest phases only');
-          assert.equal(node.phase_transitions[0].phase, 'NODE_PHASE_RUNNING', 'and its first one');
-          assert.ok(Math.max(...runs) < 2_000, `largest run ${Math.max(...runs)} events`);
-          assert.equal(node.status, 'Ready');
-          await deleteAndCheck(handle, doubles);
         },
       );
     },
