@@ -48,6 +48,7 @@ import { readFileSync } from 'node:fs';
 import { audioRequestId } from '../../api/use-cases/audio';
 import { audioWorkflowId, type AudioResult } from '../../shared/audio';
 import { speak, wordErrorRate } from '../helpers/speech';
+import { waitingOn } from '../helpers/workflow-env';
 
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
@@ -520,6 +521,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       // replica serves on meanwhile).
       const rolled = await api('PATCH', '/deployments/crash-rolling', { image: newImage });
       assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
+      const rolledAt = Date.now();
       await eventually(
         () => api('GET', '/deployments/crash-rolling'),
         (r) =>
@@ -949,6 +951,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       );
 
       // The rollout finished: one replica, of the new revision and image, serving; the old one stopped.
+      // The launch under way at the kill ends by its 30 s heartbeat timeout, or at the latest by its
+      // 5-minute start-to-close timeout (workflows/deployment-entity.ts); the wait covers both.
       const rolledOut = await eventually(
         () => api('GET', '/deployments/crash-rolling'),
         (r) =>
@@ -956,12 +960,23 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
           Object.values(r.body.replica_events as Record<string, { replica_status: string }>).filter(
             (e) => e.replica_status === 'Running',
           ).length === 1,
-        180_000,
+        Math.max(180_000, rolledAt + 7 * 60_000 - Date.now()),
         500,
       ).catch(async (err) => {
         const r = await api('GET', '/deployments/crash-rolling');
-        throw new Error(`${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}`);
+        // What the run waits on, and what the platform said of it: CI keeps only this message.
+        const run = await waitingOn(client.workflow.getHandle(`deployment/${rollId}`)).catch((e: Error) => e.message);
+        const said = cp
+          .output()
+          .split('\n')
+          .filter((line) => line.includes(rollId))
+          .slice(-20)
+          .join('\n');
+        throw new Error(
+          `${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}; the run: ${run}; the platform said:\n${said}`,
+        );
       });
+      console.log(`[crash] the rollout finished ${((Date.now() - restartAt) / 1000).toFixed(1)} s after the restart`);
       const running = Object.entries(
         rolledOut.body.replica_events as Record<string, { replica_status: string; revision_id: string; image: string }>,
       ).filter(([, e]) => e.replica_status === 'Running');

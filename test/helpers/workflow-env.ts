@@ -254,7 +254,13 @@ export async function waitingOn(handle: WorkflowHandle): Promise<string> {
   const d = await handle.describe();
   const task = d.raw.pendingWorkflowTask;
   const activities = (d.raw.pendingActivities ?? []).map(
-    (a) => `${a.activityType?.name} (${a.state}, attempt ${a.attempt})`,
+    (a) =>
+      `${a.activityType?.name} (${a.state}, attempt ${a.attempt}` +
+      (a.lastHeartbeatTime?.seconds
+        ? `, last heartbeat ${new Date(Number(a.lastHeartbeatTime.seconds) * 1000).toISOString()}`
+        : '') +
+      (a.lastFailure?.message ? `, last failure: ${a.lastFailure.message}` : '') +
+      ')',
   );
   // The run's last events: whether an update that hangs was ever admitted, accepted or answered,
   // and what timer, if any, the run waits on.
