@@ -41,6 +41,8 @@ test('a fresh embedded PostgreSQL starts and answers under umask 077', async () 
 test('a checkout the postgres user cannot reach (under a 0700 home) stops at once, saying what to do', async () => {
   const home = path.join(parent, 'home');
   mkdirSync(path.join(home, 'gantry', '.data'), { recursive: true });
+  // Passable below the home whatever the umask of whoever runs the tests (077 made them 0700 too).
+  for (const dir of [path.join(home, 'gantry'), path.join(home, 'gantry', '.data')]) chmodSync(dir, 0o755);
   chmodSync(home, 0o700);
   const dir = path.join(home, 'gantry', '.data', 'postgres');
   assert.throws(
