@@ -77,10 +77,15 @@ export function createDeploymentControlActivities({ db }: { db: Db }) {
       /** Counts the runs (continue-as-new); absent from runs started before it existed. */
       generation?: number;
     }) {
-      const before = await containerSnapshot(db, deploymentId);
-      await projectDeployment(db, deploymentId, state, version, generation);
-      await recordRevision(db, { deploymentId, revision: state.revision, spec: state.spec });
-      await noteContainerChange(db, deploymentId, before, state);
+      // In one transaction: whoever reads the new status (of the deployment, or of the endpoint it
+      // serves) reads the endpoint event that says so, and its revision.
+      await withTransaction(db, async (tx) => {
+        const before = await containerSnapshot(tx, deploymentId);
+        const written = await projectDeployment(tx, deploymentId, state, version, generation);
+        await recordRevision(tx, { deploymentId, revision: state.revision, spec: state.spec });
+        // A late projection, not written, says nothing of a change either.
+        if (written) await noteContainerChange(tx, deploymentId, before, state);
+      });
     },
     /** Jobs waiting or running in the deployment's queue (the QueueBacklogPerWorker signal). */
     async queueBacklog({ deploymentId }: { deploymentId: string }): Promise<number> {

@@ -158,8 +158,22 @@ export function createModelUploadActivities(deps: {
   keyring?: Keyring;
 }) {
   const { db, blobs, policy } = deps;
-  const event = (uploadId: string, level: 'LEVEL_INFO' | 'LEVEL_WARN' | 'LEVEL_ERROR', type: string, message: string) =>
+  type Level = 'LEVEL_INFO' | 'LEVEL_WARN' | 'LEVEL_ERROR';
+  const event = (uploadId: string, level: Level, type: string, message: string) =>
     addUploadEvent(db, uploadId, { level, type, message });
+  /**
+   * A new status and the event that says why, in one transaction: whoever reads the upload's
+   * status reads its event too (as a fine-tune's are written: activities/fine-tunes.ts).
+   */
+  const statusWithEvent = (
+    uploadId: string,
+    status: Parameters<typeof setUploadStatus>[2],
+    e: { level: Level; type: string; message: string },
+  ) =>
+    withTransaction(db, async (tx) => {
+      await setUploadStatus(tx, uploadId, status);
+      await addUploadEvent(tx, uploadId, e);
+    });
 
   return {
     async importRemoteModel({
@@ -171,16 +185,14 @@ export function createModelUploadActivities(deps: {
       if (!upload) throw ApplicationFailure.nonRetryable(`upload ${uploadId} no longer exists`, 'UploadGone');
       const ctx = Context.current();
       const attempt = ctx.info.attempt;
-      await setUploadStatus(db, uploadId, {
-        status: 'REMOTE_UPLOAD_STATUS_RUNNING',
-        restartCount: attempt - 1,
-        message: 'Downloading.',
-      });
-      await event(
+      await statusWithEvent(
         uploadId,
-        'LEVEL_INFO',
-        attempt > 1 ? 'download.restarted' : 'download.started',
-        attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
+        { status: 'REMOTE_UPLOAD_STATUS_RUNNING', restartCount: attempt - 1, message: 'Downloading.' },
+        {
+          level: 'LEVEL_INFO',
+          type: attempt > 1 ? 'download.restarted' : 'download.started',
+          message: attempt > 1 ? `Attempt ${attempt}: downloading again.` : 'Downloading.',
+        },
       );
       const token =
         upload.sealed_token && deps.keyring
@@ -298,10 +310,16 @@ export function createModelUploadActivities(deps: {
 
     /** The upload's final status, with the sentence a person reads. */
     async finishUpload(f: { uploadId: string; status: UploadStatus; message: string; revisionId?: string }) {
-      await setUploadStatus(db, f.uploadId, { status: f.status, message: f.message, revisionId: f.revisionId });
-      if (f.status === 'REMOTE_UPLOAD_STATUS_FAILED')
-        await event(f.uploadId, 'LEVEL_ERROR', 'upload.failed', f.message);
-      else await event(f.uploadId, 'LEVEL_INFO', 'upload.succeeded', f.message);
+      const failed = f.status === 'REMOTE_UPLOAD_STATUS_FAILED';
+      await statusWithEvent(
+        f.uploadId,
+        { status: f.status, message: f.message, revisionId: f.revisionId },
+        {
+          level: failed ? 'LEVEL_ERROR' : 'LEVEL_INFO',
+          type: failed ? 'upload.failed' : 'upload.succeeded',
+          message: f.message,
+        },
+      );
     },
   };
 }

@@ -105,13 +105,15 @@ export async function projectDeployment(
   state: DeploymentState,
   version: number,
   generation = 0,
-): Promise<void> {
-  // A late write of an earlier run (or an earlier projection of this run) never overwrites a newer one.
-  await db.query(
+): Promise<boolean> {
+  // A late write of an earlier run (or an earlier projection of this run) never overwrites a newer
+  // one. Says whether it was written.
+  const { rowCount } = await db.query(
     `UPDATE deployments SET state = $2, status = $3, name = $4, version = $5, generation = $6, updated_at = now()
       WHERE id = $1 AND (generation, version) <= ($6, $5)`,
     [id, state, state.status, state.spec.name, version, generation],
   );
+  return rowCount === 1;
 }
 
 export async function deleteDeploymentRow(db: Queryable, id: string): Promise<void> {
