@@ -139,6 +139,54 @@ let reapedCpuSeen = 0;
  */
 const FILE_LIMIT_SECONDS = 20 * 60;
 
+/**
+ * The environment variable each file's process carries, with a value of that file's own; every
+ * process it starts inherits it, whatever process group or session it moves to (a platform under
+ * test runs in its own group, so killing the file's group leaves it running).
+ */
+const FILE_MARK = 'GANTRY_TEST_FILE_MARK';
+
+/**
+ * The processes still running with a file's mark in their environment (/proc/<pid>/environ: the
+ * environment they started with). A process started with an environment that drops the mark is
+ * not found; none of the project's is.
+ */
+function processesMarked(mark: string): Array<{ pid: number; command: string }> {
+  const found: Array<{ pid: number; command: string }> = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/environ`, 'latin1').split('\0').includes(`${FILE_MARK}=${mark}`)) continue;
+      const command = readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0').join(' ').trim();
+      found.push({ pid: Number(name), command: command.slice(0, 160) });
+    } catch {
+      // It ended meanwhile, or it is not ours to read.
+    }
+  }
+  return found;
+}
+
+/**
+ * Ends what a file left running once it has ended (a file that timed out never reached its
+ * teardown, and its platform ran on beside the files after it), and says so.
+ */
+function endLeftovers(file: string, mark: string): void {
+  const left = processesMarked(mark);
+  for (const p of left) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // it ended meanwhile
+    }
+  }
+  if (left.length) {
+    say(
+      `${path.relative(ROOT, file)} left ${left.length} process(es) running after it ended; killed: ` +
+        left.map((p) => `${p.pid} ${p.command}`).join('; '),
+    );
+  }
+}
+
 /** The files' process groups still running: a Ctrl-C (or CI's SIGTERM) of the run ends them too. */
 const runningGroups = new Set<number>();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -289,14 +337,17 @@ async function main() {
     const together = queue.filter((f) => !alone.includes(f));
     const runIn = async (lane: (typeof laneServices)[number], file: string) => {
       // A data directory of the file's own: what one file leaves on disk is never another's.
-      const dataDir = path.join(work, `data-${++filesStarted}`);
+      const n = ++filesStarted;
+      const dataDir = path.join(work, `data-${n}`);
       mkdirSync(dataDir, { recursive: true });
       // Each file finds only its tier's services, in every run: one whose tier test/tiers.ts
       // misjudged fails here too, not only when run on its own.
       const tier = tiers.get(file)!;
       const laneEnv = tier === 'platform' ? { DATABASE_URL: lane.databaseUrl, TEMPORAL_NAMESPACE: lane.namespace } : {};
-      const env = { ...base, ...tierEnv[tier], ...laneEnv, GANTRY_DATA_DIR: dataDir };
+      const mark = `${process.pid}-${n}`;
+      const env = { ...base, ...tierEnv[tier], ...laneEnv, GANTRY_DATA_DIR: dataDir, [FILE_MARK]: mark };
       results.push(await runFile(file, env, nodeTestArgs));
+      endLeftovers(file, mark);
       rmSync(dataDir, { recursive: true, force: true });
     };
     await Promise.all(

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -23,6 +23,12 @@ const PROBES = {
   empty: '// declares no test',
   'one-fails': "test('passes', () => {});\ntest('fails', () => { throw new Error('it broke'); });",
   'none-matches': "test('is named otherwise', () => {});",
+  // Starts a process in a session of its own (as a platform under test runs) and ends without
+  // stopping it; the pid goes where the test reads it.
+  'leaves-a-process':
+    "import { spawn } from 'node:child_process';\nimport { writeFileSync } from 'node:fs';\n" +
+    "test('passes', () => {\n  const child = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });\n" +
+    '  child.unref();\n  writeFileSync(process.env.PROBE_PID_FILE!, String(child.pid));\n});',
   // Its process exits 0 all the same: its failure is known from what it reported.
   'hides-failure':
     "process.on('exit', () => { process.exitCode = 0; });\ntest('fails', () => { throw new Error('it broke'); });",
@@ -33,7 +39,7 @@ const probe = (name: keyof typeof PROBES) => {
   return file;
 };
 
-function runTests(args: string[]): Promise<{ code: number | null; stderr: string }> {
+function runTests(args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> {
   // Without the NODE_TEST_CONTEXT node's runner sets when this file runs under `node --test`: with
   // it, the probes would report to that runner instead of printing the counts test/run.ts reads.
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
@@ -41,7 +47,7 @@ function runTests(args: string[]): Promise<{ code: number | null; stderr: string
     const child = execFile(
       process.execPath,
       ['--import', 'tsx', RUNNER, ...args],
-      { env: { ...env, GANTRY_TEST_CONCURRENCY: '2' } },
+      { env: { ...env, ...extraEnv, GANTRY_TEST_CONCURRENCY: '2' } },
       (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
     );
   });
@@ -67,6 +73,22 @@ test('a file whose failing test its process exit code hides still fails the run'
   const { code, stderr } = await runTests([probe('passing'), probe('hides-failure')]);
   assert.deepEqual(failedIn(stderr), ['hides-failure: 1 failed, 0 cancelled']);
   assert.equal(code, 1);
+});
+
+test('a process a file left running after it ended is killed, and the run says so', async () => {
+  const pidFile = path.join(dir, 'left.pid');
+  const { code, stderr } = await runTests([probe('leaves-a-process')], { PROBE_PID_FILE: pidFile });
+  const pid = Number(readFileSync(pidFile, 'utf8'));
+  assert.match(
+    stderr,
+    new RegExp(`leaves-a-process\\.test\\.ts left 1 process\\(es\\) running after it ended; killed: ${pid} sleep 600`),
+  );
+  // Killed: gone, or a zombie its new parent has yet to reap.
+  const state = existsSync(`/proc/${pid}/stat`)
+    ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0]
+    : 'gone';
+  assert.ok(state === 'gone' || state === 'Z', `the process left behind is ${state}`);
+  assert.equal(code, 0, 'reported, not failed: the file passed');
 });
 
 test('a narrowed run (--test-name-pattern) does not count the tests it leaves out as skipped; a file with none that matches fails', async () => {
