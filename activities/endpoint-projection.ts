@@ -16,13 +16,15 @@ export interface ContainerSnapshot {
 }
 
 /**
- * The deployment's status and desired replicas before a projection writes them. Read FOR UPDATE in
- * the projection's transaction: two projections of one deployment at once (a retried activity
- * beside the next) then each compare against what the other wrote, and say a change once.
+ * The deployment's status and desired replicas before a projection writes them. Read with the lock
+ * the projection's UPDATE takes anyway (FOR NO KEY UPDATE, which leaves rows that reference the
+ * deployment free to be written), in its transaction: two projections of one deployment at once (a
+ * retried activity beside the next) then each compare against what the other wrote, and say a
+ * change once.
  */
 export async function containerSnapshot(db: Queryable, deploymentId: string): Promise<ContainerSnapshot | null> {
   const { rows } = await db.query<{ status: string; desired: number | null }>(
-    `SELECT status, (state->>'desired_replicas')::int AS desired FROM deployments WHERE id = $1 FOR UPDATE`,
+    `SELECT status, (state->>'desired_replicas')::int AS desired FROM deployments WHERE id = $1 FOR NO KEY UPDATE`,
     [deploymentId],
   );
   return rows[0] ? { status: rows[0].status, desired: rows[0].desired ?? 0 } : null;

@@ -141,26 +141,45 @@ const FILE_LIMIT_SECONDS = 20 * 60;
 
 /**
  * The environment variable each file's process carries, with a value of that file's own; every
- * process it starts inherits it, whatever process group or session it moves to (a platform under
- * test runs in its own group, so killing the file's group leaves it running).
+ * process it starts with the environment it has inherits it, whatever process group or session it
+ * moves to (a platform under test runs in its own group, so killing the file's group leaves it
+ * running).
  */
 const FILE_MARK = 'GANTRY_TEST_FILE_MARK';
 
 /**
- * The processes still running with a file's mark in their environment (/proc/<pid>/environ: the
- * environment they started with). A process started with an environment that drops the mark is
- * not found; none of the project's is.
+ * The processes still running that a file started: those with its mark in their environment
+ * (/proc/<pid>/environ: the environment they started with), and their descendants. Podman, the
+ * trainers and replicas start with an environment of their own, without the mark: they are found
+ * as descendants of the platform process that started them while it runs. A process whose parent
+ * has gone (a container's conmon, which detaches on purpose) is not found.
  */
-function processesMarked(mark: string): Array<{ pid: number; command: string }> {
-  const found: Array<{ pid: number; command: string }> = [];
+function processesLeftBy(mark: string): Array<{ pid: number; command: string }> {
+  const parentOf = new Map<number, number>();
+  const marked = new Set<number>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      if (!readFileSync(`/proc/${name}/environ`, 'latin1').split('\0').includes(`${FILE_MARK}=${mark}`)) continue;
-      const command = readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0').join(' ').trim();
-      found.push({ pid: Number(name), command: command.slice(0, 160) });
+      const pid = Number(name);
+      // The fields after the command name, which may itself hold spaces and parentheses.
+      parentOf.set(pid, Number(readFileSync(`/proc/${name}/stat`, 'latin1').split(') ').at(-1)!.split(' ')[1]));
+      if (readFileSync(`/proc/${name}/environ`, 'latin1').split('\0').includes(`${FILE_MARK}=${mark}`)) marked.add(pid);
     } catch {
       // It ended meanwhile, or it is not ours to read.
+    }
+  }
+  const left = (pid: number): boolean => {
+    for (let p: number | undefined = pid; p && p > 1; p = parentOf.get(p)) if (marked.has(p)) return true;
+    return false;
+  };
+  const found: Array<{ pid: number; command: string }> = [];
+  for (const pid of parentOf.keys()) {
+    if (!left(pid)) continue;
+    try {
+      const command = readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim();
+      found.push({ pid, command: command.slice(0, 160) });
+    } catch {
+      // It ended meanwhile.
     }
   }
   return found;
@@ -171,7 +190,7 @@ function processesMarked(mark: string): Array<{ pid: number; command: string }> 
  * teardown, and its platform ran on beside the files after it), and says so.
  */
 function endLeftovers(file: string, mark: string): void {
-  const left = processesMarked(mark);
+  const left = processesLeftBy(mark);
   for (const p of left) {
     try {
       process.kill(p.pid, 'SIGKILL');

@@ -40,11 +40,12 @@ async function readWhileEventsLocked<T>(
   const locker = await db.connect();
   const reader = new pg.Client({ connectionString: db.options.connectionString });
   await reader.connect();
+  let writing: Promise<unknown> | undefined;
   try {
     await locker.query('BEGIN');
     await locker.query(`LOCK TABLE ${table} IN EXCLUSIVE MODE`);
     let written = false;
-    const writing = write().then(() => (written = true));
+    writing = write().then(() => (written = true));
     await lockWaitOrDone(db, () => written);
     assert.equal(written, false, `the write waits for ${table}`);
     const seen = await read(reader);
@@ -52,7 +53,11 @@ async function readWhileEventsLocked<T>(
     await writing;
     return seen;
   } finally {
+    // On a failure before the commit: the lock let go, and the write's own end awaited, so that
+    // neither outlives the test.
+    await locker.query('ROLLBACK').catch(() => undefined);
     locker.release();
+    await writing?.catch(() => undefined);
     await reader.end();
   }
 }

@@ -23,12 +23,17 @@ const PROBES = {
   empty: '// declares no test',
   'one-fails': "test('passes', () => {});\ntest('fails', () => { throw new Error('it broke'); });",
   'none-matches': "test('is named otherwise', () => {});",
-  // Starts a process in a session of its own (as a platform under test runs) and ends without
-  // stopping it; the pid goes where the test reads it.
+  // Starts a shell in a session of its own (as a platform under test runs), which starts a sleep
+  // with an environment of its own (as podman and the trainers are started), and ends without
+  // stopping either; the sleep's pid goes where the test reads it.
   'leaves-a-process':
-    "import { spawn } from 'node:child_process';\nimport { writeFileSync } from 'node:fs';\n" +
-    "test('passes', () => {\n  const child = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });\n" +
-    '  child.unref();\n  writeFileSync(process.env.PROBE_PID_FILE!, String(child.pid));\n});',
+    "import { spawn } from 'node:child_process';\nimport { readFileSync } from 'node:fs';\n" +
+    "test('passes', async () => {\n" +
+    '  const child = spawn(\'sh\', [\'-c\', \'env -i sleep 601 & echo $! > "$PROBE_PID_FILE.tmp"; mv "$PROBE_PID_FILE.tmp" "$PROBE_PID_FILE"; wait\'], {\n' +
+    "    detached: true,\n    stdio: 'ignore',\n  });\n  child.unref();\n" +
+    '  // Ends once the sleep runs: what the runner then finds is there by construction.\n' +
+    "  while (!(() => { try { return readFileSync(process.env.PROBE_PID_FILE!, 'utf8'); } catch { return ''; } })()) await new Promise((r) => setTimeout(r, 10));\n" +
+    '});',
   // Its process exits 0 all the same: its failure is known from what it reported.
   'hides-failure':
     "process.on('exit', () => { process.exitCode = 0; });\ntest('fails', () => { throw new Error('it broke'); });",
@@ -75,19 +80,22 @@ test('a file whose failing test its process exit code hides still fails the run'
   assert.equal(code, 1);
 });
 
-test('a process a file left running after it ended is killed, and the run says so', async () => {
+test('what a file left running after it ended is killed, and the run says so', async () => {
   const pidFile = path.join(dir, 'left.pid');
   const { code, stderr } = await runTests([probe('leaves-a-process')], { PROBE_PID_FILE: pidFile });
-  const pid = Number(readFileSync(pidFile, 'utf8'));
-  assert.match(
+  const sleep = Number(readFileSync(pidFile, 'utf8'));
+  const said = /leaves-a-process\.test\.ts left (\d+) process\(es\) running after it ended; killed: (.*)$/m.exec(
     stderr,
-    new RegExp(`leaves-a-process\\.test\\.ts left 1 process\\(es\\) running after it ended; killed: ${pid} sleep 600`),
   );
+  assert.ok(said, stderr);
+  assert.equal(said[1], '2', 'the shell, and the sleep it started without the mark');
+  assert.match(said[2], new RegExp(`\\b${sleep} sleep 601\\b`));
+  assert.match(said[2], /\d+ sh -c env -i sleep 601/);
   // Killed: gone, or a zombie its new parent has yet to reap.
-  const state = existsSync(`/proc/${pid}/stat`)
-    ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0]
+  const state = existsSync(`/proc/${sleep}/stat`)
+    ? readFileSync(`/proc/${sleep}/stat`, 'utf8').split(') ')[1]?.[0]
     : 'gone';
-  assert.ok(state === 'gone' || state === 'Z', `the process left behind is ${state}`);
+  assert.ok(state === 'gone' || state === 'Z', `the sleep left behind is ${state}`);
   assert.equal(code, 0, 'reported, not failed: the file passed');
 });
 
