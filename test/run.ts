@@ -42,7 +42,7 @@ const LONGEST_FIRST = [
   'test/crash/whole-platform.test.ts', // about 150-200 s: ./dev up twice, a fine-tune to its end
   'test/deployments/podman-isolation.test.ts',
   'test/endpoints/podman-model-server.test.ts', // builds the model server image first on a fresh machine
-  'test/workflows/cluster-flapping-node.test.ts', // about 25 s of CPU: days of a flapping node
+  'test/workflows/cluster-flapping-node.test.ts', // about 33 s of CPU: days of a flapping node
   'test/workflows/cluster-outage-decisions.test.ts',
   'test/workflows/cluster-decisions.test.ts',
   'test/api/openapi-fuzz.test.ts',
