@@ -982,10 +982,17 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
           `${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}; the run: ${run}; the platform said:\n${said}`,
         );
       });
-      console.log(`[crash] the rollout finished ${((Date.now() - restartAt) / 1000).toFixed(1)} s after the restart`);
       const running = Object.entries(
-        rolledOut.body.replica_events as Record<string, { replica_status: string; revision_id: string; image: string }>,
+        rolledOut.body.replica_events as Record<
+          string,
+          { replica_status: string; revision_id: string; image: string; replica_ready_since?: string }
+        >,
       ).filter(([, e]) => e.replica_status === 'Running');
+      // When the new replica became ready (this check runs after the fine-tune's, so later).
+      const readySince = Date.parse(running[0]?.[1].replica_ready_since ?? '');
+      console.log(
+        `[crash] the new replica of the rollout was ready ${((readySince - restartAt) / 1000).toFixed(1)} s after the restart`,
+      );
       assert.deepEqual(
         running.map(([, e]) => [e.revision_id, e.image]),
         [['2', newImage]],
