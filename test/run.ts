@@ -100,7 +100,7 @@ interface FileResult {
   counts: Record<(typeof COUNTERS)[number], number>;
   /** Tests a --test-name-pattern left out (node reports them as skipped, with this reason). */
   filtered: number;
-  /** What the file printed about its failures, repeated at the end of the run (see failureReport). */
+  /** What the file printed about its failures, repeated at the end of a run it failed (see failureReport). */
   failures: string;
 }
 
@@ -230,7 +230,7 @@ function runFile(file: string, env: NodeJS.ProcessEnv, nodeTestArgs: string[]): 
     const child = spawn(
       process.execPath,
       // The file itself, not `node --test <file>`: that starts a second node (and tsx) per file to
-      // run the file in, 0.2 s of CPU each (a tenth of a small file's). Each test's own `timeout`
+      // run the file in, 0.2 s of CPU each (a quarter of a small file's). Each test's own `timeout`
       // applies as before; FILE_LIMIT_SECONDS bounds the file.
       ['--import', 'tsx', '--test-reporter=spec', ...nodeTestArgs, file],
       // Its own process group, so the limit below ends what it started too.
@@ -267,10 +267,26 @@ function runFile(file: string, env: NodeJS.ProcessEnv, nodeTestArgs: string[]): 
         cpuSeconds,
         counts,
         filtered,
-        failures: exitCode !== 0 || counts.fail > 0 || counts.cancelled > 0 ? failureReport(output) : '',
+        failures: failureReport(output),
       });
     });
   });
+}
+
+/**
+ * Why a file failed, or undefined when it passed. A skipped or unfinished test is not a passing
+ * one, and a file that ran no test proves nothing: either fails the run, as a failing test does (a
+ * test a --test-name-pattern left out is neither: it was not asked for). A failed test fails it
+ * whatever the exit code says (a test that sets process.exitCode can hide it).
+ */
+function whyFailed(r: FileResult): string | undefined {
+  if (r.exitCode !== 0) return `exit ${r.exitCode}`;
+  if (r.counts.fail > 0 || r.counts.cancelled > 0) return `${r.counts.fail} failed, ${r.counts.cancelled} cancelled`;
+  if (r.counts.tests - r.filtered === 0) return r.filtered ? 'no test matches the pattern' : 'it declares no test';
+  if (r.counts.skipped - r.filtered > 0 || r.counts.todo > 0) {
+    return `${r.counts.skipped - r.filtered} skipped, ${r.counts.todo} todo`;
+  }
+  return undefined;
 }
 
 /** The environment a tier's files get from the run (beyond what every file gets), and nothing more. */
@@ -378,19 +394,7 @@ async function main() {
     const total = Object.fromEntries(
       COUNTERS.map((k) => [k, results.reduce((sum, r) => sum + r.counts[k], 0)]),
     ) as FileResult['counts'];
-    // A skipped or unfinished test is not a passing one, and a file that ran no test proves nothing:
-    // either fails the run, as a failing test does.
-    // (A test a --test-name-pattern left out is neither: it was not asked for.)
-    const failed = results.filter(
-      (r) =>
-        r.exitCode !== 0 ||
-        // A failure is one whatever the exit code says (a test that sets process.exitCode can hide it).
-        r.counts.fail > 0 ||
-        r.counts.cancelled > 0 ||
-        r.counts.tests - r.filtered === 0 ||
-        r.counts.skipped - r.filtered > 0 ||
-        r.counts.todo > 0,
-    );
+    const failed = results.filter((r) => whyFailed(r) !== undefined);
     say(`${results.length} files; ${COUNTERS.map((k) => `${k} ${total[k]}`).join(', ')}`);
     const byCpu = [...results].sort((a, b) => b.cpuSeconds - a.cpuSeconds);
     say(
@@ -401,17 +405,7 @@ async function main() {
           .join(', '),
     );
     for (const r of failed) {
-      const why =
-        r.exitCode !== 0
-          ? `exit ${r.exitCode}`
-          : r.counts.fail > 0 || r.counts.cancelled > 0
-            ? `${r.counts.fail} failed, ${r.counts.cancelled} cancelled`
-            : r.counts.tests - r.filtered === 0
-              ? r.filtered
-                ? 'no test matches the pattern'
-                : 'it declares no test'
-              : `${r.counts.skipped - r.filtered} skipped, ${r.counts.todo} todo`;
-      say(`failed: ${path.relative(ROOT, r.file)} (${why})`);
+      say(`failed: ${path.relative(ROOT, r.file)} (${whyFailed(r)})`);
       if (r.failures) process.stdout.write(`${r.failures.trimEnd()}\n`);
     }
     exitCode = failed.length === 0 && results.length === files.length ? 0 : 1;

@@ -731,11 +731,7 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       for (let i = 0; i < jobs.length - claimed.length; i++) {
         const c = await api('POST', '/queue/claim', { model: 'crash-serving' });
         assert.equal(c.status, 200, JSON.stringify(c.body));
-        const r = await api('POST', '/queue/complete', {
-          model: 'crash-serving',
-          ...c.body,
-          outputs: { by: 'after' },
-        });
+        const r = await api('POST', '/queue/complete', { model: 'crash-serving', ...c.body, outputs: { by: 'after' } });
         assert.equal(r.status, 200);
       }
       assert.equal((await api('POST', '/queue/claim', { model: 'crash-serving' })).status, 204, 'no job twice');

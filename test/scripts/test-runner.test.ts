@@ -26,14 +26,21 @@ const PROBES = {
   // Starts a shell in a session of its own (as a platform under test runs), which starts a sleep
   // with an environment of its own (as podman and the trainers are started), and ends without
   // stopping either; the sleep's pid goes where the test reads it.
-  'leaves-a-process':
-    "import { spawn } from 'node:child_process';\nimport { readFileSync } from 'node:fs';\n" +
-    "test('passes', async () => {\n" +
-    '  const child = spawn(\'sh\', [\'-c\', \'env -i sleep 601 & echo $! > "$PROBE_PID_FILE.tmp"; mv "$PROBE_PID_FILE.tmp" "$PROBE_PID_FILE"; wait\'], {\n' +
-    "    detached: true,\n    stdio: 'ignore',\n  });\n  child.unref();\n" +
-    '  // Ends once the sleep runs: what the runner then finds is there by construction.\n' +
-    "  while (!(() => { try { return readFileSync(process.env.PROBE_PID_FILE!, 'utf8'); } catch { return ''; } })()) await new Promise((r) => setTimeout(r, 10));\n" +
-    '});',
+  'leaves-a-process': `import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+const started = () => {
+  try {
+    return readFileSync(process.env.PROBE_PID_FILE!, 'utf8');
+  } catch {
+    return '';
+  }
+};
+test('passes', async () => {
+  const script = 'env -i sleep 601 & echo $! > "$PROBE_PID_FILE.tmp"; mv "$PROBE_PID_FILE.tmp" "$PROBE_PID_FILE"; wait';
+  spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' }).unref();
+  // Ends once the sleep runs: what the runner then finds is there by construction.
+  while (!started()) await new Promise((r) => setTimeout(r, 10));
+});`,
   // Its process exits 0 all the same: its failure is known from what it reported.
   'hides-failure':
     "process.on('exit', () => { process.exitCode = 0; });\ntest('fails', () => { throw new Error('it broke'); });",
