@@ -23,6 +23,7 @@ import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString, type WorkerO
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
 import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
 import { workflowSource } from '../../workers/runtime';
+import { withoutWorkflowPromiseHook } from './workflow-promise-hook';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../shared/search-attributes';
 import { INDEXED_TYPE } from '../../platform/temporal';
 import { temporal } from '@temporalio/proto';
@@ -112,6 +113,7 @@ async function createWorkflowTestEnv(): Promise<ServerOfFile> {
       logger: new DefaultLogger('WARN'),
       telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
     });
+    withoutWorkflowPromiseHook();
     runtimeInstalled = true;
   }
   // test/run.ts resolves the server once for all files; a file run alone resolves it itself.

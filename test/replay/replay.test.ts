@@ -14,6 +14,7 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, Runtime, Worker, type ReplayResult } from '@temporalio/worker';
 import * as workflows from '../../workflows';
 import { workflowSource } from '../../workers/runtime';
+import { withoutWorkflowPromiseHook } from '../helpers/workflow-promise-hook';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -50,6 +51,7 @@ describe('replay of recorded histories', () => {
   const historyOf = (file: string) => historyFromJSON(JSON.parse(readFileSync(path.join(DIR, file), 'utf8')));
   const replayed = new Map<string, ReplayResult>();
   before(async () => {
+    withoutWorkflowPromiseHook();
     try {
       const histories = files.map((file) => ({ workflowId: file, history: historyOf(file) }));
       for await (const result of Worker.runReplayHistories(workflowSource(), histories)) {
