@@ -24,9 +24,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
-import { CLASSPATH_ENV, ensureWorkflowTestServer } from '../scripts/lib/workflow-test-server';
-import { writeWorkflowBundle } from '../workers/runtime';
 import { TIERS, tierOf, type Tier } from './tiers';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -330,7 +327,11 @@ async function main() {
     const tierEnv: TierEnv = { pure: {}, workflow: {}, platform: {} };
     // Without platform files, a lane is only a place to run one file at a time.
     let laneServices: Array<{ namespace?: string; databaseUrl?: string }> = Array.from({ length: lanes }, () => ({}));
+    // The services' modules are loaded only by a run that needs them: the worker runtime alone
+    // (the SDK and every activity) is about a second of CPU, twice what a pure file takes.
     if (count('platform')) {
+      const { startEphemeralServices } =
+        require('../scripts/lib/ephemeral-services') as typeof import('../scripts/lib/ephemeral-services');
       const services = await startEphemeralServices(work, say, { lanes });
       cleanups.push(services.stop);
       say(`Temporal dev server ${services.temporalAddress}; PostgreSQL ready`);
@@ -343,6 +344,9 @@ async function main() {
     if (count('workflow') || count('platform')) {
       // Each tier has what the tiers below it have: the workflow tier's time-skipping server
       // (resolved once here, started by each file) and the workflow bundle.
+      const { CLASSPATH_ENV, ensureWorkflowTestServer } =
+        require('../scripts/lib/workflow-test-server') as typeof import('../scripts/lib/workflow-test-server');
+      const { writeWorkflowBundle } = require('../workers/runtime') as typeof import('../workers/runtime');
       const classpath = await ensureWorkflowTestServer(say);
       const bundlePath = path.join(work, 'workflow-bundle.js');
       await writeWorkflowBundle(bundlePath, say);
