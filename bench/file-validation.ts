@@ -20,7 +20,7 @@ import { createApiKey, createOrganization, createProject } from '../db/accounts'
 import { insertFile } from '../db/files';
 import { createPool } from '../db/pool';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
-import { writeWorkflowBundle } from '../workers/runtime';
+import { writeWorkflowBundle } from '../workers/workflow-code';
 import { CONTROL_TASK_QUEUE } from '../shared/task-queues';
 import { startProcess } from '../test/helpers/processes';
 import { procStatus, resetPeakRss, writeConversationalJsonl } from './lib/datasets';

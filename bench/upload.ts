@@ -19,7 +19,7 @@ import { createPool } from '../db/pool';
 import { startEphemeralServices } from '../scripts/lib/ephemeral-services';
 import { freePort } from '../platform/ports';
 import { startProcess } from '../test/helpers/processes';
-import { writeWorkflowBundle } from '../workers/runtime';
+import { writeWorkflowBundle } from '../workers/workflow-code';
 import { streamMultipartUpload, writeConversationalJsonl } from './lib/datasets';
 import { runBench } from './lib/platform';
 import { compareInRounds } from './lib/rounds';

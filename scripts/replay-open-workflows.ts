@@ -14,7 +14,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { loadConfig } from '../platform/config';
 import { temporalConnectionOptions } from '../platform/temporal';
-import { workflowSource } from '../workers/runtime';
+import { workflowSource } from '../workers/workflow-code';
 
 async function main(): Promise<number> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });

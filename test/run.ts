@@ -346,7 +346,7 @@ async function main() {
       // (resolved once here, started by each file) and the workflow bundle.
       const { CLASSPATH_ENV, ensureWorkflowTestServer } =
         require('../scripts/lib/workflow-test-server') as typeof import('../scripts/lib/workflow-test-server');
-      const { writeWorkflowBundle } = require('../workers/runtime') as typeof import('../workers/runtime');
+      const { writeWorkflowBundle } = require('../workers/workflow-code') as typeof import('../workers/workflow-code');
       const classpath = await ensureWorkflowTestServer(say);
       const bundlePath = path.join(work, 'workflow-bundle.js');
       await writeWorkflowBundle(bundlePath, say);

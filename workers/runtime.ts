@@ -1,23 +1,16 @@
 /**
  * Building blocks shared by the worker processes and by tests: the Temporal
- * runtime (logs into pino), the connection, where workflow code comes from,
- * and the control and GPU workers themselves.
+ * runtime (logs into pino), the connection, and the control and GPU workers
+ * themselves (workflow code comes from workflow-code.ts).
  */
 import { hostname } from 'node:os';
-import { writeFileSync } from 'node:fs';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  NativeConnection,
-  Runtime,
-  Worker,
-  type WorkerOptions,
-} from '@temporalio/worker';
-import { loadConfig, type GantryConfig } from '../platform/config';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { GantryConfig } from '../platform/config';
 import type { Keyring } from '../platform/keyring';
 import type { Logger } from '../platform/logger';
 import { retryUntilReady } from '../platform/lifecycle';
 import { temporalConnectionOptions } from '../platform/temporal';
+import { workflowSource } from './workflow-code';
 import type { GpuType } from '../shared/gpu-types';
 import type { Db } from '../db/pool';
 import { projectExists } from '../db/accounts';
@@ -91,26 +84,6 @@ export function connectWorkerConnection(config: GantryConfig, logger: Logger): P
     () => NativeConnection.connect(temporalConnectionOptions(config.temporal)),
     logger,
   );
-}
-
-/**
- * Workflow code: a prebuilt bundle when GANTRY_WORKFLOW_BUNDLE names one (the
- * test runner bundles once for all test files), else bundled from source.
- */
-export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  const bundle = loadConfig().workflowBundle;
-  if (bundle) return { workflowBundle: { codePath: bundle } };
-  return { workflowsPath: require.resolve('../workflows') };
-}
-
-/** Bundles the workflow code once into `file` (for GANTRY_WORKFLOW_BUNDLE), quietly. */
-export async function writeWorkflowBundle(file: string, warn: (line: string) => void): Promise<void> {
-  const quiet = () => undefined;
-  const { code } = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../workflows'),
-    logger: { trace: quiet, debug: quiet, info: quiet, log: quiet, warn, error: warn },
-  });
-  writeFileSync(file, code);
 }
 
 interface CommonWorkerDeps {

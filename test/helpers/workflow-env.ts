@@ -22,7 +22,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString, type WorkerOptions } from '@temporalio/worker';
 import { writeRecordedHistory } from '../../scripts/lib/recorded-histories';
 import { CLASSPATH_ENV, WORKFLOW_TEST_SERVER, ensureWorkflowTestServer } from '../../scripts/lib/workflow-test-server';
-import { workflowSource } from '../../workers/runtime';
+import { workflowSource } from '../../workers/workflow-code';
 import { withoutWorkflowPromiseHook } from './workflow-promise-hook';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../shared/search-attributes';
 import { INDEXED_TYPE } from '../../platform/temporal';

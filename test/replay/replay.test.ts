@@ -13,7 +13,7 @@ import { before, describe, test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, Runtime, Worker, type ReplayResult } from '@temporalio/worker';
 import * as workflows from '../../workflows';
-import { workflowSource } from '../../workers/runtime';
+import { workflowSource } from '../../workers/workflow-code';
 import { withoutWorkflowPromiseHook } from '../helpers/workflow-promise-hook';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });

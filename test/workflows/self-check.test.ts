@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { SA_PROJECT_ID, SA_RESOURCE_ID, SA_RESOURCE_TYPE, SA_STATUS } from '../../shared/search-attributes';
-import { workflowSource } from '../../workers/runtime';
+import { workflowSource } from '../../workers/workflow-code';
 import { call, eventually, startApiWithoutTemporal, startTestPlatform, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
