@@ -108,7 +108,10 @@ async function writeClassArchive(classpathFile: string, log: (line: string) => v
   let ended = false;
   const exited = new Promise<void>((resolve) => server.on('exit', () => resolve()));
   void exited.then(() => (ended = true));
-  while (!ended && (await isPortFree(port))) await new Promise((r) => setTimeout(r, 100));
+  // A server that never listens is stopped too (after a minute; it takes seconds): the archive is
+  // only a speed-up, and the resolution goes on without it.
+  const deadline = Date.now() + 60_000;
+  while (!ended && Date.now() < deadline && (await isPortFree(port))) await new Promise((r) => setTimeout(r, 100));
   if (!ended) server.kill('SIGTERM');
   await exited;
   if (!existsSync(path.join(path.dirname(classpathFile), ARCHIVE))) {
