@@ -327,8 +327,8 @@ async function main() {
     const tierEnv: TierEnv = { pure: {}, workflow: {}, platform: {} };
     // Without platform files, a lane is only a place to run one file at a time.
     let laneServices: Array<{ namespace?: string; databaseUrl?: string }> = Array.from({ length: lanes }, () => ({}));
-    // The services' modules are loaded only by a run that needs them: the worker runtime alone
-    // (the SDK and every activity) is about a second of CPU, twice what a pure file takes.
+    // The services' modules are loaded only by a run that needs them: with the Temporal SDK and
+    // its clients they were about a second of CPU, twice what a pure file takes.
     if (count('platform')) {
       const { startEphemeralServices } =
         require('../scripts/lib/ephemeral-services') as typeof import('../scripts/lib/ephemeral-services');
