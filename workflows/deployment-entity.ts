@@ -10,7 +10,8 @@
  * Everything here is workflow code: a change to the commands it issues goes
  * behind a patch (patches.ts).
  */
-import { condition, proxyActivities } from '@temporalio/workflow';
+import { condition, patched, proxyActivities } from '@temporalio/workflow';
+import { PATCHES } from './patches';
 import { failureMessage } from './failures';
 import type { DeploymentControlActivities, ReplicaActivities } from '../activities/deployments';
 import {
@@ -159,6 +160,7 @@ export class DeploymentEntity {
 
   async reconcile(): Promise<void> {
     if (Date.now() < this.replicas.retryAt) return;
+    this.replicas.retryOwed = false;
     const old = [...this.replicas.live.entries()].filter(([, r]) => r.revision < this.state.revision).map(([id]) => id);
     if (old.length) {
       // Rolling: a new replica first, then one old one goes.
@@ -196,7 +198,16 @@ export class DeploymentEntity {
       this.autoscaler.nextLook(),
     );
     if (until !== Infinity) await condition(() => this.wake || this.deleting, Math.max(1, until - Date.now()));
-    else await condition(() => this.wake || this.deleting);
+    else if (
+      this.replicas.retryOwed &&
+      !this.wake &&
+      !this.deleting &&
+      patched(PATCHES.retryFallenDueWhileProjecting.id)
+    ) {
+      // The retry a backoff deferred fell due while the round projected (a projection slower than the
+      // backoff): it is due now. (Before this patch the loop waited for a message with no timer, and
+      // a deployment whose launch failed once could stay short of replicas, or mid-rollout, for good.)
+    } else await condition(() => this.wake || this.deleting);
     this.wake = false;
   }
 

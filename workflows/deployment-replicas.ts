@@ -44,6 +44,11 @@ export class DeploymentReplicas {
   /** Consecutive replica failures, and when the next launch may be tried. */
   failures: number;
   retryAt = 0;
+  /**
+   * A failure set `retryAt` and no round of the main loop has passed it since: a launch is owed at
+   * `retryAt`, even when that time went by while the round was projecting (deployment-entity.ts sleep).
+   */
+  retryOwed = false;
 
   constructor(
     private readonly input: DeploymentWorkflowInput,
@@ -84,10 +89,16 @@ export class DeploymentReplicas {
           message: `No container host took the replica within ${this.input.containerWaitSeconds ?? 60}s: no worker serves queue "${CONTAINERS_TASK_QUEUE}" (run a control worker with GANTRY_CONTAINER_RUNTIME=podman).`,
         });
       }
-      this.failures++;
-      this.retryAt = Date.now() + backoffSeconds(this.failures, this.input.maxRestartBackoffSeconds) * 1000;
+      this.backOff();
       return false;
     }
+  }
+
+  /** One more consecutive failure: the next launch waits out a longer backoff. */
+  private backOff(): void {
+    this.failures++;
+    this.retryAt = Date.now() + backoffSeconds(this.failures, this.input.maxRestartBackoffSeconds) * 1000;
+    this.retryOwed = true;
   }
 
   /** Supervises a running replica on the host that holds it; its end (not asked for) means it died. */
@@ -145,8 +156,7 @@ export class DeploymentReplicas {
           }
           // It died: replace it after a backoff.
           this.live.delete(replicaId);
-          this.failures++;
-          this.retryAt = Date.now() + backoffSeconds(this.failures, this.input.maxRestartBackoffSeconds) * 1000;
+          this.backOff();
           this.wake();
         },
       );

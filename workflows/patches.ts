@@ -84,4 +84,7 @@ export const PATCHES = {
   adapterLoadEndedStatus: { id: 'adapter-load-ended-status', workflow: 'adapterLoad' },
   /** A queue dispatcher that ends idle sets GantryStatus completed (GantryPhase done); it kept running. */
   queueDispatcherEndedStatus: { id: 'queue-dispatcher-ended-status', workflow: 'queueDispatcher' },
+  // ---- the whole-platform crash test's stuck rollout (CI of stop 51) ----
+  /** A replica launch deferred by a backoff that fell due while the round projected is tried then, not never. */
+  retryFallenDueWhileProjecting: { id: 'retry-fallen-due-while-projecting', workflow: 'deployment' },
 } as const;

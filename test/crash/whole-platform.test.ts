@@ -48,7 +48,7 @@ import { readFileSync } from 'node:fs';
 import { audioRequestId } from '../../api/use-cases/audio';
 import { audioWorkflowId, type AudioResult } from '../../shared/audio';
 import { speak, wordErrorRate } from '../helpers/speech';
-import { waitingOn } from '../helpers/workflow-env';
+import { historyLines, waitingOn } from '../helpers/workflow-env';
 
 const MODEL = 'gantry/reference-byte-tiny';
 /** Lines of the file that is validating when the power goes. */
@@ -967,7 +967,9 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
       ).catch(async (err) => {
         const r = await api('GET', '/deployments/crash-rolling');
         // What the run waits on, and what the platform said of it: CI keeps only this message.
-        const run = await waitingOn(client.workflow.getHandle(`deployment/${rollId}`)).catch((e: Error) => e.message);
+        const handle = client.workflow.getHandle(`deployment/${rollId}`);
+        const run = await waitingOn(handle).catch((e: Error) => e.message);
+        const history = await historyLines(handle).catch((e: Error) => e.message);
         const said = cp
           .output()
           .split('\n')
@@ -975,7 +977,8 @@ describe('the whole platform killed at once, then PostgreSQL alone, then Tempora
           .slice(-20)
           .join('\n');
         throw new Error(
-          `${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}; the run: ${run}; the platform said:\n${said}`,
+          `${err.message}; ${r.body.status} ${JSON.stringify(r.body.replica_events)}; the run: ${run}; ` +
+            `the platform said:\n${said}\nits history (the kill at ${new Date(killedAt).toISOString()}, the restart ready at ${new Date(restartAt + readyS * 1000).toISOString()}):\n${history}`,
         );
       });
       const running = Object.entries(

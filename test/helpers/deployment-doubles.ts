@@ -39,6 +39,14 @@ export class DeploymentActivityDoubles {
   restarting: string | undefined;
   /** From this projection on, recordDeployment fails non-retryably (an activity that gave up). */
   failProjectionsFrom = Infinity;
+  /** How many of the next launches fail to start (non-retryably, as a replica that never got healthy). */
+  failLaunches = 0;
+  /**
+   * How long (real ms) a projection takes, by its number counted from the last launch that failed (1 for
+   * the first after it): a read model slower than the replicas' backoff. None is slow before a failure.
+   */
+  projectionDelayMs: (sinceFailedLaunch: number) => number = () => 0;
+  private projectionsSinceFailedLaunch: number | undefined;
 
   get latest(): DeploymentState | undefined {
     return this.projections.at(-1)?.state;
@@ -51,6 +59,10 @@ export class DeploymentActivityDoubles {
         if (self.projections.length >= self.failProjectionsFrom && a.state.status !== 'Failed') {
           self.failProjectionsFrom = Infinity; // once
           throw ApplicationFailure.nonRetryable('the read model refused the projection', 'InjectedFault');
+        }
+        if (self.projectionsSinceFailedLaunch !== undefined) {
+          const delay = self.projectionDelayMs(++self.projectionsSinceFailedLaunch);
+          if (delay > 0) await new Promise((r) => setTimeout(r, delay));
         }
         self.projections.push({ state: structuredClone(a.state), version: a.version, generation: a.generation });
       },
@@ -69,6 +81,11 @@ export class DeploymentActivityDoubles {
       },
       async launchReplica(l) {
         self.launches.push(l.replicaId);
+        if (self.failLaunches > 0) {
+          self.failLaunches--;
+          self.projectionsSinceFailedLaunch = 0;
+          throw ApplicationFailure.nonRetryable(`${l.replicaId} never answered its health check`, 'ReplicaFailed');
+        }
         self.running.add(l.replicaId);
         return { replicaId: l.replicaId, hostQueue: CONTAINERS_TASK_QUEUE, port: 0 };
       },

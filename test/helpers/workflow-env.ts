@@ -274,6 +274,50 @@ export async function waitingOn(handle: WorkflowHandle): Promise<string> {
   );
 }
 
+/**
+ * A run's history, an event a line from the last `count`: its id, its time (UTC), its
+ * type, and what it names (the activity's type, the event it answers, a failure's message, a
+ * timer's length). What a test prints when a run did not do what it should.
+ */
+export async function historyLines(handle: WorkflowHandle, count = 60): Promise<string> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const at = (e: (typeof events)[number]) =>
+    Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+  const types = new Map<number, string>();
+  return events
+    .slice(-count)
+    .map((e) => {
+      const id = Number(e.eventId);
+      const detail: string[] = [];
+      const scheduled = e.activityTaskScheduledEventAttributes;
+      if (scheduled) {
+        types.set(id, scheduled.activityType?.name ?? '?');
+        detail.push(`${scheduled.activityType?.name} #${scheduled.activityId} on ${scheduled.taskQueue?.name}`);
+      }
+      for (const answer of [
+        e.activityTaskStartedEventAttributes,
+        e.activityTaskCompletedEventAttributes,
+        e.activityTaskFailedEventAttributes,
+        e.activityTaskTimedOutEventAttributes,
+        e.activityTaskCanceledEventAttributes,
+        e.activityTaskCancelRequestedEventAttributes,
+      ]) {
+        if (answer && 'scheduledEventId' in answer && answer.scheduledEventId) {
+          const of = Number(answer.scheduledEventId);
+          detail.push(`of ${of}${types.has(of) ? ` (${types.get(of)})` : ''}`);
+        }
+        if (answer && 'failure' in answer && answer.failure?.message) detail.push(answer.failure.message);
+      }
+      if (e.timerStartedEventAttributes?.startToFireTimeout)
+        detail.push(`${Number(e.timerStartedEventAttributes.startToFireTimeout.seconds ?? 0)} s`);
+      const signal = e.workflowExecutionSignaledEventAttributes?.signalName;
+      if (signal) detail.push(signal);
+      const name = EVENT_NAMES[e.eventType ?? 0] ?? String(e.eventType);
+      return `${id} ${new Date(at(e)).toISOString().slice(11, 23)} ${name}${detail.length ? ` ${detail.join('; ')}` : ''}`;
+    })
+    .join('\n');
+}
+
 const EVENT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(temporal.api.enums.v1.EventType).map(([name, n]) => [n, name.replace(/^EVENT_TYPE_/, '')]),
 );

@@ -258,4 +258,66 @@ describe('deployment workflow decisions (time-skipping)', () => {
       });
     },
   );
+  // A launch that fails is retried after a backoff of 1 s. The round that follows projects the
+  // deployment's status before it sleeps until the retry: a projection slower than what is left of
+  // the backoff must not leave the loop asleep with no timer (the whole-platform crash test's rollout
+  // stayed mid-way for good in CI this way, its new replica never launched again).
+  test(
+    'a launch retried after its backoff even when the projection before the sleep outlasts the backoff',
+    { timeout: 60_000 },
+    async () => {
+      await withDeployment(
+        deploymentInput('ts-slow-read-model', { min: 1, max: 1 }),
+        {
+          prepare: (d) => {
+            d.failLaunches = 1;
+            d.projectionDelayMs = () => 1500;
+          },
+        },
+        async ({ doubles, handle }) => {
+          await until(
+            () => doubles.latest,
+            (s) => s?.status === 'Ready',
+            'the deployment Ready on the replica launched after the failed one',
+            20_000,
+          );
+          assert.deepEqual(doubles.launches, ['ts-slow-read-model-1', 'ts-slow-read-model-2']);
+          assert.deepEqual([...doubles.running], ['ts-slow-read-model-2']);
+          await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
+          assert.equal(await t.finished(handle), 'deleted');
+          await recordHistoryIfAsked(handle, 'deployment', 'launch-failed-slow-projection-retried');
+        },
+      );
+    },
+  );
+
+  test(
+    'a rollout whose new replica failed to start goes on after the backoff though the next projection is slow',
+    { timeout: 60_000 },
+    async () => {
+      await withDeployment(deploymentInput('ts-slow-rollout', { min: 1, max: 1 }), {}, async ({ doubles, handle }) => {
+        await until(
+          () => doubles.latest,
+          (s) => s?.status === 'Ready',
+          'the first replica',
+        );
+        // The first projection after the failed launch comes before the backoff ends and wakes the
+        // loop at once; the second, in the round the backoff defers, outlasts it.
+        doubles.failLaunches = 1;
+        doubles.projectionDelayMs = (n) => (n === 2 ? 1500 : 0);
+        await handle.executeUpdate(DEPLOYMENT_MESSAGES.update, { args: [{ image: 'example/replica:2' }] });
+        await until(
+          () => doubles.latest,
+          (s) => s?.status === 'Ready' && s.revision === 2,
+          'the deployment Ready on revision 2',
+          20_000,
+        );
+        assert.deepEqual(doubles.launches, ['ts-slow-rollout-1', 'ts-slow-rollout-2', 'ts-slow-rollout-3']);
+        assert.deepEqual([...doubles.running], ['ts-slow-rollout-3'], 'the old replica stopped, the new one runs');
+        await handle.executeUpdate(DEPLOYMENT_MESSAGES.delete, { args: [] });
+        assert.equal(await t.finished(handle), 'deleted');
+        await recordHistoryIfAsked(handle, 'deployment', 'rollout-launch-failed-slow-projection-went-on');
+      });
+    },
+  );
 });
