@@ -6,11 +6,13 @@
  *   - pure: no services; runs in seconds.
  *   - workflow: Temporal's time-skipping test server (the JVM), one per file, with the workflow bundle.
  *   - platform: the Temporal dev server and PostgreSQL that test/run.ts starts, or the host's heavier
- *     parts (podman, the Python environments and their model weights).
+ *     parts (an embedded PostgreSQL the file starts itself, podman, the Python environments and
+ *     their model weights).
  *
- * A file is in the heaviest tier whose marks it, or a test helper it imports (test/, followed
- * transitively), names. test/run.ts hands each file only its tier's services, in every run (CI's
- * full run included), so a file whose marks were missed fails instead of passing by luck.
+ * A file is in the heaviest tier whose marks it, a test helper it imports (test/, followed
+ * transitively), or a fixture script it runs, names. test/run.ts hands each file only its tier's
+ * services, in every run (CI's full run included), so a file whose marks were missed fails instead
+ * of passing by luck.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -38,6 +40,11 @@ const MARKS: Array<{ tier: Tier; needs: string; mark: RegExp }> = [
     needs: 'the Temporal dev server and PostgreSQL',
     // startProcess: API and worker processes, which connect to both.
     mark: /(?<!function )\b(startTestPlatform|withScratchDatabase|startProcess)\(|\bprocess\.env\.(DATABASE_URL|TEMPORAL_ADDRESS|TEMPORAL_CLI)\b/,
+  },
+  {
+    tier: 'platform',
+    needs: 'an embedded PostgreSQL of its own',
+    mark: /(?<!function )\bstartEmbeddedPostgres\(/,
   },
   {
     tier: 'platform',
@@ -77,6 +84,20 @@ function helperImports(file: string, text: string): HelperImport[] {
     found.push({ module, names });
   }
   return found;
+}
+
+/**
+ * The scripts a file runs from a `fixtures` folder beside it (in a child process, so not imported):
+ * what they start, the file needs.
+ */
+function fixtureScripts(file: string, text: string): string[] {
+  const named = [
+    ...text.matchAll(/\bpath\.join\(__dirname,\s*'fixtures',\s*'([^']+)'\)/g),
+    ...text.matchAll(/\brequire\.resolve\('\.\/fixtures\/([^']+)'\)/g),
+  ].map((m) => path.join(path.dirname(file), 'fixtures', m[1]));
+  return named
+    .map((f) => [f, `${f}.ts`].find((c) => existsSync(c) && statSync(c).isFile()))
+    .filter((f): f is string => f !== undefined);
 }
 
 /** A module's top-level declarations by name: each from its line to the next declaration's. */
@@ -134,6 +155,7 @@ export function tierOf(file: string): TierOf {
       because.add(`${needs} (${path.relative(path.dirname(TEST_DIR), f)})`);
       if (TIERS.indexOf(t) > TIERS.indexOf(tier)) tier = t;
     }
+    for (const script of fixtureScripts(f, code)) visit(script, undefined);
     for (const { module, names: imported } of helperImports(f, text)) {
       const used = imported?.filter(([, local]) =>
         new RegExp(`\\b${local}\\b`).test(code.replace(/^import[\s\S]*?;$/gm, '')),
