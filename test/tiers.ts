@@ -146,7 +146,8 @@ export function tierOf(file: string): TierOf {
   const seen = new Set<string>();
   const visit = (f: string, names: string[] | undefined) => {
     const key = `${f}:${names?.join(',') ?? '*'}`;
-    if (seen.has(key)) return;
+    // This module's marks are patterns that name what they look for, not uses of it.
+    if (seen.has(key) || f === __filename) return;
     seen.add(key);
     const text = withoutComments(readFileSync(f, 'utf8'));
     const code = codeOf(text, names);
