@@ -271,7 +271,8 @@ describe('deployment workflow decisions (time-skipping)', () => {
         {
           prepare: (d) => {
             d.failLaunches = 1;
-            d.projectionDelayMs = () => 1500;
+            // The projection right after the failed launch, before the loop sleeps, outlasts the backoff.
+            d.projectionDelayMs = (n) => (n === 1 ? 1500 : 0);
           },
         },
         async ({ doubles, handle }) => {
