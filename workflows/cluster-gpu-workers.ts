@@ -150,7 +150,7 @@ export class GpuWorkers {
 
   /** Probes the accelerator queue until a host serves it, backing off; then every waiting test goes on. */
   probeAccelerator(nodeId: string): Promise<void> {
-    return (async () => {
+    const probe = (async () => {
       for (let waitMs = PROBE_FIRST_WAIT_MS; ; waitMs = Math.min(waitMs * 2, PROBE_MAX_WAIT_MS)) {
         await condition(() => this.run.deleteRequested !== undefined, waitMs);
         this.run.abortIfDeleting();
@@ -182,6 +182,12 @@ export class GpuWorkers {
       this.acceleratorProbe = undefined;
       this.run.wake = true;
     });
+    // A delete ends the probe (DeletionRequested). The node tests waiting on it during bring-up see
+    // that and abort; in a running cluster no test may be waiting (health rounds skip while it is
+    // out), and the rejection, unhandled, failed every workflow task of the delete: the cluster was
+    // never torn down. Marked handled here; whoever awaits the probe still gets the rejection.
+    probe.catch(() => undefined);
+    return probe;
   }
 
   /**

@@ -190,4 +190,29 @@ describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () =>
       );
     },
   );
+  test(
+    'a running cluster deleted while nobody serves its GPU queue is torn down: the pending probe ends quietly',
+    { timeout: 120_000 },
+    async () => {
+      await withCluster(
+        'ts-outage-deleted',
+        { gpus: 16, settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS }, workflowTaskTimeout: '2 minutes' },
+        async ({ doubles, handle, gpu }) => {
+          await ready(doubles);
+          gpu!.shutdown();
+          await until(
+            () => gpu!.getState(),
+            (state) => state === 'STOPPED',
+            'the GPU worker to stop',
+          );
+          // A health round finds the queue unserved and leaves the shared probe waiting, which no
+          // node test awaits while the cluster runs.
+          await t.advance(2 * 3600_000, 60_000);
+          assert.equal(lifecycleEvents(doubles.latest!, 'AcceleratorQueueUnserved').length, 1);
+          await deleteAndCheck(handle, doubles);
+          await recordHistoryIfAsked(handle, 'cluster', 'running-gpu-queue-unserved-deleted');
+        },
+      );
+    },
+  );
 });
