@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import type { BenchResult } from './lib/rounds';
+import { NODE_TYPESCRIPT_ARGS } from '../platform/node-typescript';
 
 /** Every bench, shortest first, with the arguments the README's figures use (their defaults). */
 const BENCHES = [
@@ -27,7 +28,7 @@ const BENCHES = [
 function runOne(name: string): Promise<{ result: BenchResult | null; code: number; seconds: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, `${name}.ts`)], {
+    const child = spawn(process.execPath, [...NODE_TYPESCRIPT_ARGS, path.join(__dirname, `${name}.ts`)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';

@@ -4,7 +4,7 @@
  * scratch, with this machine's Node.js binary and the shared libraries `ldd`
  * says it loads, and the example's own files (TypeScript bundled by esbuild).
  *
- *   node --import tsx scripts/build-example-images.ts [--push <registry host:port>] [--insecure]
+ *   node --require tsx/cjs scripts/build-example-images.ts [--push <registry host:port>] [--insecure]
  *
  * Tagged `localhost/gantry-examples/<name>:1`; with --push, also pushed to the
  * registry as `<registry>/gantry-examples/<name>:1`.

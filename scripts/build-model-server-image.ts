@@ -12,7 +12,7 @@
  *   libraries (nvidia-*, some 3 GB) `import torch` loads even on CPU, so they stay; triton (1 GB)
  *   only compiles GPU kernels and CPU torch never imports it, so it is left out. About 4.6 GB.
  *
- *   node --import tsx scripts/build-model-server-image.ts [--torch]    # prints the tag
+ *   node --require tsx/cjs scripts/build-model-server-image.ts [--torch]    # prints the tag
  *
  * The layout is the Gantry image's (Dockerfile): the reference server runs as
  * `/app/.venv/bin/python -m gantry_trainer.serve` with PYTHONPATH=/app/trainers/reference, so

@@ -7,7 +7,7 @@
  * the values that do not open where they are (their key is gone, or they were
  * sealed for another row). Safe to run again; prints what it did.
  *
- *   GANTRY_SIGNING_SECRET=… GANTRY_PREVIOUS_SIGNING_SECRETS=… DATABASE_URL=… node --import tsx scripts/reseal.ts
+ *   GANTRY_SIGNING_SECRET=… GANTRY_PREVIOUS_SIGNING_SECRETS=… DATABASE_URL=… node --require tsx/cjs scripts/reseal.ts
  */
 import { loadConfig, requireDatabaseUrl } from '../platform/config';
 import { exitOnStartupError, ownerOnlyFiles } from '../platform/lifecycle';

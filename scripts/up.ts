@@ -26,6 +26,7 @@ import { startTemporalDevServer, type TemporalDevServer } from './lib/temporal-d
 import { ownerOnlyFiles } from '../platform/lifecycle';
 import { PodmanEngine } from '../providers/containers/podman/podman-engine';
 import { buildModelServerImage, TORCH_SERVER_IMAGE } from './build-model-server-image';
+import { NODE_TYPESCRIPT_ARGS } from '../platform/node-typescript';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[gantry] ${line}\n`);
@@ -177,7 +178,7 @@ async function main() {
     await connection.close();
 
     for (const p of PROCESSES) {
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, p.entry)], {
+      const child = spawn(process.execPath, [...NODE_TYPESCRIPT_ARGS, path.join(ROOT, p.entry)], {
         cwd: ROOT,
         env: { ...env, GANTRY_METRICS_PORT: String(METRICS_BASE_PORT + p.metrics) },
         stdio: ['ignore', 'inherit', 'inherit'],

@@ -25,6 +25,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { TIERS, tierOf, type Tier } from './tiers';
+import { NODE_TYPESCRIPT_ARGS } from '../platform/node-typescript';
 
 const ROOT = path.resolve(__dirname, '..');
 const say = (line: string) => process.stderr.write(`[test] ${line}\n`);
@@ -229,7 +230,7 @@ function runFile(file: string, env: NodeJS.ProcessEnv, nodeTestArgs: string[]): 
       // The file itself, not `node --test <file>`: that starts a second node (and tsx) per file to
       // run the file in, 0.2 s of CPU each (a quarter of a small file's). Each test's own `timeout`
       // applies as before; FILE_LIMIT_SECONDS bounds the file.
-      ['--import', 'tsx', '--test-reporter=spec', ...nodeTestArgs, file],
+      [...NODE_TYPESCRIPT_ARGS, '--test-reporter=spec', ...nodeTestArgs, file],
       // Its own process group, so the limit below ends what it started too.
       { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env, detached: true },
     );

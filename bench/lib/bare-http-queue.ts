@@ -9,7 +9,7 @@
  * and then go in as one multi-row INSERT (group commit): the most a one-job-per-request HTTP
  * queue could make of the database, shown beside the plain front, not judged.
  *
- *   BARE_QUEUE_PORT=<port> DATABASE_URL=<url> node --import tsx bench/lib/bare-http-queue.ts
+ *   BARE_QUEUE_PORT=<port> DATABASE_URL=<url> node --require tsx/cjs bench/lib/bare-http-queue.ts
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import pg from 'pg';

@@ -4,7 +4,7 @@
  * gateway bench's second reference: what a proxy written in Node costs on this machine before
  * any of Gantry's own work, so the gap to nginx can be split into the runtime's and Gantry's.
  *
- *   BARE_PROXY_PORT=<listen port> BARE_PROXY_UPSTREAM=<upstream port> node --import tsx bench/lib/bare-node-proxy.ts
+ *   BARE_PROXY_PORT=<listen port> BARE_PROXY_UPSTREAM=<upstream port> node --require tsx/cjs bench/lib/bare-node-proxy.ts
  */
 import { createServer } from 'node:http';
 import { Agent } from 'undici';

@@ -5,7 +5,7 @@
  * which measures what Node's sockets and event loop cost on this machine apart from its HTTP
  * layer, the other two being nginx and the leanest Node HTTP proxy (bare-node-proxy.ts).
  *
- *   BARE_PIPE_PORT=<listen port> BARE_PIPE_UPSTREAM=<upstream port> node --import tsx bench/lib/bare-node-tcp-pipe.ts
+ *   BARE_PIPE_PORT=<listen port> BARE_PIPE_UPSTREAM=<upstream port> node --require tsx/cjs bench/lib/bare-node-tcp-pipe.ts
  */
 import { connect, createServer } from 'node:net';
 

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { startEmbeddedPostgres } from '../../db/embedded';
 import { freePort } from '../../platform/ports';
 import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
+import { NODE_TYPESCRIPT_ARGS } from '../../platform/node-typescript';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -137,7 +138,7 @@ export async function crashPlatform(dataDir: string, env: Record<string, string>
     },
     async up() {
       restarted.length = 0;
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts/up.ts')], {
+      const child = spawn(process.execPath, [...NODE_TYPESCRIPT_ARGS, path.join(ROOT, 'scripts/up.ts')], {
         cwd: ROOT,
         env: childEnv,
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
  * `api/…`, `scripts/…`: a path whose first folder is one of the repository's own) exists, and each
  * command it shows still runs what it names: `./dev` with a subcommand `dev` accepts (the test
  * files and folders `./dev test` is given, the benches `./dev bench` knows), `npx tsx` and
- * `node --import tsx` with a file that exists, `npm run` with a script of package.json. A page that
+ * `node --require tsx/cjs` with a file that exists, `npm run` with a script of package.json. A page that
  * names a deleted file or a renamed command fails here, not in a reader's terminal. Pure: reads
  * files only.
  */
@@ -132,7 +132,7 @@ export function deadReferences(page: string, text: string): string[] {
               if (!BENCHES.has(arg)) dead.push(`./dev bench ${arg}: no such bench (bench/all.ts)`);
           } else if (args.length) dead.push(`./dev ${sub} ${args.join(' ')}: ./dev ${sub} takes no arguments`);
         }
-        for (const [, file] of command.matchAll(/(?:npx tsx|node --import tsx)\s+(\S+)/g)) {
+        for (const [, file] of command.matchAll(/(?:npx tsx|node --require tsx\/cjs)\s+(\S+)/g)) {
           if (!exists(file)) dead.push(`${file}: the script it runs does not exist`);
         }
         for (const [, script] of command.matchAll(/npm run\s+([\w:-]+)/g)) {
@@ -150,7 +150,7 @@ test('the checks can fail: each kind of dead reference is found', () => {
     'run `./dev tset`, `./dev test test/no-such-folder`, `./dev bench no-such-bench`,',
     '`npx tsx scripts/no-such.ts`, `npm run no-such-script`.',
     '```sh',
-    'node --import tsx bench/no-such.ts   # a comment naming `./dev`',
+    'node --require tsx/cjs bench/no-such.ts   # a comment naming `./dev`',
     '```',
   ].join('\n');
   assert.deepEqual(

@@ -2,13 +2,14 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { freePort } from '../../platform/ports';
+import { NODE_TYPESCRIPT_ARGS } from '../../platform/node-typescript';
 
 const ROOT = path.resolve(__dirname, '../..');
 
 export type StartedProcess = ReturnType<typeof startProcess>;
 
 export function startProcess(entry: string, env: Record<string, string>, nodeArgs: string[] = []) {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, entry)], {
+  const child = spawn(process.execPath, [...nodeArgs, ...NODE_TYPESCRIPT_ARGS, path.join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

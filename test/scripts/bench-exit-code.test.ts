@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { NODE_TYPESCRIPT_ARGS } from '../../platform/node-typescript';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'bench-with-one-check.ts');
 const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-exit-'));
@@ -18,7 +19,7 @@ function runFixture(met: boolean): Promise<{ code: number | null; stdout: string
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--import', 'tsx', FIXTURE, path.join(dir, met ? 'pg-met' : 'pg-missed')],
+      [...NODE_TYPESCRIPT_ARGS, FIXTURE, path.join(dir, met ? 'pg-met' : 'pg-missed')],
       { env: { ...process.env, BENCH_FIXTURE_MET: met ? '1' : '0' } },
       (_err, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }),
     );

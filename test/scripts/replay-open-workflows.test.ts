@@ -11,6 +11,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { eventually, type TestPlatform } from '../helpers/platform';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { createCluster, deleteAllClusters, startClusterPlatform, waitForCluster } from '../helpers/clusters';
+import { NODE_TYPESCRIPT_ARGS } from '../../platform/node-typescript';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -27,7 +28,7 @@ after(async () => {
 });
 
 function replayOpen() {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/replay-open-workflows.ts'], {
+  const run = spawnSync(process.execPath, [...NODE_TYPESCRIPT_ARGS, 'scripts/replay-open-workflows.ts'], {
     cwd: ROOT,
     env: process.env,
     encoding: 'utf8',

@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { NODE_TYPESCRIPT_ARGS } from '../../platform/node-typescript';
 
 const RUNNER = path.join(__dirname, '..', 'run.ts');
 const dir = mkdtempSync(path.join(tmpdir(), 'gantry-runner-probes-'));
@@ -58,7 +59,7 @@ function runTests(args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ c
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--import', 'tsx', RUNNER, ...args],
+      [...NODE_TYPESCRIPT_ARGS, RUNNER, ...args],
       { env: { ...env, ...extraEnv, GANTRY_TEST_CONCURRENCY: '2' } },
       (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
     );
