@@ -199,6 +199,7 @@ describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () =>
         { gpus: 16, settings: { gpuQueueWaitSeconds: QUEUE_WAIT_SECONDS }, workflowTaskTimeout: '2 minutes' },
         async ({ doubles, handle, gpu }) => {
           await ready(doubles);
+          const run = (await handle.describe()).runId;
           gpu!.shutdown();
           await until(
             () => gpu!.getState(),
@@ -206,9 +207,12 @@ describe('cluster workflow outages (time-skipping)', { timeout: 600_000 }, () =>
             'the GPU worker to stop',
           );
           // A health round finds the queue unserved and leaves the shared probe waiting, which no
-          // node test awaits while the cluster runs.
+          // node test awaits while the cluster runs. It is out at the delete: the run that started
+          // it is the one deleted, and it never said the queue was served again.
           await t.advance(2 * 3600_000, 60_000);
           assert.equal(lifecycleEvents(doubles.latest!, 'AcceleratorQueueUnserved').length, 1);
+          assert.equal(lifecycleEvents(doubles.latest!, 'AcceleratorQueueServed').length, 0);
+          assert.equal((await handle.describe()).runId, run, 'the same run: the probe was not handed over');
           await deleteAndCheck(handle, doubles);
           await recordHistoryIfAsked(handle, 'cluster', 'running-gpu-queue-unserved-deleted');
         },

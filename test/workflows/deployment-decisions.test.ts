@@ -302,8 +302,8 @@ describe('deployment workflow decisions (time-skipping)', () => {
           (s) => s?.status === 'Ready',
           'the first replica',
         );
-        // The first projection after the failed launch comes before the backoff ends and wakes the
-        // loop at once; the second, in the round the backoff defers, outlasts it.
+        // A failed launch while rolling wakes the loop at once; the first projection after it ends
+        // before the backoff does, so that round is deferred, and its projection (the second) outlasts it.
         doubles.failLaunches = 1;
         doubles.projectionDelayMs = (n) => (n === 2 ? 1500 : 0);
         await handle.executeUpdate(DEPLOYMENT_MESSAGES.update, { args: [{ image: 'example/replica:2' }] });
